@@ -1,0 +1,84 @@
+// Bootstrap: rendezvous of the ranks of a job over TCP and small control messages between them.
+// Rank 0 listens on the address inside the unique id; every other rank connects to it, and from
+// then on ranks exchange blobs with allGather/barrier (through rank 0) and send/recv (direct).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace forestcc {
+
+// 128 opaque bytes: rank 0's TCP address plus a random 64-bit magic that identifies the job.
+// Connections that present another magic (another job, a stale id) are refused.
+struct UniqueId {
+  static constexpr size_t kBytes = 128;
+  std::array<uint8_t, kBytes> bytes{};
+
+  // A fresh id whose address is this host's first non-loopback IPv4 address (127.0.0.1 when
+  // there is none). The listening socket is opened now and kept for rank 0 of this process.
+  static UniqueId create();
+  // An id for a known address ("host:port") and magic; rank 0 binds that address itself.
+  static UniqueId fromAddress(const std::string& hostPort, uint64_t magic);
+  static UniqueId fromBytes(const std::string& raw);  // throws InvalidUsage unless a valid id
+
+  uint64_t magic() const;
+  std::string address() const;  // "host:port"
+  std::string hex() const;
+  static UniqueId fromHex(const std::string& hex);
+};
+
+// How this process was launched: which launcher's conventions gave its rank and size, and how
+// to reach rank 0.
+struct LaunchInfo {
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  std::string source;        // "forestcc-run", "openmpi", "mpich", "slurm", "torchrun", "single"
+  std::string rootAddress;   // "host:port" when the environment gives one
+  uint64_t magic = 0;        // job magic agreed from the environment (0: from the file rendezvous)
+  std::string rendezvousKey; // non-empty: rendezvous through a file named after this key
+  int rootListenFd = -1;     // rank 0 under forestcc-run: the listening socket the launcher opened
+};
+
+// Reads the launch environment (see the README's table); throws InvalidUsage on inconsistent values.
+LaunchInfo detectLaunch();
+
+class Bootstrap {
+ public:
+  // Joins the job described by `id` as `rank` of `nranks`. Blocks until every rank has arrived
+  // or the timeout passes (the error then names the ranks that never arrived).
+  // rootListenFd: rank 0 may be handed an already listening socket (forestcc-run does this).
+  // connectTimeoutSeconds (0: timeoutSeconds) bounds only the first connection to rank 0.
+  Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSeconds, int rootListenFd = -1,
+            double connectTimeoutSeconds = 0);
+  // Joins the job this process was launched into (detectLaunch()).
+  static std::unique_ptr<Bootstrap> fromEnvironment(double timeoutSeconds);
+  ~Bootstrap();
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const;
+  int nranks() const;
+  uint64_t magic() const;
+  const UniqueId& id() const;
+
+  // Every rank contributes one blob (sizes may differ) and receives all of them, by rank.
+  std::vector<std::string> allGather(const std::string& mine);
+  void barrier();
+  // Point-to-point blobs, matched by (peer, tag) in FIFO order per key. Tags with the top bit set
+  // are reserved for forestcc itself.
+  void send(int peer, uint64_t tag, const std::string& data);
+  std::string recv(int peer, uint64_t tag);
+
+  static constexpr uint64_t kInternalTag = 1ull << 63;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace forestcc

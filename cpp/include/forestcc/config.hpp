@@ -1,0 +1,31 @@
+// Every configuration knob in one typed table: name, type, default and documentation.
+// Nothing else in forestcc reads environment variables for configuration.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace forestcc {
+
+struct ConfigEntry {
+  const char* name;   // environment variable
+  const char* type;   // "float", "int", "bool", "string"
+  const char* defaultValue;
+  const char* doc;
+};
+
+const std::vector<ConfigEntry>& configTable();
+
+namespace config {
+double timeoutSeconds();        // FORESTCC_TIMEOUT: deadline of every wait and rendezvous
+bool debug();                   // FORESTCC_DEBUG
+std::string nodeId();           // FORESTCC_NODE_ID (empty: use the hostname)
+std::string rendezvousDir();    // FORESTCC_RDZV_DIR
+std::string shmPrefix();        // FORESTCC_SHM_PREFIX
+double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait starts yielding
+}  // namespace config
+
+// Reads a knob from the table (the environment overrides the default); throws on a bad value.
+std::string configString(const char* name);
+
+}  // namespace forestcc

@@ -1,0 +1,37 @@
+// Errors carry what a user needs to act: the kind of failure, which rank saw it and which peer caused it.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace forestcc {
+
+enum class ErrorCode : int {
+  InvalidUsage = 1,  // bad argument from the caller (maps to ValueError in Python)
+  System = 2,        // a system call failed (errno in the message)
+  Remote = 3,        // a peer failed, closed its connection or died
+  Timeout = 4,       // a deadline expired (a wait, a rendezvous)
+  Aborted = 5,       // the communicator was poisoned by an earlier error, here or on a peer
+  Internal = 6,      // a bug in forestcc
+};
+
+const char* errorCodeName(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message, int rank = -1, int peer = -1);
+  ErrorCode code() const { return code_; }
+  int rank() const { return rank_; }  // the rank that raised it, -1 when unknown
+  int peer() const { return peer_; }  // the peer it concerns, -1 when none
+ private:
+  ErrorCode code_;
+  int rank_;
+  int peer_;
+};
+
+// "rank R: " prefix used by every message so logs from many ranks read unambiguously.
+std::string rankPrefix(int rank);
+// strerror(errno) with the call name: "connect(10.0.0.2:5000): Connection refused".
+[[noreturn]] void throwSystemError(const std::string& call, int err, int rank = -1, int peer = -1);
+
+}  // namespace forestcc

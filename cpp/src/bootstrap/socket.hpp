@@ -1,0 +1,66 @@
+// Blocking TCP sockets with deadlines: every call that can wait takes a Deadline and throws
+// forestcc::Error (Timeout / Remote / System) instead of hanging.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace forestcc {
+
+using Clock = std::chrono::steady_clock;
+
+struct Deadline {
+  Clock::time_point at;
+  static Deadline in(double seconds);
+  int remainingMs() const;  // for poll(); 0 when expired
+  bool expired() const { return Clock::now() >= at; }
+};
+
+// An IPv4/IPv6 address with port, printable as "host:port".
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  std::string toString() const;
+  uint16_t port() const;
+  static SocketAddress parse(const std::string& hostPort);  // "host:port", resolves names
+};
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void close();
+  int release() { int f = fd_; fd_ = -1; return f; }
+
+  static Socket listen(const SocketAddress& addr);  // port 0 picks one
+  // Connects, retrying refused/unreachable until the deadline (the listener may not be up yet).
+  static Socket connect(const SocketAddress& addr, const Deadline& deadline, int rank);
+  // Waits for one incoming connection.
+  Socket accept(const Deadline& deadline, int rank);
+  SocketAddress localAddress() const;
+
+  // Full writes/reads. `who` names the other side in errors ("rank 3", "the root").
+  void sendAll(const void* data, size_t size, const Deadline& deadline, int rank,
+               const std::string& who);
+  void recvAll(void* data, size_t size, const Deadline& deadline, int rank, const std::string& who,
+               int peer = -1);
+  // True when data (or EOF) is ready within ms milliseconds.
+  bool readable(int ms) const;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace forestcc

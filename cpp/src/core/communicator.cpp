@@ -1,0 +1,286 @@
+#include "forestcc/communicator.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "core/memory_channel.hpp"
+#include "core/state.hpp"
+#include "forestcc/config.hpp"
+#include "forestcc/error.hpp"
+#include "transport/remote_memory.hpp"
+
+namespace forestcc {
+
+namespace {
+
+// Connection handshakes use their own tag space inside the bootstrap's reserved range.
+constexpr uint64_t kConnectTag = Bootstrap::kInternalTag | (1ull << 56);
+constexpr uint64_t kMaxUserTag = (1ull << 56) - 1;
+
+std::string hostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+uint64_t hashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string packPeerInfo(const PeerInfo& p) {
+  std::ostringstream o;
+  o << p.pid << '\n' << p.controlName << '\n' << p.node;
+  return o.str();
+}
+
+PeerInfo unpackPeerInfo(const std::string& s) {
+  PeerInfo p;
+  std::istringstream in(s);
+  std::string pid;
+  std::getline(in, pid);
+  std::getline(in, p.controlName);
+  std::getline(in, p.node);
+  p.pid = std::stoi(pid);
+  p.nodeHash = hashName(p.node);
+  return p;
+}
+
+}  // namespace
+
+bool peerAlive(int pid) { return processAlive(pid); }
+
+// ---- State ----
+
+ControlBlock* Communicator::State::peerControl(int peer) {
+  if (peer == rank) return control;
+  std::lock_guard<std::mutex> g(mu);
+  auto it = peerControls.find(peer);
+  if (it == peerControls.end())
+    it = peerControls.emplace(peer, ShmSegment::open(peers[peer].controlName, sizeof(ControlBlock), rank, peer)).first;
+  return static_cast<ControlBlock*>(it->second->data());
+}
+
+int Communicator::State::allocateSlot() {
+  std::lock_guard<std::mutex> g(mu);
+  if (nextSlot >= kSemaphoreSlots)
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(rank) + "too many channels on this communicator (limit " +
+                                             std::to_string(kSemaphoreSlots) + ")", rank);
+  return nextSlot++;
+}
+
+WaitPolicy Communicator::State::waitPolicy(int peer, double timeoutSeconds) const {
+  return WaitPolicy{timeoutSeconds, spinUs, rank, peer, peer == rank ? 0 : peers[peer].pid, &control->header};
+}
+
+static void storeAbort(ControlBlock* block, int rank, const std::string& reason) {
+  uint32_t expected = 0;
+  if (block->header.abortBy.compare_exchange_strong(expected, static_cast<uint32_t>(rank + 1))) {
+    std::snprintf(block->header.abortMessage, sizeof block->header.abortMessage, "%s", reason.c_str());
+    block->header.messageReady.store(1, std::memory_order_release);
+  }
+}
+
+void Communicator::State::poison(const std::string& reason) {
+  storeAbort(control, rank, reason);
+  std::lock_guard<std::mutex> g(mu);
+  for (auto& kv : peerControls) storeAbort(static_cast<ControlBlock*>(kv.second->data()), rank, reason);
+}
+
+std::string Communicator::State::abortReason() const {
+  uint32_t by = control->header.abortBy.load(std::memory_order_acquire);
+  if (!by) return "";
+  for (int i = 0; i < 1000 && !control->header.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
+  return "rank " + std::to_string(by - 1) + " reported: " + control->header.abortMessage;
+}
+
+void Communicator::State::raiseWaitFailure(WaitOutcome outcome, int peer, const std::string& what,
+                                           double timeoutSeconds) {
+  std::string prefix = rankPrefix(rank);
+  switch (outcome) {
+    case WaitOutcome::Aborted:
+      throw Error(ErrorCode::Aborted, prefix + what + " aborted: the communicator was poisoned; " + abortReason(),
+                  rank, peer);
+    case WaitOutcome::PeerDead: {
+      std::string msg = prefix + what + ": rank " + std::to_string(peer) + " (pid " +
+                        std::to_string(peers[peer].pid) + ") died";
+      poison(msg);
+      throw Error(ErrorCode::Remote, msg, rank, peer);
+    }
+    case WaitOutcome::Timeout: {
+      std::ostringstream msg;
+      msg << prefix << what << ": timed out after " << timeoutSeconds << " s waiting for rank " << peer
+          << " to signal (FORESTCC_TIMEOUT sets the limit)";
+      poison(msg.str());
+      throw Error(ErrorCode::Timeout, msg.str(), rank, peer);
+    }
+    case WaitOutcome::Ready: break;
+  }
+  throw Error(ErrorCode::Internal, prefix + "raiseWaitFailure without a failure", rank, peer);
+}
+
+// ---- Communicator ----
+
+Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.rank = bootstrap->rank();
+  s.size = bootstrap->nranks();
+  s.timeout = config::timeoutSeconds();
+  s.spinUs = config::spinMicroseconds();
+  s.controlSegment = ShmSegment::create(sizeof(ControlBlock), "ctl");
+  s.control = static_cast<ControlBlock*>(s.controlSegment->data());
+  s.control->header.magic = kControlMagic;
+
+  PeerInfo mine;
+  mine.pid = getpid();
+  mine.controlName = s.controlSegment->name();
+  mine.node = config::nodeId().empty() ? hostName() : config::nodeId();
+  auto all = bootstrap->allGather(packPeerInfo(mine));
+  s.peers.resize(s.size);
+  s.nodeOf.resize(s.size);
+  std::vector<std::string> nodes;
+  for (int r = 0; r < s.size; ++r) {
+    s.peers[r] = unpackPeerInfo(all[r]);
+    int n = 0;
+    while (n < static_cast<int>(nodes.size()) && nodes[n] != s.peers[r].node) ++n;
+    if (n == static_cast<int>(nodes.size())) nodes.push_back(s.peers[r].node);
+    s.nodeOf[r] = n;
+  }
+  s.nodeCount = static_cast<int>(nodes.size());
+  for (int r = 0; r < s.size; ++r) {
+    if (s.nodeOf[r] != s.nodeOf[s.rank]) continue;
+    if (r == s.rank) s.localRank = static_cast<int>(s.localRanks.size());
+    s.localRanks.push_back(r);
+  }
+  s.bootstrap = std::move(bootstrap);
+  // Map every same-node peer's control block now, so abort() reaches all of them.
+  for (int r : s.localRanks)
+    if (r != s.rank) s.peerControl(r);
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return state_->rank; }
+int Communicator::size() const { return state_->size; }
+int Communicator::localRank() const { return state_->localRank; }
+int Communicator::localSize() const { return static_cast<int>(state_->localRanks.size()); }
+int Communicator::nodeCount() const { return state_->nodeCount; }
+const std::vector<int>& Communicator::localRanks() const { return state_->localRanks; }
+double Communicator::timeoutSeconds() const { return state_->timeout; }
+Bootstrap& Communicator::bootstrap() { return *state_->bootstrap; }
+
+int Communicator::nodeOf(int r) const {
+  if (r < 0 || r >= state_->size)
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(state_->rank) + "rank " + std::to_string(r) + " is out of range");
+  return state_->nodeOf[r];
+}
+
+const std::string& Communicator::nodeName(int r) const {
+  nodeOf(r);
+  return state_->peers[r].node;
+}
+
+RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKind kind) {
+  State& s = *state_;
+  if (kind != MemoryKind::Host)
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "forestcc does not support registering GPU memory "
+                                                             "in this build yet (CUDA IPC transport)", s.rank);
+  if (!data && size)
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "register: null pointer with " + std::to_string(size) + " bytes", s.rank);
+  MemoryHandle h;
+  h.kind = kind;
+  h.ownerRank = s.rank;
+  h.ownerPid = s.peers[s.rank].pid;
+  h.nodeHash = s.peers[s.rank].nodeHash;
+  h.address = reinterpret_cast<uint64_t>(data);
+  h.size = size;
+  size_t offset = 0;
+  std::shared_ptr<ShmSegment> seg = findSharedAllocation(data, size, &offset);
+  if (seg) {
+    h.shmOffset = offset;
+    h.shmSize = seg->size();
+    std::snprintf(h.shmName, sizeof h.shmName, "%s", seg->name().c_str());
+  }
+  return RegisteredMemory(data, size, h, seg);
+}
+
+std::shared_ptr<Channel> Communicator::connect(int peer, const RegisteredMemory& local, uint64_t tag) {
+  return connect(std::vector<int>{peer}, local, tag).front();
+}
+
+std::vector<std::shared_ptr<Channel>> Communicator::connect(const std::vector<int>& peers,
+                                                            const RegisteredMemory& local, uint64_t tag) {
+  State& s = *state_;
+  checkHealthy();
+  if (tag > kMaxUserTag)
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "connect: tag must be below 2^56", s.rank);
+  if (local.handle().ownerRank != s.rank)
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "connect: the memory was not registered on this communicator", s.rank);
+  for (int peer : peers) {
+    if (peer < 0 || peer >= s.size)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "connect: peer " + std::to_string(peer) +
+                                               " is out of range (0.." + std::to_string(s.size - 1) + ")", s.rank, peer);
+    if (s.nodeOf[peer] != s.nodeOf[s.rank])
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(s.rank) + "connect: rank " + std::to_string(peer) + " is on node '" + s.peers[peer].node +
+                      "', this rank on '" + s.peers[s.rank].node +
+                      "': forestcc does not support channels between nodes in this version (TCP PortChannel)",
+                  s.rank, peer);
+  }
+  // Every handshake is sent before any is awaited, so ranks may list their peers in any order.
+  std::vector<int> slots;
+  for (int peer : peers) {
+    int slot = s.allocateSlot();
+    slots.push_back(slot);
+    std::string msg = local.serialize();
+    msg.append(reinterpret_cast<const char*>(&slot), sizeof slot);
+    s.bootstrap->send(peer, kConnectTag | tag, msg);
+  }
+  std::vector<std::shared_ptr<Channel>> channels;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    int peer = peers[i];
+    std::string reply = s.bootstrap->recv(peer, kConnectTag | tag);
+    int remoteSlot = 0;
+    std::memcpy(&remoteSlot, reply.data() + reply.size() - sizeof remoteSlot, sizeof remoteSlot);
+    MemoryHandle rh = RegisteredMemory::deserialize(reply.substr(0, reply.size() - sizeof remoteSlot));
+    channels.push_back(makeMemoryChannel(peer, local, rh, slots[i], remoteSlot, tag));
+  }
+  return channels;
+}
+
+std::shared_ptr<Channel> Communicator::makeMemoryChannel(int peer, const RegisteredMemory& local,
+                                                         const MemoryHandle& rh, int slot, int remoteSlot,
+                                                         uint64_t tag) {
+  State& s = *state_;
+  RemoteMemory remote;
+  remote.rank = s.rank;
+  remote.peer = peer;
+  remote.size = rh.size;
+  remote.pid = rh.ownerPid;
+  remote.address = rh.address;
+  if (peer == s.rank) {
+    remote.mapped = reinterpret_cast<char*>(rh.address);
+  } else if (rh.shmName[0]) {
+    std::lock_guard<std::mutex> g(s.mu);
+    auto& seg = s.peerSegments[rh.shmName];
+    if (!seg) seg = ShmSegment::open(rh.shmName, rh.shmSize, s.rank, peer);
+    remote.segment = seg;
+    remote.mapped = static_cast<char*>(seg->data()) + rh.shmOffset;
+  }
+  SemaphoreDeviceHandle sem{&s.control->slots[slot].value, &s.peerControl(peer)->slots[remoteSlot].value, 0};
+  std::string name = "rank " + std::to_string(s.rank) + " -> rank " + std::to_string(peer) + ", tag " + std::to_string(tag);
+  return std::make_shared<MemoryChannel>(state_, peer, local, std::move(remote), sem, std::move(name));
+}
+
+void Communicator::abort(const std::string& reason) { state_->poison(rankPrefix(state_->rank) + reason); }
+
+void Communicator::checkHealthy() const {
+  if (state_->control->header.abortBy.load(std::memory_order_acquire))
+    throw Error(ErrorCode::Aborted, rankPrefix(state_->rank) + "the communicator was poisoned; " + state_->abortReason(),
+                state_->rank);
+}
+
+}  // namespace forestcc

@@ -1,0 +1,65 @@
+#include "forestcc/config.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "forestcc/error.hpp"
+
+namespace forestcc {
+
+const std::vector<ConfigEntry>& configTable() {
+  static const std::vector<ConfigEntry> table = {
+      {"FORESTCC_TIMEOUT", "float", "300",
+       "Seconds before any wait, receive or rendezvous gives up with an error naming the peer."},
+      {"FORESTCC_DEBUG", "bool", "0",
+       "Cross-check collective arguments between ranks and print bootstrap diagnostics."},
+      {"FORESTCC_NODE_ID", "string", "",
+       "Overrides the hostname as the node identity: ranks with the same id share memory."},
+      {"FORESTCC_RDZV_DIR", "string", "/tmp",
+       "Directory for the file rendezvous used under mpirun/srun on one node without an address."},
+      {"FORESTCC_SHM_PREFIX", "string", "fcc",
+       "Prefix of POSIX shared-memory names (/dev/shm/<prefix>-<pid>-...)."},
+      {"FORESTCC_SPIN_US", "float", "50",
+       "Microseconds a wait busy-polls before it yields the core and then sleeps."},
+      {"FORESTCC_ROOT_ADDR", "string", "",
+       "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
+  };
+  return table;
+}
+
+std::string configString(const char* name) {
+  for (const auto& e : configTable()) {
+    if (std::string(e.name) == name) {
+      const char* v = std::getenv(name);
+      return v ? std::string(v) : std::string(e.defaultValue);
+    }
+  }
+  throw Error(ErrorCode::Internal, std::string("forestcc: unknown configuration knob ") + name);
+}
+
+static double parseFloat(const char* name) {
+  std::string s = configString(name);
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used);
+    if (used != s.size() || !(v > 0)) throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    throw Error(ErrorCode::InvalidUsage,
+                std::string("forestcc: ") + name + "='" + s + "' is not a positive number");
+  }
+}
+
+namespace config {
+double timeoutSeconds() { return parseFloat("FORESTCC_TIMEOUT"); }
+bool debug() {
+  std::string s = configString("FORESTCC_DEBUG");
+  return !(s.empty() || s == "0" || s == "false" || s == "no" || s == "off");
+}
+std::string nodeId() { return configString("FORESTCC_NODE_ID"); }
+std::string rendezvousDir() { return configString("FORESTCC_RDZV_DIR"); }
+std::string shmPrefix() { return configString("FORESTCC_SHM_PREFIX"); }
+double spinMicroseconds() { return parseFloat("FORESTCC_SPIN_US"); }
+}  // namespace config
+
+}  // namespace forestcc

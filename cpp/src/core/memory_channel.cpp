@@ -1,0 +1,69 @@
+#include "core/memory_channel.hpp"
+
+#include <atomic>
+#include <cstring>
+
+namespace forestcc {
+
+const char* transportName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::Shm: return "shm";
+    case TransportKind::Cma: return "cma";
+    case TransportKind::CudaIpc: return "cuda_ipc";
+    case TransportKind::Tcp: return "tcp";
+  }
+  return "unknown";
+}
+
+MemoryChannel::MemoryChannel(std::shared_ptr<Communicator::State> comm, int peer, RegisteredMemory local,
+                             RemoteMemory remote, SemaphoreDeviceHandle semaphore, std::string name)
+    : comm_(std::move(comm)), peer_(peer), local_(std::move(local)), remote_(std::move(remote)),
+      sem_(semaphore), name_(std::move(name)) {}
+
+void MemoryChannel::checkRange(const char* op, const char* which, uint64_t offset, uint64_t bytes, uint64_t limit,
+                               const char* whose) const {
+  // Written so that offset + bytes cannot overflow.
+  if (offset > limit || bytes > limit - offset)
+    throw Error(ErrorCode::InvalidUsage,
+                rankPrefix(comm_->rank) + op + " on channel " + name_ + ": " + which + " range [" +
+                    std::to_string(offset) + ", " + std::to_string(offset) + "+" + std::to_string(bytes) +
+                    ") is outside " + whose + " registered memory of " + std::to_string(limit) + " bytes",
+                comm_->rank, peer_);
+}
+
+void MemoryChannel::put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) {
+  checkRange("put", "source", srcOffset, bytes, local_.size(), "the local");
+  checkRange("put", "destination", dstOffset, bytes, remote_.size, "the peer's");
+  remote_.write(dstOffset, static_cast<const char*>(local_.data()) + srcOffset, bytes);
+}
+
+void MemoryChannel::get(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) {
+  checkRange("get", "destination", dstOffset, bytes, local_.size(), "the local");
+  checkRange("get", "source", srcOffset, bytes, remote_.size, "the peer's");
+  remote_.read(srcOffset, static_cast<char*>(local_.data()) + dstOffset, bytes);
+}
+
+void MemoryChannel::signal() { sem_.signal(); }
+
+bool MemoryChannel::test() { return sem_.tryWait(); }
+
+void MemoryChannel::wait(double timeoutSeconds) {
+  if (sem_.tryWait()) return;
+  double timeout = timeoutSeconds < 0 ? comm_->timeout : timeoutSeconds;
+  WaitPolicy policy = comm_->waitPolicy(peer_, timeout);
+  WaitOutcome outcome = waitUntil([&] { return sem_.inboundValue() >= sem_.expected + 1; }, policy);
+  if (outcome == WaitOutcome::Ready) {
+    ++sem_.expected;
+    return;
+  }
+  comm_->raiseWaitFailure(outcome, peer_, "wait on channel " + name_ + " (signal #" +
+                                              std::to_string(sem_.expected + 1) + ")", timeout);
+}
+
+void MemoryChannel::flush() {
+  // Copies are synchronous; the fence keeps the contract for callers that flush before a flag of
+  // their own.
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+}  // namespace forestcc

@@ -1,0 +1,54 @@
+// The communicator's shared state, held by the communicator and by every channel it made (a
+// channel outliving its Python communicator object must not dangle).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/control_block.hpp"
+#include "core/wait.hpp"
+#include "forestcc/bootstrap.hpp"
+#include "forestcc/communicator.hpp"
+#include "transport/shm_segment.hpp"
+
+namespace forestcc {
+
+struct PeerInfo {
+  std::string node;
+  uint64_t nodeHash = 0;
+  int pid = 0;
+  std::string controlName;
+};
+
+struct Communicator::State {
+  std::unique_ptr<Bootstrap> bootstrap;
+  int rank = 0;
+  int size = 1;
+  double timeout = 300;
+  double spinUs = 50;
+  std::vector<PeerInfo> peers;
+  std::vector<int> nodeOf;
+  std::vector<int> localRanks;
+  int localRank = 0;
+  int nodeCount = 1;
+
+  std::shared_ptr<ShmSegment> controlSegment;
+  ControlBlock* control = nullptr;
+  std::mutex mu;                                       // guards what follows
+  int nextSlot = 0;
+  std::map<int, std::shared_ptr<ShmSegment>> peerControls;
+  std::map<std::string, std::shared_ptr<ShmSegment>> peerSegments;  // mapped peer allocations
+
+  ControlBlock* peerControl(int peer);
+  int allocateSlot();
+  WaitPolicy waitPolicy(int peer, double timeoutSeconds) const;
+  // Poison here and on every mapped peer; returns the message stored (first poisoner wins).
+  void poison(const std::string& reason);
+  std::string abortReason() const;
+  [[noreturn]] void raiseWaitFailure(WaitOutcome outcome, int peer, const std::string& what, double timeoutSeconds);
+};
+
+}  // namespace forestcc

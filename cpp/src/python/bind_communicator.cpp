@@ -1,0 +1,73 @@
+#include "forestcc/communicator.hpp"
+#include "forestcc/config.hpp"
+#include "forestcc/error.hpp"
+#include "python/module.hpp"
+
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace forestcc::python {
+
+namespace {
+// A timeout of None / <= 0 means the configured default (FORESTCC_TIMEOUT).
+double timeoutOrDefault(double t) { return t > 0 ? t : config::timeoutSeconds(); }
+}  // namespace
+
+void bindCommunicator(py::module_& m) {
+  using R = py::call_guard<py::gil_scoped_release>;
+  py::class_<Communicator, std::shared_ptr<Communicator>>(m, "Communicator", py::dynamic_attr())
+      .def_static("from_environment", [](double timeout) {
+        return std::make_shared<Communicator>(Bootstrap::fromEnvironment(timeoutOrDefault(timeout)));
+      }, py::arg("timeout") = 0.0, R())
+      .def_static("from_unique_id", [](const UniqueId& id, int rank, int size, double timeout) {
+        return std::make_shared<Communicator>(std::make_unique<Bootstrap>(rank, size, id, timeoutOrDefault(timeout)));
+      }, py::arg("unique_id"), py::arg("rank"), py::arg("size"), py::arg("timeout") = 0.0, R())
+      .def_property_readonly("rank", &Communicator::rank)
+      .def_property_readonly("size", &Communicator::size)
+      .def_property_readonly("local_rank", &Communicator::localRank)
+      .def_property_readonly("local_size", &Communicator::localSize)
+      .def_property_readonly("node_count", &Communicator::nodeCount)
+      .def_property_readonly("local_ranks", &Communicator::localRanks)
+      .def_property_readonly("timeout", &Communicator::timeoutSeconds)
+      .def("node_of", &Communicator::nodeOf, py::arg("rank"))
+      .def("node_name", &Communicator::nodeName, py::arg("rank"))
+      .def("register_memory", [](Communicator& c, uintptr_t address, size_t nbytes) {
+        return c.registerMemory(reinterpret_cast<void*>(address), nbytes);
+      }, py::arg("address"), py::arg("nbytes"))
+      .def("connect", py::overload_cast<const std::vector<int>&, const RegisteredMemory&, uint64_t>(&Communicator::connect),
+           py::arg("peers"), py::arg("memory"), py::arg("tag") = 0, R())
+      .def("abort", &Communicator::abort, py::arg("reason"))
+      .def("check_healthy", &Communicator::checkHealthy)
+      .def("bootstrap_all_gather", [](Communicator& c, py::bytes mine) {
+        std::string in(mine);
+        std::vector<std::string> out;
+        {
+          py::gil_scoped_release r;
+          out = c.bootstrap().allGather(in);
+        }
+        py::list l;
+        for (auto& s : out) l.append(py::bytes(s));
+        return l;
+      }, py::arg("data"))
+      .def("bootstrap_barrier", [](Communicator& c) { c.bootstrap().barrier(); }, R())
+      .def("bootstrap_send", [](Communicator& c, int peer, py::bytes data, uint64_t tag) {
+        if (tag >= Bootstrap::kInternalTag)
+          throw Error(ErrorCode::InvalidUsage, "forestcc: bootstrap tags must be below 2**63");
+        std::string in(data);
+        py::gil_scoped_release r;
+        c.bootstrap().send(peer, tag, in);
+      }, py::arg("peer"), py::arg("data"), py::arg("tag") = 0)
+      .def("bootstrap_recv", [](Communicator& c, int peer, uint64_t tag) {
+        if (tag >= Bootstrap::kInternalTag)
+          throw Error(ErrorCode::InvalidUsage, "forestcc: bootstrap tags must be below 2**63");
+        std::string out;
+        {
+          py::gil_scoped_release r;
+          out = c.bootstrap().recv(peer, tag);
+        }
+        return py::bytes(out);
+      }, py::arg("peer"), py::arg("tag") = 0);
+}
+
+}  // namespace forestcc::python

@@ -1,0 +1,12 @@
+// One binding file per public header; each defines a bind* function called from bind_module.cpp.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace forestcc::python {
+void bindErrors(pybind11::module_& m);
+void bindBootstrap(pybind11::module_& m);
+void bindMemory(pybind11::module_& m);
+void bindChannel(pybind11::module_& m);
+void bindCommunicator(pybind11::module_& m);
+}  // namespace forestcc::python

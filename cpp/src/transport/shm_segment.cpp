@@ -1,0 +1,202 @@
+#include "transport/shm_segment.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "forestcc/config.hpp"
+#include "forestcc/error.hpp"
+
+namespace forestcc {
+
+namespace {
+
+// Names of owned segments in a fixed table, so a fatal-signal handler can unlink them without
+// allocating or locking.
+constexpr int kMaxOwned = 4096;
+constexpr int kNameLen = 96;
+char gOwned[kMaxOwned][kNameLen];
+std::atomic<int> gOwnedCount{0};
+std::mutex gOwnedMu;
+std::atomic<uint64_t> gSeq{0};
+
+void addOwned(const std::string& name) {
+  std::lock_guard<std::mutex> g(gOwnedMu);
+  for (int i = 0; i < kMaxOwned; ++i) {
+    if (gOwned[i][0] == '\0') {
+      std::snprintf(gOwned[i], kNameLen, "%s", name.c_str());
+      gOwnedCount.fetch_add(1);
+      return;
+    }
+  }
+}
+
+void removeOwned(const std::string& name) {
+  std::lock_guard<std::mutex> g(gOwnedMu);
+  for (int i = 0; i < kMaxOwned; ++i) {
+    if (name == gOwned[i]) {
+      gOwned[i][0] = '\0';
+      gOwnedCount.fetch_sub(1);
+      return;
+    }
+  }
+}
+
+constexpr int kFatalSignals[] = {SIGTERM, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+struct sigaction gPrevious[sizeof(kFatalSignals) / sizeof(int)];
+
+void unlinkOwnedOnSignal(int sig) {
+  for (int i = 0; i < kMaxOwned; ++i)
+    if (gOwned[i][0] != '\0') shm_unlink(gOwned[i]);
+  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(int); ++i)
+    if (kFatalSignals[i] == sig) sigaction(sig, &gPrevious[i], nullptr);
+  raise(sig);
+}
+
+void installSignalCleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(int); ++i) {
+      struct sigaction sa {};
+      sa.sa_handler = unlinkOwnedOnSignal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESETHAND;
+      struct sigaction prev {};
+      sigaction(kFatalSignals[i], nullptr, &prev);
+      if (prev.sa_handler == SIG_IGN) continue;  // keep what the program asked for
+      gPrevious[i] = prev;
+      sigaction(kFatalSignals[i], &sa, nullptr);
+    }
+    // A previous job killed with SIGKILL may have left segments behind.
+    sweepStaleSegments();
+  });
+}
+
+uint32_t randomTag() {
+  std::random_device rd;
+  return rd();
+}
+
+}  // namespace
+
+bool processAlive(int pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A zombie still answers kill(); it is dead for our purposes.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;
+  char buf[256] = {0};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const char* close = std::strrchr(buf, ')');
+  if (!close || close + 2 >= buf + n) return true;
+  return close[2] != 'Z' && close[2] != 'X';
+}
+
+std::shared_ptr<ShmSegment> ShmSegment::create(size_t size, const std::string& tag) {
+  installSignalCleanup();
+  char name[kNameLen];
+  std::snprintf(name, sizeof name, "/%s-%d-%llu-%08x-%s", config::shmPrefix().c_str(), getpid(),
+                static_cast<unsigned long long>(gSeq.fetch_add(1)), randomTag(), tag.c_str());
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throwSystemError(std::string("shm_open(") + name + ")", errno);
+  size_t mapSize = size ? size : 1;
+  if (ftruncate(fd, static_cast<off_t>(mapSize)) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(name);
+    throwSystemError(std::string("ftruncate(") + name + ", " + std::to_string(mapSize) + ") (is /dev/shm large enough?)", err);
+  }
+  void* p = mmap(nullptr, mapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name);
+    throwSystemError(std::string("mmap(") + name + ")", err);
+  }
+  addOwned(name);
+  return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, true));
+}
+
+std::shared_ptr<ShmSegment> ShmSegment::open(const std::string& name, size_t size, int rank, int peer) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0)
+    throwSystemError("shm_open(" + name + ") of rank " + std::to_string(peer) +
+                         " (does it share /dev/shm with this rank? set FORESTCC_NODE_ID to tell nodes apart)",
+                     errno, rank, peer);
+  size_t mapSize = size ? size : 1;
+  void* p = mmap(nullptr, mapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) throwSystemError("mmap(" + name + ")", err, rank, peer);
+  return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, false));
+}
+
+ShmSegment::~ShmSegment() {
+  munmap(data_, size_ ? size_ : 1);
+  if (owner_) {
+    shm_unlink(name_.c_str());
+    removeOwned(name_);
+  }
+}
+
+int ownedSegmentCount() { return gOwnedCount.load(); }
+
+int sweepStaleSegments() {
+  std::string prefix = config::shmPrefix() + "-";
+  DIR* d = opendir("/dev/shm");
+  if (!d) return 0;
+  int removed = 0;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    int pid = std::atoi(e->d_name + prefix.size());
+    if (pid > 0 && !processAlive(pid)) {
+      if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
+    }
+  }
+  closedir(d);
+  return removed;
+}
+
+// ---- allocations handed to users (forestcc.empty) ----
+
+namespace {
+std::mutex gAllocMu;
+std::map<uintptr_t, std::weak_ptr<ShmSegment>> gAllocations;  // base address -> segment
+}  // namespace
+
+std::shared_ptr<ShmSegment> allocateShared(size_t size) {
+  auto seg = ShmSegment::create(size, "buf");
+  std::lock_guard<std::mutex> g(gAllocMu);
+  for (auto it = gAllocations.begin(); it != gAllocations.end();)
+    it = it->second.expired() ? gAllocations.erase(it) : std::next(it);
+  gAllocations[reinterpret_cast<uintptr_t>(seg->data())] = seg;
+  return seg;
+}
+
+std::shared_ptr<ShmSegment> findSharedAllocation(const void* ptr, size_t size, size_t* offset) {
+  std::lock_guard<std::mutex> g(gAllocMu);
+  auto addr = reinterpret_cast<uintptr_t>(ptr);
+  auto it = gAllocations.upper_bound(addr);
+  if (it == gAllocations.begin()) return nullptr;
+  --it;
+  auto seg = it->second.lock();
+  if (!seg || addr + size > it->first + seg->size()) return nullptr;
+  *offset = addr - it->first;
+  return seg;
+}
+
+}  // namespace forestcc

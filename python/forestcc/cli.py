@@ -1,0 +1,66 @@
+"""The ``forestcc`` command: configuration, environment facts, plans and topologies.
+
+    forestcc config            every configuration knob with its type, default and current value
+    forestcc info              version, launch environment, CUDA support
+    forestcc plan ...          plan tools (verify; see ``forestcc plan --help``)
+    forestcc topo ...          topology tools (show, draw; see ``forestcc topo --help``)
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+__all__ = ["main"]
+
+
+def _config(_args: argparse.Namespace) -> int:
+    from forestcc.errors import config_table
+    for name, typ, default, doc in config_table():
+        current = os.environ.get(name)
+        shown = f"{current!r} (set)" if current is not None else f"{default!r} (default)"
+        print(f"{name}  [{typ}] = {shown}\n    {doc}")
+    return 0
+
+
+def _info(_args: argparse.Namespace) -> int:
+    import forestcc
+    from forestcc import _C
+    info = _C.detect_launch()
+    print(f"forestcc {forestcc.__version__}")
+    print(f"launcher: {info.source} (rank {info.rank} of {info.size}, local rank {info.local_rank})")
+    print(f"CUDA sources built: {_C.built_with_cuda()}; visible GPUs: {_C.cuda_device_count()}")
+    return 0
+
+
+def _delegate(module: str, func: str, what: str):
+    """Subcommands owned by other packages of forestcc take the rest of the command line."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            target = getattr(importlib.import_module(module), func)
+        except (ImportError, AttributeError) as exc:
+            print(f"forestcc: the {what} tools are not available in this installation ({exc})",
+                  file=sys.stderr)
+            return 2
+        return int(target(args.rest) or 0)
+    return run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="forestcc", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("config", help="list configuration knobs").set_defaults(run=_config)
+    sub.add_parser("info", help="version, launcher and CUDA facts").set_defaults(run=_info)
+    for name, module, func, what in (("plan", "forestcc.plan.cli", "plan_main", "plan"),
+                                     ("topo", "forestcc.topology.cli", "topo_main", "topology")):
+        p = sub.add_parser(name, help=f"{what} tools", add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(run=_delegate(module, func, what))
+    args = parser.parse_args(argv)
+    sys.exit(args.run(args))
+
+
+if __name__ == "__main__":
+    main()

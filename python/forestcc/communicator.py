@@ -1,0 +1,145 @@
+"""Creating communicators and using the one-sided primitives from Python."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from forestcc import _C
+from forestcc.arrays import host_view
+
+__all__ = ["init", "unique_id", "UniqueId", "Communicator", "MemoryChannel", "RegisteredMemory"]
+
+UniqueId = _C.UniqueId
+MemoryChannel = _C.Channel
+RegisteredMemory = _C.RegisteredMemory
+
+_default: Communicator | None = None
+
+
+def unique_id() -> UniqueId:
+    """A new job id to create on one process (rank 0) and hand to the others, e.g. with
+    ``bytes(uid)`` broadcast through mpi4py; pass it to :func:`init`."""
+    return _C.UniqueId.create()
+
+
+def init(unique_id: UniqueId | bytes | None = None, rank: int | None = None,
+         size: int | None = None, timeout: float | None = None) -> Communicator:
+    """Join a job and return its communicator.
+
+    Without arguments, rank and size come from the launcher: forestcc-run, Open MPI (mpirun),
+    MPICH (hydra), torchrun or Slurm (srun). When mpi4py is already imported and the launcher
+    gives no address for rank 0, the unique id is broadcast through ``MPI.COMM_WORLD``.
+    The environment-made communicator is created once per process; later calls return it.
+    With ``unique_id`` (from :func:`unique_id` on one process), ``rank`` and ``size`` are required.
+    ``timeout`` (seconds) bounds the rendezvous and every later wait (default FORESTCC_TIMEOUT).
+    """
+    global _default
+    t = float(timeout) if timeout is not None else 0.0
+    if timeout is not None and not t > 0:
+        raise ValueError(f"timeout: must be a positive number of seconds, got {timeout!r}")
+    if unique_id is not None:
+        if rank is None or size is None:
+            raise ValueError("init(unique_id=...) also needs rank= and size=")
+        _check_rank(rank, size)
+        uid = unique_id if isinstance(unique_id, _C.UniqueId) else _C.UniqueId.from_bytes(bytes(unique_id))
+        return Communicator(_C.Communicator.from_unique_id(uid, rank, size, t))
+    if rank is not None or size is not None:
+        raise ValueError("rank= and size= are only used together with unique_id=")
+    if _default is None:
+        _default = Communicator(_from_environment(t))
+    return _default
+
+
+def _check_rank(rank: int, size: int) -> None:
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"size: must be a positive integer, got {size!r}")
+    if not isinstance(rank, int) or not 0 <= rank < size:
+        raise ValueError(f"rank: must be in [0, {size}), got {rank!r}")
+
+
+def _from_environment(timeout: float) -> _C.Communicator:
+    info = _C.detect_launch()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and info.size > 1 and not info.root_address \
+            and info.source in ("openmpi", "mpich", "slurm"):
+        world = mpi.COMM_WORLD
+        raw = bytes(_C.UniqueId.create()) if world.Get_rank() == 0 else None
+        raw = world.bcast(raw, root=0)
+        uid = _C.UniqueId.from_bytes(raw)
+        return _C.Communicator.from_unique_id(uid, world.Get_rank(), world.Get_size(), timeout)
+    return _C.Communicator.from_environment(timeout)
+
+
+class Communicator:
+    """The ranks of a job. ``rank``/``size``; ``local_rank``/``local_size`` among the ranks of
+    this node; ``node_of(r)`` numbers the nodes (ranks sharing a hostname, or FORESTCC_NODE_ID)."""
+
+    def __init__(self, native: _C.Communicator):
+        self._native = native
+
+    rank = property(lambda self: self._native.rank, doc="This process's rank.")
+    size = property(lambda self: self._native.size, doc="Number of ranks.")
+    local_rank = property(lambda self: self._native.local_rank, doc="Index among this node's ranks.")
+    local_size = property(lambda self: self._native.local_size, doc="Ranks on this node.")
+    local_ranks = property(lambda self: list(self._native.local_ranks), doc="Ranks on this node.")
+    node_count = property(lambda self: self._native.node_count, doc="Number of nodes.")
+    timeout = property(lambda self: self._native.timeout, doc="Deadline of every wait, seconds.")
+
+    def node_of(self, rank: int) -> int:
+        """The node number of ``rank`` (nodes numbered by first appearance in rank order)."""
+        return self._native.node_of(rank)
+
+    def register(self, array: Any) -> RegisteredMemory:
+        """Register an array (writable, C-contiguous) so peers can put into / get from it.
+        Arrays from :func:`forestcc.empty` are mapped by peers; others are reached by single-copy
+        cross-process access."""
+        view = host_view(array, name="array", writable=True)
+        mem = self._native.register_memory(view.address, view.nbytes)
+        mem._array = view.array  # the registration keeps the memory alive
+        return mem
+
+    def connect(self, peer: int | Sequence[int], memory: Any,
+                tag: int = 0) -> MemoryChannel | list[MemoryChannel]:
+        """Open a channel to ``peer`` (or one per rank of a list of peers; a list lets ranks
+        connect to each other in any order without deadlock). Pairwise collective: the peer calls
+        ``connect(this_rank, its_memory, tag)`` too. ``memory`` is a RegisteredMemory or an array
+        (registered on the fly). A channel puts from this memory into the peer's and gets from
+        the peer's into this one."""
+        peers = [peer] if isinstance(peer, int) else list(peer)
+        for p in peers:
+            if not isinstance(p, int) or not 0 <= p < self.size:
+                raise ValueError(f"peer: must be a rank in [0, {self.size}), got {p!r}")
+        if len(set(peers)) != len(peers):
+            raise ValueError(f"peer: lists a rank twice: {peers}")
+        if not isinstance(tag, int) or not 0 <= tag < 2**56:
+            raise ValueError(f"tag: must be an integer in [0, 2**56), got {tag!r}")
+        mem = memory if isinstance(memory, _C.RegisteredMemory) else self.register(memory)
+        channels = self._native.connect(peers, mem, tag)
+        for channel in channels:
+            channel._memory = mem  # the channel keeps the registered array alive
+        return channels[0] if isinstance(peer, int) else channels
+
+    def barrier(self) -> None:
+        """Block until every rank has called barrier()."""
+        self._native.bootstrap_barrier()
+
+    def all_gather_bytes(self, data: bytes) -> list[bytes]:
+        """Every rank's ``data``, by rank (small control messages, through the bootstrap)."""
+        return list(self._native.bootstrap_all_gather(bytes(data)))
+
+    def send_bytes(self, peer: int, data: bytes, tag: int = 0) -> None:
+        """Send a small message to ``peer``; matched by (sender, tag) on the receiver."""
+        self._native.bootstrap_send(peer, bytes(data), tag)
+
+    def recv_bytes(self, peer: int, tag: int = 0) -> bytes:
+        """Receive the next message from ``peer`` with ``tag``."""
+        return self._native.bootstrap_recv(peer, tag)
+
+    def abort(self, reason: str) -> None:
+        """Poison the communicator here and on every same-node rank: their waits raise
+        AbortedError with ``reason``."""
+        self._native.abort(reason)
+
+    def __repr__(self) -> str:
+        return f"<forestcc.Communicator rank {self.rank} of {self.size}, {self.node_count} node(s)>"

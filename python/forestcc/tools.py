@@ -1,0 +1,21 @@
+"""Console entry points that run native programs shipped inside the package."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["channel_bench"]
+
+
+def _native_program(name: str) -> str:
+    path = Path(__file__).resolve().parent / "bin" / name
+    if not path.exists():
+        sys.exit(f"forestcc: {path} is missing; reinstall forestcc (pip install .)")
+    return str(path)
+
+
+def channel_bench() -> None:
+    """forestcc-channel-bench: run under ``forestcc-run -n 2``; see ``--help``."""
+    program = _native_program("forestcc-channel-bench")
+    os.execv(program, [program, *sys.argv[1:]])

@@ -1,0 +1,10 @@
+"""Rank 1 exits with the given code (or sleeps when 'sleep'); the others sleep until stopped."""
+import os
+import sys
+import time
+
+rank = int(os.environ["FORESTCC_RANK"])
+print(f"started rank={rank}", flush=True)
+if rank == 1 and sys.argv[1] != "sleep":
+    sys.exit(int(sys.argv[1]))
+time.sleep(600)

@@ -1,0 +1,67 @@
+"""The package itself: public names documented, configuration table, CUDA build, arrays."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import forestcc
+
+
+def test_every_public_name_has_a_docstring():
+    missing = [n for n in forestcc.__all__ if n != "__version__"
+               and not (getattr(forestcc, n).__doc__ or "").strip()]
+    assert not missing, f"public names without docstrings: {missing}"
+
+
+def test_config_table_lists_every_knob():
+    names = [row[0] for row in forestcc.config_table()]
+    assert "FORESTCC_TIMEOUT" in names and "FORESTCC_NODE_ID" in names
+    out = subprocess.run([sys.executable, "-m", "forestcc.cli", "config"], capture_output=True,
+                         text=True, check=True).stdout
+    for n in names:
+        assert n in out
+
+
+def test_cuda_sources_compiled_when_nvcc_is_present():
+    from forestcc import _C
+    if os.environ.get("FORESTCC_CUDA", "AUTO").upper() == "OFF" or not shutil.which("nvcc"):
+        pytest.skip("no nvcc or CUDA disabled")
+    assert _C.built_with_cuda()
+    if _C.cuda_device_count() > 0:  # only on a GPU machine
+        assert _C.cuda_semaphore_self_test()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "float16", "float32", "float64"])
+def test_empty_and_zeros(dtype):
+    a = forestcc.zeros((3, 5), dtype)
+    assert a.shape == (3, 5) and a.dtype == np.dtype(dtype) and not a.any()
+    a[:] = 1
+    assert a.sum() == 15
+    assert forestcc.empty(0, dtype).size == 0
+    with pytest.raises(ValueError, match="non-negative"):
+        forestcc.empty((2, -1), dtype)
+
+
+def test_host_view_accepts_dlpack_and_buffers():
+    from forestcc.arrays import host_view
+    v = host_view(bytearray(10), writable=True)
+    assert v.nbytes == 10
+    arr = np.arange(6, dtype=np.float32)
+    assert host_view(arr).address == arr.ctypes.data
+
+    class DLPackOnly:  # a minimal DLPack producer (like a torch/JAX CPU tensor)
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    assert host_view(DLPackOnly(arr)).address == arr.ctypes.data
+    with pytest.raises(TypeError, match="GPU arrays"):
+        host_view(type("G", (), {"__cuda_array_interface__": {}})())
