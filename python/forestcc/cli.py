@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name, help=f"{what} tools", add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(run=_delegate(module, func, what))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("plan", "topo"):
+        # Delegated subcommands parse their own arguments, --help included.
+        p = sub.choices[argv[0]]
+        sys.exit(p.get_default("run")(argparse.Namespace(rest=argv[1:])))
     args = parser.parse_args(argv)
     sys.exit(args.run(args))
 

@@ -1,0 +1,20 @@
+"""Plans: collectives as per-rank programs of one-sided operations, stored as JSON (format v1).
+
+- ``load``/``loads``/``save``/``dumps``/``validate``: the file format (format.py)
+- ``PlanBuilder``: compose plans in Python (builder.py)
+- ``verify``: prove a plan deadlock-free, race-free and correct (verifier.py)
+- ``geometry`` and ``semantics``: what chunks are and what each collective must produce
+- ``reference``: small known-good plans for every collective
+
+Pure Python: nothing here loads the native module.
+"""
+from __future__ import annotations
+
+from .builder import PlanBuilder
+from .format import PlanError, dumps, load, loads, save, validate, validation_errors
+from .verifier import Issue, VerifyResult, verify
+
+__all__ = [
+    "Issue", "PlanBuilder", "PlanError", "VerifyResult", "dumps", "load", "loads", "save",
+    "validate", "validation_errors", "verify",
+]

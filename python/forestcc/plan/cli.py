@@ -1,0 +1,76 @@
+"""Command-line subcommands for plans: `forestcc plan verify FILE...`.
+
+`forestcc plan ...` calls plan_main with the arguments after "plan"; a parser of one's own can
+take the verify subcommand with add_verify_arguments + verify_main; `python -m forestcc.plan`
+runs main.
+Exit status of verify: 0 when every plan is correct, 1 when one has issues, 2 when a file
+cannot be read or is not a valid plan.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import format as plan_format
+from .verifier import verify
+
+EXIT_OK, EXIT_ISSUES, EXIT_INVALID = 0, 1, 2
+
+
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the arguments of `plan verify` to a (sub)parser."""
+    parser.add_argument("files", nargs="+", metavar="FILE", help="plan JSON files to verify")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print nothing for plans that verify")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object per file instead of a text report")
+
+
+def verify_main(args: argparse.Namespace) -> int:
+    """Runs `plan verify` on parsed arguments; returns the exit status."""
+    status = EXIT_OK
+    for path in args.files:
+        try:
+            plan = plan_format.load(path)
+        except plan_format.PlanError as error:
+            status = max(status, EXIT_INVALID)
+            if args.json:
+                print(json.dumps({"file": path, "valid": False, "errors": error.errors}))
+            else:
+                print(error, file=sys.stderr)
+            continue
+        result = verify(plan, name=path)
+        if not result.ok:
+            status = max(status, EXIT_ISSUES)
+        if args.json:
+            print(json.dumps({
+                "file": path, "valid": True, "ok": result.ok,
+                "ops_executed": result.ops_executed,
+                "issues": [{"kind": i.kind, "rank": i.rank, "worker": i.worker, "step": i.step,
+                            "message": i.message} for i in result.issues]}))
+        elif not (args.quiet and result.ok):
+            print(result)
+    return status
+
+
+def build_parser(prog: str = "python -m forestcc.plan") -> argparse.ArgumentParser:
+    """The parser of the plan tools: `<prog> verify FILE...`."""
+    parser = argparse.ArgumentParser(prog=prog, description="Work with forestcc plan files.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    verify_parser = commands.add_parser("verify", help="check plans for deadlocks, races and "
+                                                       "wrong results")
+    add_verify_arguments(verify_parser)
+    verify_parser.set_defaults(func=verify_main)
+    return parser
+
+
+def plan_main(argv=None, prog: str = "forestcc plan") -> int:
+    """`forestcc plan ...`: the `forestcc` CLI hands over the arguments after `plan`."""
+    args = build_parser(prog).parse_args(argv)
+    return args.func(args)
+
+
+def main(argv=None) -> int:
+    """`python -m forestcc.plan ...`."""
+    return plan_main(argv, prog="python -m forestcc.plan")

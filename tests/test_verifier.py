@@ -1,0 +1,421 @@
+"""The plan verifier: correct plans pass; every kind of broken plan is caught and located."""
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from forestcc.plan import PlanBuilder, ops, reference, save, verify
+from forestcc.plan import verifier as v
+from forestcc.plan.cli import build_parser, plan_main, verify_main
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+IN, OUT, SCR = ops.INPUT, ops.OUTPUT, ops.SCRATCH
+# Issues that mean "this plan computes something wrong", as opposed to bookkeeping.
+SUBSTANTIVE = {v.RACE, v.DEADLOCK, v.WRONG_RESULT, v.EARLY, v.UNFINISHED, v.UNINITIALIZED,
+               v.INPUT_WRITE, v.NOT_SYNCHRONIZED, v.OVERLAP}
+
+
+# ----------------------------------------------------------------------------- correct plans
+
+@pytest.mark.parametrize("collective", ops.COLLECTIVES)
+@pytest.mark.parametrize("in_place", [False, True], ids=["out_of_place", "in_place"])
+def test_reference_plans_verify_for_1_to_16_ranks(collective, in_place):
+    for nranks in range(1, 17):
+        for root in sorted({0, nranks - 1, nranks // 2}):
+            plan = reference.reference_plan(collective, nranks, in_place, root=root)
+            result = verify(plan)
+            assert result.ok, str(result)
+            if collective not in ops.ROOTED_COLLECTIVES:
+                break
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_more_reference_plans(nranks, in_place):
+    assert verify(reference.direct_all_gather_get(nranks, in_place)).ok
+    assert verify(reference.ring_all_reduce(nranks, in_place, parts=3)).ok
+    assert verify(reference.tree_broadcast(nranks, in_place, root=nranks - 1,
+                                           chunks_per_block=4)).ok
+
+
+def test_large_plan_verifies():
+    # 16 ranks, thousands of ops: must stay well within seconds (not asserted: no timing in tests)
+    plan = reference.ring_all_reduce(16, parts=8)
+    assert sum(len(w["ops"]) for e in plan["ranks"] for w in e["workers"]) > 1000
+    result = verify(plan)
+    assert result.ok and result.ops_executed > 1000
+    assert "OK" in str(result)
+
+
+# ----------------------------------------------------------------------------- mutations
+
+def _ops_positions(plan, names=None):
+    return [(r, w, s) for r, entry in enumerate(plan["ranks"])
+            for w, worker in enumerate(entry["workers"])
+            for s, op in enumerate(worker["ops"]) if names is None or op["op"] in names]
+
+
+plans = st.builds(
+    lambda collective, nranks, in_place, root: reference.reference_plan(
+        collective, nranks, in_place, root=root % nranks),
+    st.sampled_from([c for c in ops.COLLECTIVES]), st.integers(2, 7), st.booleans(),
+    st.integers(0, 6))
+
+
+@settings(max_examples=80, deadline=None)
+@given(plan=plans, data=st.data())
+def test_dropped_wait_is_caught(plan, data):
+    positions = _ops_positions(plan, {ops.WAIT})
+    r, w, s = data.draw(st.sampled_from(positions))
+    del plan["ranks"][r]["workers"][w]["ops"][s]
+    result = verify(plan)
+    assert v.UNBALANCED in result.kinds()
+    # and it is a real bug, not only unbalanced bookkeeping
+    assert result.kinds() & SUBSTANTIVE, str(result)
+
+
+@settings(max_examples=80, deadline=None)
+@given(plan=plans, data=st.data())
+def test_dropped_signal_deadlocks(plan, data):
+    positions = _ops_positions(plan, {ops.SIGNAL, ops.PUT_SIGNAL})
+    r, w, s = data.draw(st.sampled_from(positions))
+    op = plan["ranks"][r]["workers"][w]["ops"][s]
+    if op["op"] == ops.PUT_SIGNAL:
+        op["op"] = ops.PUT  # keep the data, lose the signal
+    else:
+        del plan["ranks"][r]["workers"][w]["ops"][s]
+    result = verify(plan)
+    assert v.DEADLOCK in result.kinds(), str(result)
+    deadlocks = [i for i in result.issues if i.kind == v.DEADLOCK]
+    assert all(i.rank is not None and i.worker is not None and i.step is not None
+               for i in deadlocks)
+
+
+@settings(max_examples=100, deadline=None)
+@given(plan=plans, data=st.data())
+def test_wrong_chunk_index_is_caught(plan, data):
+    candidates = []
+    for r, w, s in _ops_positions(plan):
+        op = plan["ranks"][r]["workers"][w]["ops"][s]
+        refs = [(f, None) for f in ops.REF_FIELDS if f in op]
+        refs += [(ops.REF_LIST_FIELD, j) for j in range(len(op.get(ops.REF_LIST_FIELD, [])))]
+        for field, j in refs:
+            buffer, _index = op[field] if j is None else op[field][j]
+            if plan["buffers"][buffer] - op.get("n", 1) >= 1:  # has another valid index
+                candidates.append((r, w, s, field, j))
+    if not candidates:
+        return
+    r, w, s, field, j = data.draw(st.sampled_from(candidates))
+    op = plan["ranks"][r]["workers"][w]["ops"][s]
+    ref = op[field] if j is None else op[field][j]
+    last = plan["buffers"][ref[0]] - op.get("n", 1)
+    ref[1] = data.draw(st.integers(0, last).filter(lambda i: i != ref[1]))
+    result = verify(plan)
+    assert not result.ok
+    assert result.kinds() & SUBSTANTIVE, str(result)
+
+
+@settings(max_examples=50, deadline=None)
+@given(plan=plans, data=st.data())
+def test_out_of_range_index_is_invalid(plan, data):
+    positions = [p for p in _ops_positions(plan) if any(
+        f in plan["ranks"][p[0]]["workers"][p[1]]["ops"][p[2]] for f in ops.REF_FIELDS)]
+    if not positions:
+        return
+    r, w, s = data.draw(st.sampled_from(positions))
+    op = plan["ranks"][r]["workers"][w]["ops"][s]
+    field = next(f for f in ops.REF_FIELDS if f in op)
+    op[field][1] = plan["buffers"][op[field][0]] - op.get("n", 1) + data.draw(st.integers(1, 5))
+    result = verify(plan)
+    assert result.kinds() == {v.INVALID}
+    assert f"rank {r}, worker {w}, step {s}" in str(result)
+
+
+@settings(max_examples=80, deadline=None)
+@given(plan=plans, data=st.data())
+def test_added_conflicting_put_races(plan, data):
+    """Repeat an existing put from a new, unsynchronized worker over a new channel pair."""
+    positions = _ops_positions(plan, {ops.PUT, ops.PUT_SIGNAL})
+    if not positions:
+        return
+    r, w, s = data.draw(st.sampled_from(positions))
+    op = plan["ranks"][r]["workers"][w]["ops"][s]
+    peer = plan["ranks"][r]["channels"][op["ch"]]["peer"]
+    new_channels = []
+    for rank, other in ((r, peer), (peer, r)):  # appended last on both sides: they pair up
+        channels = plan["ranks"][rank]["channels"]
+        channels.append({"id": len(channels), "peer": other, "transport": "auto"})
+        new_channels.append(len(channels) - 1)
+    workers = plan["ranks"][r]["workers"]
+    workers.append({"id": len(workers), "ops": [
+        {"op": ops.PUT, "ch": new_channels[0], "src": op["src"], "dst": op["dst"],
+         "n": op.get("n", 1)}]})
+    result = verify(plan)
+    assert v.RACE in result.kinds(), str(result)
+    assert v.EARLY in result.kinds()
+    # the race names the added put, as the access reported or as the one it conflicts with
+    added = f"rank {r}, worker {len(workers) - 1}, step 0 (put)"
+    assert any(i.kind == v.RACE and added in i.message for i in result.issues)
+
+
+def test_conflicting_puts_from_two_ranks_race():
+    plan = reference.direct_all_to_all(4)
+    # rank 0, after rank 1 said it entered, also writes rank 1's output block 2, which rank 2
+    # fills: nothing orders rank 0's put against rank 2's.
+    op_list = plan["ranks"][0]["workers"][0]["ops"]
+    channel_to_1 = next(c["id"] for c in plan["ranks"][0]["channels"] if c["peer"] == 1)
+    step = next(s for s, op in enumerate(op_list)
+                if op["op"] == ops.WAIT and op["ch"] == channel_to_1) + 1
+    op_list.insert(step, {"op": ops.PUT, "ch": channel_to_1, "src": [IN, 1], "dst": [OUT, 2]})
+    result = verify(plan)
+    races = [i for i in result.issues if i.kind == v.RACE]
+    assert races and any("rank 1 output chunk 2" in i.message for i in races), str(result)
+    assert any((i.rank, i.worker, i.step) == (0, 0, step) or "rank 0, worker 0, step "
+               f"{step}" in i.message for i in races)
+
+
+# ----------------------------------------------------------------------------- memory model
+
+def _two_rank_builder(collective=ops.SENDRECV, **kw):
+    b = PlanBuilder(collective, 2, **kw)
+    return b, b.worker(0), b.worker(1)
+
+
+def _sendrecv(flush_before_reuse: bool, overwrite_source: bool):
+    """Rank 0 puts to rank 1 and, optionally, reuses the put's source before flushing."""
+    b, w0, w1 = _two_rank_builder(in_place=False, scratch=1)
+    c01, c10 = b.channel_pair(0, 1)
+    for rank, w, ch in ((0, w0, c01), (1, w1, c10)):
+        b.signal(rank, w, ch)
+        b.wait(rank, w, ch)
+        b.copy(rank, w, (IN, 0), (SCR, 0))
+        b.put(rank, w, ch, (SCR, 0), (OUT, 0))
+        if flush_before_reuse:
+            b.flush(rank, w, ch)
+        if overwrite_source:
+            b.copy(rank, w, (IN, 0), (SCR, 0))
+        b.signal(rank, w, ch)
+        b.wait(rank, w, ch)
+    return b.build()
+
+
+def test_put_source_reuse_needs_a_flush():
+    assert verify(_sendrecv(flush_before_reuse=False, overwrite_source=False)).ok
+    result = verify(_sendrecv(flush_before_reuse=False, overwrite_source=True))
+    assert v.RACE in result.kinds()
+    assert verify(_sendrecv(flush_before_reuse=True, overwrite_source=True)).ok
+
+
+def _get_all_gather(flush: bool):
+    b, w0, w1 = _two_rank_builder(ops.ALL_GATHER)
+    c01, c10 = b.channel_pair(0, 1)
+    for rank, w, ch in ((0, w0, c01), (1, w1, c10)):
+        b.copy(rank, w, (IN, 0), (OUT, rank))
+        b.signal(rank, w, ch)
+        b.wait(rank, w, ch)
+        b.get(rank, w, ch, (IN, 0), (SCR, 0))
+        if flush:
+            b.flush(rank, w, ch)
+        b.copy(rank, w, (SCR, 0), (OUT, 1 - rank))  # reads what the get wrote
+        b.signal(rank, w, ch)
+        b.wait(rank, w, ch)
+    return b.build()
+
+
+def test_get_destination_is_readable_after_flush():
+    assert verify(_get_all_gather(flush=True)).ok
+    assert v.RACE in verify(_get_all_gather(flush=False)).kinds()
+
+
+def _signal_on_other_channel(flush: bool):
+    """Rank 0 puts on channel A but signals on channel B: only a flush of A orders the put."""
+    b, w0, w1 = _two_rank_builder()
+    a0, a1 = b.channel_pair(0, 1)
+    b0, b1 = b.channel_pair(0, 1)
+    back0, back1 = b.channel_pair(1, 0)
+    b.signal(1, w1, back1)
+    b.wait(0, w0, back0)
+    b.put(0, w0, a0, (IN, 0), (OUT, 0))
+    if flush:
+        b.flush(0, w0, a0)
+    b.signal(0, w0, b0)
+    b.wait(1, w1, b1)
+    b.copy(1, w1, (OUT, 0), (SCR, 0))  # rank 1 looks at the data
+    # rank 1 -> rank 0 data, to make this a complete sendrecv
+    b.put_signal(1, w1, back1, (IN, 0), (OUT, 0))
+    b.signal(0, w0, back0)
+    b.wait(1, w1, back1)
+    b.wait(0, w0, back0)
+    b.signal(0, w0, a0)
+    b.wait(1, w1, a1)
+    return b.build()
+
+
+def test_signal_orders_only_its_own_channel():
+    assert verify(_signal_on_other_channel(flush=True)).ok
+    result = verify(_signal_on_other_channel(flush=False))
+    assert v.RACE in result.kinds(), str(result)
+
+
+def _loopback(synchronize: bool):
+    b = PlanBuilder(ops.ALL_REDUCE, 1, scratch=1)
+    producer, consumer = b.worker(0), b.worker(0)
+    ch_p, ch_c = b.channel_pair(0, 0)
+    b.copy(0, producer, (IN, 0), (SCR, 0))
+    if synchronize:
+        b.signal(0, producer, ch_p)
+        b.wait(0, consumer, ch_c)
+    b.copy(0, consumer, (SCR, 0), (OUT, 0))
+    return b.build()
+
+
+def test_loopback_channels_synchronize_workers_of_one_rank():
+    assert verify(_loopback(True)).ok
+    kinds = verify(_loopback(False)).kinds()
+    assert kinds & {v.RACE, v.UNINITIALIZED}
+
+
+def test_early_access_is_caught():
+    b, w0, w1 = _two_rank_builder(ops.SENDRECV)
+    c01, c10 = b.channel_pair(0, 1)
+    for rank, w, ch in ((0, w0, c01), (1, w1, c10)):
+        b.put_signal(rank, w, ch, (IN, 0), (OUT, 0))  # no entry handshake
+        b.wait(rank, w, ch)
+    result = verify(b.build())
+    assert result.kinds() == {v.EARLY}
+    assert "before rank 1 is known to have entered" in str(result)
+
+
+def test_unfinished_put_is_caught():
+    b, w0, w1 = _two_rank_builder(ops.SENDRECV)
+    c01, c10 = b.channel_pair(0, 1)
+    for rank, w, ch in ((0, w0, c01), (1, w1, c10)):
+        b.signal(rank, w, ch)
+        b.wait(rank, w, ch)
+        b.put(rank, w, ch, (IN, 0), (OUT, 0))  # never signalled: may land after the peer returns
+    assert v.UNFINISHED in verify(b.build()).kinds()
+
+
+def test_input_write_uninitialized_overlap_and_double_count():
+    b = PlanBuilder(ops.ALL_REDUCE, 1, chunks_per_block=2, scratch=4)
+    w = b.worker(0)
+    b.copy(0, w, (SCR, 3), (SCR, 2))                  # never-written scratch
+    b.copy(0, w, (IN, 1), (IN, 0))                    # writes the user's input
+    b.copy(0, w, (OUT, 0), (OUT, 1), n=1)             # reads never-written output
+    b.reduce(0, w, (OUT, 0), [(IN, 0), (IN, 0)])      # counts r0[0] twice
+    b.copy(0, w, (IN, 0), (SCR, 0), n=2)
+    b.copy(0, w, (SCR, 0), (SCR, 1), n=2)             # partial overlap
+    result = verify(b.build())
+    kinds = result.kinds()
+    assert {v.UNINITIALIZED, v.INPUT_WRITE, v.OVERLAP, v.WRONG_RESULT} <= kinds, str(result)
+    assert "rank 0 output chunk 0: expected r0[0], got sum(r0[1], r0[1])" in str(result)
+
+
+def test_in_place_aliasing_is_modelled():
+    # in-place all_gather: rank 0's input is its output block 0, so copying it there is a no-op
+    # that must not count as a write into the input, and reading output block 0 reads the input
+    b = PlanBuilder(ops.ALL_GATHER, 1, in_place=True)
+    w = b.worker(0)
+    b.copy(0, w, (OUT, 0), (IN, 0))
+    assert verify(b.build()).ok
+    b = PlanBuilder(ops.ALL_GATHER, 1, in_place=False)
+    w = b.worker(0)
+    b.copy(0, w, (OUT, 0), (IN, 0))
+    assert {v.UNINITIALIZED, v.INPUT_WRITE} <= verify(b.build()).kinds()
+
+
+def test_barrier_must_connect_every_rank():
+    b = PlanBuilder(ops.BARRIER, 3)
+    c01, c10 = b.channel_pair(0, 1)
+    w0, w1 = b.worker(0), b.worker(1)
+    b.worker(2)
+    b.signal(0, w0, c01)
+    b.wait(1, w1, c10)
+    result = verify(b.build())
+    assert result.kinds() == {v.NOT_SYNCHRONIZED}
+    assert "rank 1 can finish the barrier before rank 2 has started it" in str(result)
+
+
+def test_deadlock_report_names_the_wait_and_the_peer():
+    plan = reference.ring_all_gather(3)
+    ops_of_1 = plan["ranks"][1]["workers"][0]["ops"]
+    signal_step = next(s for s, op in enumerate(ops_of_1) if op["op"] == ops.SIGNAL)
+    del ops_of_1[signal_step]  # rank 1 never says it entered
+    result = verify(plan)
+    deadlock = next(i for i in result.issues if i.kind == v.DEADLOCK)
+    assert deadlock.rank == 0 and deadlock.worker == 0
+    assert deadlock.message.startswith(f"rank 0, worker 0, step {deadlock.step} (wait): waits on "
+                                       f"channel")
+    assert "(peer rank 1) for signal #1 from rank 1 channel" in deadlock.message
+    assert "which sent 0" in deadlock.message
+
+
+def test_invalid_plan_gives_invalid_issues():
+    plan = reference.ring_all_gather(3)
+    plan["ranks"][2]["workers"][0]["ops"][1]["ch"] = 9
+    result = verify(plan)
+    assert not result.ok and result.kinds() == {v.INVALID}
+    assert result.issues[0].message.startswith("ring_all_gather_3: rank 2, worker 0, step 1")
+
+
+def test_verification_is_deterministic():
+    plan = reference.ring_reduce_scatter(5)
+    del plan["ranks"][3]["workers"][0]["ops"][4]
+    assert str(verify(plan)) == str(verify(copy.deepcopy(plan)))
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _run_cli(*files):
+    args = build_parser().parse_args(["verify", *map(str, files)])
+    return verify_main(args)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    save(reference.ring_all_reduce(4), good)
+    bad = tmp_path / "bad.json"
+    plan = reference.ring_all_reduce(4)
+    del plan["ranks"][0]["workers"][0]["ops"][1]
+    save(plan, bad)
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps({"version": 7}))
+    assert _run_cli(good) == 0
+    assert "OK" in capsys.readouterr().out
+    assert _run_cli(good, bad) == 1
+    assert "issue(s)" in capsys.readouterr().out
+    assert _run_cli(good, bad, invalid) == 2
+    assert "unsupported plan version 7" in capsys.readouterr().err
+    assert _run_cli(tmp_path / "missing.json") == 2
+
+
+def test_cli_json_output(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    save(reference.tree_broadcast(5, root=2), path)
+    args = build_parser().parse_args(["verify", "--json", str(path)])
+    assert verify_main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["issues"] == []
+
+
+def test_forestcc_plan_entry_point(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    save(reference.ring_sendrecv(4, in_place=True), path)
+    assert plan_main(["verify", "-q", str(path)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_python_dash_m_entry_point(tmp_path):
+    path = tmp_path / "p.json"
+    save(reference.direct_all_to_all(3), path)
+    env_path = str(pathlib.Path(__file__).resolve().parents[1] / "python")
+    done = subprocess.run([sys.executable, "-m", "forestcc.plan", "verify", str(path)],
+                          capture_output=True, text=True, env={"PYTHONPATH": env_path},
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout
