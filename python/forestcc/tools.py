@@ -9,7 +9,9 @@ __all__ = ["channel_bench"]
 
 
 def _native_program(name: str) -> str:
-    path = Path(__file__).resolve().parent / "bin" / name
+    # Next to the native module: the same place in a normal and in an editable install.
+    from forestcc import _C
+    path = Path(_C.__file__).resolve().parent / "bin" / name
     if not path.exists():
         sys.exit(f"forestcc: {path} is missing; reinstall forestcc (pip install .)")
     return str(path)

@@ -104,6 +104,9 @@ struct Bootstrap::Impl {
   std::map<std::pair<int, uint64_t>, std::deque<std::string>> stash;
 
   Deadline deadline() const { return Deadline::in(timeout); }
+  // Non-root ranks wait longer than rank 0 for its replies: when rank 0 gives up it sends the
+  // reason (which ranks are missing), and that reason should reach them before their own deadline.
+  Deadline starDeadline() const { return Deadline::in(timeout + std::max(1.0, timeout * 0.5)); }
 
   void writeFrame(Socket& s, uint64_t key, const std::string& data, int peer) {
     FrameHeader h{key, data.size()};
@@ -200,7 +203,7 @@ struct Bootstrap::Impl {
     h.rank = rank;
     h.nranks = nranks;
     h.listenPort = listener.localAddress().port();
-    Deadline d = deadline();
+    Deadline d = starDeadline();
     toRoot.sendAll(&h, sizeof h, d, rank, "rank 0");
     uint32_t status = kOk;
     toRoot.recvAll(&status, sizeof status, d, rank, "rank 0 at " + rootAddr.toString(), 0);
@@ -239,7 +242,7 @@ struct Bootstrap::Impl {
     Deadline d = deadline();
     if (rank != 0) {
       writeFrame(toRoot, s, mine, 0);
-      return unpackBlobs(readStar(d));
+      return unpackBlobs(readStar(starDeadline()));
     }
     std::vector<std::string> all(nranks);
     all[0] = mine;
