@@ -1,0 +1,125 @@
+// forestcc._graph: the graph algorithms behind schedule generation, for the Python control plane.
+// Inputs are plain lists (node count, compute mask, arcs with integer capacities); outputs are plain
+// tuples, lists and dicts, so the Python side owns every data structure users see.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "graph/optimum.hpp"
+#include "graph/tree_packing.hpp"
+
+namespace py = pybind11;
+using namespace forestcc::graph;
+
+namespace {
+
+Network toNetwork(int n, const std::vector<bool>& compute, const std::vector<int>& src,
+                  const std::vector<int>& dst, const std::vector<Cap>& cap) {
+  std::vector<char> mask(compute.begin(), compute.end());
+  return makeNetwork(n, mask, src, dst, cap);
+}
+
+std::vector<int> sideNodes(const std::vector<char>& side) {
+  std::vector<int> nodes;
+  for (size_t v = 0; v < side.size(); ++v)
+    if (side[v]) nodes.push_back(static_cast<int>(v));
+  return nodes;
+}
+
+py::dict statsDict() {
+  const Stats& s = stats();
+  py::dict d;
+  d["maxflows"] = s.maxflows;
+  d["seconds_bound"] = s.secondsBound;
+  d["seconds_switch_removal"] = s.secondsSplit;
+  d["seconds_packing"] = s.secondsPack;
+  d["seconds_routing"] = s.secondsPaths;
+  return d;
+}
+
+py::tuple maxRatioCutPy(int n, const std::vector<bool>& compute, const std::vector<int>& src,
+                        const std::vector<int>& dst, const std::vector<Cap>& cap) {
+  stats() = Stats{};
+  CutBound bound;
+  {
+    py::gil_scoped_release release;
+    bound = maxRatioCut(toNetwork(n, compute, src, dst, cap));
+  }
+  return py::make_tuple(bound.ratio.num, bound.ratio.den, sideNodes(bound.side));
+}
+
+py::dict generateForestPy(int n, const std::vector<bool>& compute, const std::vector<int>& src,
+                          const std::vector<int>& dst, const std::vector<Cap>& cap, Cap k) {
+  stats() = Stats{};
+  Network net;
+  CutBound bound;
+  Cap natural = 0;
+  ScaledCapacities scaled;
+  SwitchFreeGraph logical;
+  std::vector<PhysicalTree> trees;
+  {
+    py::gil_scoped_release release;
+    net = toNetwork(n, compute, src, dst, cap);
+    bound = maxRatioCut(net);
+    natural = naturalTreeCount(net, bound.ratio);
+    if (k <= 0) k = natural;
+    scaled = capacitiesForTrees(net, bound, k);
+    logical = removeSwitches(net, scaled.caps, k);
+    trees = routeTrees(logical, packTrees(logical, k));
+  }
+  py::list treeList;
+  for (const PhysicalTree& t : trees)
+    treeList.append(py::make_tuple(t.root, t.multiplicity, t.arcs, t.paths));
+  py::dict out;
+  out["ratio"] = py::make_tuple(bound.ratio.num, bound.ratio.den);
+  out["cut"] = sideNodes(bound.side);
+  out["k"] = k;
+  out["natural_k"] = natural;
+  out["u"] = py::make_tuple(scaled.u.num, scaled.u.den);
+  out["trees"] = treeList;
+  out["paths"] = logical.paths;
+  out["stats"] = statsDict();
+  return out;
+}
+
+bool conditionPy(int n, const std::vector<bool>& compute, const std::vector<int>& src,
+                 const std::vector<int>& dst, const std::vector<Cap>& cap, Cap k) {
+  Network net = toNetwork(n, compute, src, dst, cap);
+  // net.arcs are merged and sorted, so capacities travel inside the network itself.
+  std::vector<Cap> caps;
+  for (const Arc& a : net.arcs) caps.push_back(a.cap);
+  return rootedConditionHolds(net, caps, k, net.computeNodes, nullptr);
+}
+
+Cap maxFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
+              const std::vector<Cap>& cap, int source, int sink) {
+  if (source < 0 || source >= n || sink < 0 || sink >= n || source == sink)
+    throw std::invalid_argument("max_flow: bad source or sink");
+  MaxFlow flow;
+  flow.reset(n);
+  for (size_t i = 0; i < src.size(); ++i) flow.addArc(src[i], dst[i], cap[i]);
+  return flow.run(source, sink);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_graph, m) {
+  m.doc() = "forestcc graph core: exact max-flow, ForestColl cut bound, switch removal, tree packing";
+  m.def("max_ratio_cut", &maxRatioCutPy, py::arg("n"), py::arg("compute"), py::arg("src"),
+        py::arg("dst"), py::arg("cap"),
+        "Exact max over cuts S of |S∩Vc|/B+(S): returns (num, den, nodes of S).");
+  m.def("generate_forest", &generateForestPy, py::arg("n"), py::arg("compute"), py::arg("src"),
+        py::arg("dst"), py::arg("cap"), py::arg("k") = 0,
+        "ForestColl all_gather forest: bound, switch removal, k out-trees per root, routes. "
+        "k = 0 picks the smallest k that reaches the optimum exactly.");
+  m.def("rooted_condition_holds", &conditionPy, py::arg("n"), py::arg("compute"), py::arg("src"),
+        py::arg("dst"), py::arg("cap"), py::arg("k"),
+        "Edmonds' condition: every compute node can receive N*k from a source feeding k to each.");
+  m.def("sink_representatives", [](int n, const std::vector<bool>& compute,
+                                   const std::vector<int>& src, const std::vector<int>& dst,
+                                   const std::vector<Cap>& cap) {
+    return sinkRepresentatives(toNetwork(n, compute, src, dst, cap));
+  });
+  m.def("max_flow", &maxFlowPy, py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"),
+        py::arg("source"), py::arg("sink"), "Plain s-t max-flow value (for tests).");
+  m.def("last_stats", &statsDict, "Counters and timings of the last generate_forest call.");
+}

@@ -1,0 +1,210 @@
+#include "graph/tree_packing.hpp"
+
+#include <chrono>
+#include <deque>
+#include <stdexcept>
+#include <string>
+
+namespace forestcc::graph {
+
+namespace {
+
+using Word = unsigned long long;
+
+struct NodeSet {
+  std::vector<Word> words;
+  explicit NodeSet(int n = 0) : words((n + 63) / 64, 0) {}
+  bool has(int v) const { return (words[v >> 6] >> (v & 63)) & 1; }
+  void add(int v) { words[v >> 6] |= Word(1) << (v & 63); }
+  bool meets(const NodeSet& other) const {
+    for (size_t i = 0; i < words.size(); ++i)
+      if (words[i] & other.words[i]) return true;
+    return false;
+  }
+};
+
+struct Group {
+  LogicalTree tree;
+  std::vector<int> order;  // nodes in the order they joined (breadth-first growth)
+  NodeSet members;
+  size_t scanParent = 0;   // growth resumes here: earlier candidates are known to be unusable
+  int scanStep = 0;
+  bool complete = false;
+};
+
+class TreePacking {
+ public:
+  TreePacking(const SwitchFreeGraph& g, Cap k) : n_(g.count), residual_(g.cap) {
+    for (int r = 0; r < n_; ++r) {
+      Group grp;
+      grp.tree = {r, k, {}};
+      grp.order = {r};
+      grp.members = NodeSet(n_);
+      grp.members.add(r);
+      groups_.push_back(std::move(grp));
+      pending_.push_back(r);
+    }
+  }
+
+  std::vector<LogicalTree> run() {
+    while (!pending_.empty()) {
+      int i = pending_.front();
+      pending_.pop_front();
+      grow(i);
+    }
+    std::vector<LogicalTree> out;
+    for (Group& g : groups_) out.push_back(std::move(g.tree));
+    return out;
+  }
+
+ private:
+  Cap& res(int u, int v) { return residual_[static_cast<size_t>(u) * n_ + v]; }
+
+  // A remembered tight set X blocks (x, y) for group i when the arc enters X and the group already
+  // has a node inside X (so the arc would lower ρ(X) without lowering X's demand).
+  bool blocked(const Group& g, int x, int y) const {
+    for (const NodeSet& X : tight_)
+      if (X.has(y) && !X.has(x) && X.meets(g.members)) return true;
+    return false;
+  }
+
+  // How many copies of group i may take (x, y): min(want, min surplus over X with y ∈ X, x ∉ X).
+  // The surplus of X counts, for every other incomplete group j, m_j when X misses j's nodes; as a
+  // cut, j's term is an arc s -> (j's nodes) of capacity m_j. Records the cut when it binds.
+  Cap admissible(int i, int x, int y, Cap want) {
+    flow_.reset(n_ + 1);
+    const int s = n_;
+    for (int u = 0; u < n_; ++u)
+      for (int v = 0; v < n_; ++v)
+        if (residual_[static_cast<size_t>(u) * n_ + v] > 0)
+          flow_.addArc(u, v, residual_[static_cast<size_t>(u) * n_ + v]);
+    Wide others = 0;
+    std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
+    for (size_t j = 0; j < groups_.size(); ++j) {
+      const Group& g = groups_[j];
+      if (static_cast<int>(j) == i || g.complete) continue;
+      others += g.tree.multiplicity;
+      if (g.order.size() == 1) {
+        feed[g.tree.root] += g.tree.multiplicity;
+      } else {
+        int hub = flow_.addNode();
+        flow_.addArc(s, hub, g.tree.multiplicity);
+        for (int v : g.order) flow_.addArc(hub, v, kInfiniteCap);
+      }
+    }
+    for (int v = 0; v < n_; ++v) flow_.addArc(s, v, feed[v]);
+    flow_.addArc(s, x, kInfiniteCap);
+    const Cap base = checkedCap(others, "tree demand");
+    ++stats().maxflows;
+    Cap value = flow_.run(s, y, base + want);
+    if (value >= base + want) return want;
+    NodeSet X(n_);
+    std::vector<char> side = flow_.sourceSide();
+    for (int v = 0; v < n_; ++v)
+      if (!side[v]) X.add(v);
+    tight_.push_back(std::move(X));  // tight once the admitted copies take the arc
+    return std::max<Cap>(0, value - base);
+  }
+
+  void grow(int i) {
+    while (true) {
+      Group& g = groups_[i];
+      if (static_cast<int>(g.order.size()) == n_) {
+        g.complete = true;
+        return;
+      }
+      bool added = false;
+      for (; g.scanParent < g.order.size() && !added; ++g.scanParent, g.scanStep = 0) {
+        int x = g.order[g.scanParent];
+        for (; g.scanStep < n_; ++g.scanStep) {
+          int y = (x + 1 + g.scanStep) % n_;
+          if (g.members.has(y) || res(x, y) == 0 || blocked(g, x, y)) continue;
+          Cap want = std::min(res(x, y), g.tree.multiplicity);
+          Cap copies = admissible(i, x, y, want);
+          if (copies == 0) continue;
+          Group& cur = groups_[i];  // admissible() does not reallocate groups_, but be explicit
+          if (copies < cur.tree.multiplicity) {
+            Group rest = cur;  // the copies that do not take (x, y) continue later
+            rest.tree.multiplicity -= copies;
+            cur.tree.multiplicity = copies;
+            groups_.push_back(std::move(rest));
+            pending_.push_back(static_cast<int>(groups_.size()) - 1);
+          }
+          Group& taker = groups_[i];
+          res(x, y) -= copies;
+          taker.tree.arcs.push_back({x, y});
+          taker.order.push_back(y);
+          taker.members.add(y);
+          ++taker.scanStep;
+          added = true;
+          break;
+        }
+        if (added) break;
+      }
+      if (!added)
+        throw std::runtime_error("tree packing is stuck for root " +
+                                 std::to_string(groups_[i].tree.root) +
+                                 " (Edmonds' condition does not hold?)");
+    }
+  }
+
+  int n_;
+  std::vector<Cap> residual_;
+  std::vector<Group> groups_;
+  std::deque<int> pending_;
+  std::vector<NodeSet> tight_;
+  MaxFlow flow_;
+};
+
+}  // namespace
+
+std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k) {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<LogicalTree> trees = TreePacking(graph, k).run();
+  stats().secondsPack +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return trees;
+}
+
+std::vector<PhysicalTree> routeTrees(SwitchFreeGraph& graph, const std::vector<LogicalTree>& trees) {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<PhysicalTree> out;
+  for (const LogicalTree& t : trees) {
+    // Take t.multiplicity units of routing from each arc, then cut [0, multiplicity) at every
+    // point where some arc changes path: each piece is one physical tree.
+    std::vector<std::vector<PathPiece>> routes(t.arcs.size());
+    for (size_t a = 0; a < t.arcs.size(); ++a) {
+      auto& list = graph.pieces[static_cast<size_t>(t.arcs[a].first) * graph.count + t.arcs[a].second];
+      Cap need = t.multiplicity;
+      while (need > 0) {
+        if (list.empty()) throw std::logic_error("tree uses more of an arc than it has");
+        PathPiece& last = list.back();
+        Cap part = std::min(need, last.amount);
+        routes[a].push_back({last.path, part});
+        need -= part;
+        if ((last.amount -= part) == 0) list.pop_back();
+      }
+    }
+    std::vector<size_t> at(t.arcs.size(), 0);
+    Cap done = 0;
+    while (done < t.multiplicity) {
+      Cap step = t.multiplicity - done;
+      for (size_t a = 0; a < routes.size(); ++a) step = std::min(step, routes[a][at[a]].amount);
+      PhysicalTree p;
+      p.root = graph.nodes[t.root];
+      p.multiplicity = step;
+      for (size_t a = 0; a < routes.size(); ++a) {
+        p.arcs.push_back({graph.nodes[t.arcs[a].first], graph.nodes[t.arcs[a].second]});
+        p.paths.push_back(routes[a][at[a]].path);
+        if ((routes[a][at[a]].amount -= step) == 0) ++at[a];
+      }
+      out.push_back(std::move(p));
+      done += step;
+    }
+  }
+  stats().secondsPaths +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace forestcc::graph
