@@ -25,23 +25,32 @@ namespace {
 
 }  // namespace
 
+// process_vm_writev and process_vm_readv share a signature: one loop serves both directions.
+using CrossProcessCopy = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                                     unsigned long);
+
+static void crossProcessCopy(CrossProcessCopy call, const char* name, void* local, uint64_t remoteAddress,
+                             size_t bytes, const RemoteMemory& m) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec here{static_cast<char*>(local) + done, bytes - done};
+    iovec there{reinterpret_cast<void*>(remoteAddress + done), bytes - done};
+    ssize_t n = call(m.pid, &here, 1, &there, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      cmaFailure(name, errno, m.rank, m.peer, m.pid);
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
 void RemoteMemory::write(uint64_t offset, const void* src, size_t bytes) const {
   if (bytes == 0) return;
   if (mapped) {
     std::memcpy(mapped + offset, src, bytes);
     return;
   }
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{const_cast<char*>(static_cast<const char*>(src)) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(address + offset + done), bytes - done};
-    ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      cmaFailure("process_vm_writev", errno, rank, peer, pid);
-    }
-    done += static_cast<size_t>(n);
-  }
+  crossProcessCopy(process_vm_writev, "process_vm_writev", const_cast<void*>(src), address + offset, bytes, *this);
 }
 
 void RemoteMemory::read(uint64_t offset, void* dst, size_t bytes) const {
@@ -50,17 +59,7 @@ void RemoteMemory::read(uint64_t offset, void* dst, size_t bytes) const {
     std::memcpy(dst, mapped + offset, bytes);
     return;
   }
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{static_cast<char*>(dst) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(address + offset + done), bytes - done};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      cmaFailure("process_vm_readv", errno, rank, peer, pid);
-    }
-    done += static_cast<size_t>(n);
-  }
+  crossProcessCopy(process_vm_readv, "process_vm_readv", dst, address + offset, bytes, *this);
 }
 
 }  // namespace forestcc
