@@ -12,6 +12,7 @@ PYBIND11_MODULE(_C, m) {
   forestcc::python::bindMemory(m);
   forestcc::python::bindChannel(m);
   forestcc::python::bindCommunicator(m);
+  forestcc::python::bindPlan(m);
   m.def("config_table", [] {
     py::list out;
     for (const auto& e : forestcc::configTable())

@@ -9,4 +9,5 @@ void bindBootstrap(pybind11::module_& m);
 void bindMemory(pybind11::module_& m);
 void bindChannel(pybind11::module_& m);
 void bindCommunicator(pybind11::module_& m);
+void bindPlan(pybind11::module_& m);
 }  // namespace forestcc::python
