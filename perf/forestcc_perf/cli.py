@@ -1,0 +1,346 @@
+"""forestcc-perf COLL [flags]: nccl-tests' flags and table, on forestcc or a peer library.
+
+Run under any launcher: ``forestcc-run -n 4 forestcc-perf all_reduce -b 8 -e 64M -f 2``,
+``mpirun -n 4 forestcc-perf all_gather --backend mpi``, ``torchrun ... --backend gloo``.
+Rank 0 prints the table; usage errors print one line on stderr and exit 2; a #wrong above 0
+exits 1; a rank that fails prints its error and ends the run with exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from forestcc_perf import __version__, check, table
+from forestcc_perf.backends import BACKENDS, Backend, BackendUnavailable, create, creation_order
+from forestcc_perf.backends.base import launcher_rank
+from forestcc_perf.collectives import (
+    COLLECTIVES,
+    DATATYPES,
+    OPS,
+    Collective,
+    find_collective,
+    find_datatype,
+)
+from forestcc_perf.runner import AVERAGE_MODES, Progress, Runner, Settings
+from forestcc_perf.sizes import format_size, parse_size, size_steps
+
+
+class UsageError(Exception):
+    """A bad command line: one line on stderr, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:   # argparse's usage dump is not one line
+        raise UsageError(message)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _parser(prog: str, preset: str | None) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="Benchmark a collective with nccl-tests' flags and "
+                "table, on forestcc or a peer library (mpi, gloo, nccl).",
+                epilog="example: forestcc-run -n 2 forestcc-perf all_reduce -b 8 -e 64M -f 2")
+    if preset is None:
+        p.add_argument("collective", help="one of " + ", ".join(COLLECTIVES) +
+                       " (nccl-tests binary names such as all_reduce_perf work too)")
+    a = p.add_argument
+    a("-b", "--minbytes", type=_size, default=32 << 20, help="first size (32M); K/M/G binary")
+    a("-e", "--maxbytes", type=_size, default=32 << 20, help="last size (32M)")
+    a("-i", "--stepbytes", type=_size, default=1 << 20, help="additive step (1M)")
+    a("-f", "--stepfactor", type=int, default=1, help="multiplicative step (off: 1)")
+    a("-o", "--op", default="sum", help="sum, prod, max, min, avg, mulsum or all (sum)")
+    a("-d", "--datatype", default="float", help="int8 uint8 int32 uint32 int64 uint64 half "
+      "float double bfloat16 f8e4m3 f8e5m2 or all (float)")
+    a("-r", "--root", default="0", help="root of rooted collectives, or all (0)")
+    a("-n", "--iters", type=int, default=20, help="timed iterations (20)")
+    a("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations (5)")
+    a("-m", "--agg_iters", type=int, default=1, help="operations per iteration (1)")
+    a("-a", "--average", type=int, default=1, help="time across ranks: 0 rank 0, 1 avg, "
+      "2 min, 3 max (1)")
+    a("-c", "--check", type=int, default=1, help="checked iterations, 0 = off (1)")
+    a("-z", "--blocking", type=int, default=0, help="1: synchronise after each operation (0)")
+    a("-G", "--cudagraph", type=int, default=0, help="CUDA graph launches (not supported)")
+    a("-J", "--output_file", help="write every row and the environment to this JSON file")
+    a("-T", "--timeout", type=float, default=0.0, help="fail a measurement after this many "
+      "seconds (0: never)")
+    a("-t", "--nthreads", type=int, default=1, help="accepted for nccl-tests scripts: must be 1")
+    a("-g", "--ngpus", type=int, default=1, help="accepted for nccl-tests scripts: must be 1")
+    a("--backend", default="forestcc", help="library to measure: " + ", ".join(BACKENDS))
+    a("--compare", default="", help="comma-separated peers measured at every size in the "
+      "same launch; adds busbw ratio columns (this / peer)")
+    a("--algo", default=None, help="forestcc algorithm (auto, ring, ...); forestcc only")
+    a("--plot", default=None, metavar="PNG", help="plot busbw against size (needs matplotlib)")
+    a("--tune", action="store_true", help="sweep forestcc's algorithms (needs its collectives)")
+    a("--version", action="version", version=f"forestcc-perf {__version__}")
+    return p
+
+
+def _resolve(args: argparse.Namespace, preset: str | None) -> dict:
+    """Turn the flags into what to run, or raise UsageError naming the problem."""
+    coll = find_collective(preset or args.collective)
+    if coll is None:
+        raise UsageError(f"unknown collective {args.collective!r} "
+                         f"(choose from {', '.join(COLLECTIVES)})")
+    if args.datatype.strip().lower() == "all":
+        dtypes, explicit_dtype = list(DATATYPES.values()), False
+    else:
+        dt = find_datatype(args.datatype)
+        if dt is None:
+            raise UsageError(f"unknown datatype {args.datatype!r} "
+                             f"(choose from {', '.join(DATATYPES)}, all)")
+        dtypes, explicit_dtype = [dt], True
+    op = args.op.strip().lower()
+    if op != "all" and op not in OPS:
+        raise UsageError(f"unknown op {args.op!r} (choose from {', '.join(OPS)}, all)")
+    ops = list(OPS) if op == "all" else [op]
+    if not coll.reduces:
+        ops = ["sum"]   # not used; the redop column says "none"
+    try:
+        sizes = size_steps(args.minbytes, args.maxbytes, args.stepbytes, args.stepfactor)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if explicit_dtype:
+        for flag, value in (("-b", args.minbytes), ("-e", args.maxbytes)):
+            if value % dtypes[0].itemsize:
+                raise UsageError(f"{flag} {value}: not a whole number of {dtypes[0].name} "
+                                 f"elements ({dtypes[0].itemsize} bytes each)")
+    for flag, value, low in (("-n", args.iters, 1), ("-w", args.warmup_iters, 0),
+                             ("-m", args.agg_iters, 1), ("-c", args.check, 0),
+                             ("-G", args.cudagraph, 0)):
+        if value < low:
+            raise UsageError(f"{flag} must be at least {low}, got {value}")
+    if args.average not in AVERAGE_MODES:
+        raise UsageError(f"-a must be 0, 1, 2 or 3, got {args.average}")
+    if args.timeout < 0:
+        raise UsageError(f"-T must be positive or 0, got {args.timeout:g}")
+    if args.nthreads != 1 or args.ngpus != 1:
+        raise UsageError("-t and -g must be 1: forestcc-perf runs one rank per process "
+                         "(start more with the launcher's -n)")
+    root = args.root.strip().lower()
+    if root != "all" and not root.isdigit():
+        raise UsageError(f"-r must be a rank or all, got {args.root!r}")
+    backend = args.backend.strip().lower()
+    peers = [p.strip().lower() for p in args.compare.split(",") if p.strip()]
+    for name in [backend, *peers]:
+        if name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
+    if args.algo and backend != "forestcc":
+        raise UsageError(f"--algo selects a forestcc algorithm; backend {backend} has none")
+    if args.tune:
+        from forestcc_perf.backends.forestcc_backend import NOT_AVAILABLE, collectives_available
+        raise UsageError(f"--tune requires forestcc collectives: {NOT_AVAILABLE}"
+                         if not collectives_available() else "--tune is not implemented yet")
+    if args.plot:
+        from forestcc_perf.plot import PlotUnavailable, require_matplotlib
+        try:
+            require_matplotlib()
+        except PlotUnavailable as e:
+            raise UsageError(str(e)) from None
+    return {"coll": coll, "dtypes": dtypes, "explicit_dtype": explicit_dtype, "ops": ops,
+            "explicit_op": op != "all", "sizes": sizes, "root": root, "backend": backend,
+            "peers": peers}
+
+
+def _combinations(plan: dict, backends: list[Backend]):
+    """(dtype, op) pairs every backend can run; unsupported explicit choices are errors."""
+    coll, out = plan["coll"], []
+    for dtype in plan["dtypes"]:
+        for op in plan["ops"]:
+            reasons = [r for b in backends if (r := b.unsupported(coll, dtype, op))]
+            if not reasons:
+                out.append((dtype, op))
+            elif plan["explicit_dtype"] and plan["explicit_op"]:
+                raise UsageError(reasons[0])
+    if not out:
+        raise UsageError(f"no datatype and op of this run is supported by "
+                         f"{', '.join(b.name for b in backends)}")
+    return out
+
+
+def _preamble(plan: dict, args: argparse.Namespace, primary: Backend, peers: list[Backend],
+              labels: list[str], ranks: list[dict]) -> list[str]:
+    coll = plan["coll"]
+    step = (f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)")
+    lines = [f"# forestcc-perf {__version__}: backend {primary.name} ({primary.version()})"]
+    lines += [f"# compare: {label} ({p.version()})" for label, p in zip(labels, peers)]
+    lines += [f"# Collective test starting: {coll.binary}",
+              (f"# nThread 1 nGpus {0 if primary.device == 'cpu' else 1} minBytes "
+               f"{args.minbytes} maxBytes {args.maxbytes} step: {step} warmup iters: "
+               f"{args.warmup_iters} iters: {args.iters} agg iters: {args.agg_iters} "
+               f"validation: {args.check} graph: 0"),
+              (f"# algo: {args.algo or 'default'}  average: {AVERAGE_MODES[args.average]}  "
+               f"blocking: {args.blocking}  timeout: {args.timeout:g}"),
+              "#", "# Using devices"]
+    for r, info in enumerate(ranks):
+        lines.append(f"#  Rank {r:2d} Group  0 Pid {info['pid']:6d} on {info['host']:>10} "
+                     f"device {info['device']}")
+    return lines + ["#"]
+
+
+def _say(text: str, rank: int) -> None:
+    if rank == 0:
+        print(text, flush=True)
+
+
+def main(argv: list[str] | None = None, preset: str | None = None) -> None:
+    prog = COLLECTIVES[preset].binary if preset else "forestcc-perf"
+    try:
+        args = _parser(prog, preset).parse_args(argv)
+        plan = _resolve(args, preset)
+    except UsageError as e:
+        _usage_exit(prog, str(e), launcher_rank())
+    if args.cudagraph > 0 and launcher_rank() == 0:
+        print(f"{prog}: note: -G {args.cudagraph} ignored: CUDA graphs are not supported "
+              "on CPU", file=sys.stderr)
+
+    instances: dict[str, Backend] = {}
+    try:
+        if "forestcc" in (plan["backend"], *plan["peers"]):
+            # say so before joining any job (an MPI launcher check would otherwise speak first)
+            from forestcc_perf.backends.forestcc_backend import NOT_AVAILABLE, collectives_available
+            if not collectives_available():
+                raise BackendUnavailable(NOT_AVAILABLE)
+        for name in creation_order(list(dict.fromkeys([plan["backend"], *plan["peers"]]))):
+            instances[name] = create(name, args.algo if name == "forestcc" else None,
+                                     timeout_s=max(args.timeout, 300.0))
+        primary = instances[plan["backend"]]
+        # a peer named twice, or the primary itself, is measured again by the same instance
+        peers = [instances[p] for p in plan["peers"]]
+        roots = (list(range(primary.size)) if plan["root"] == "all" else [int(plan["root"])])
+        if not plan["coll"].rooted:
+            roots = [0]   # unused; the root column says -1
+        if any(r >= primary.size for r in roots):
+            raise UsageError(f"-r {roots[0]}: the root must be a rank below {primary.size}")
+        combos = _combinations(plan, [primary, *peers])
+    except (UsageError, BackendUnavailable) as e:
+        _usage_exit(prog, str(e), launcher_rank())
+    code = _run(plan, args, primary, peers, roots, combos)
+    for b in instances.values():
+        b.finalize()
+    sys.exit(code)
+
+
+def _usage_exit(prog: str, message: str, rank: int) -> None:
+    if rank == 0:
+        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _run(plan: dict, args: argparse.Namespace, primary: Backend, peers: list[Backend],
+         roots: list[int], combos: list) -> int:
+    coll: Collective = plan["coll"]
+    rank = primary.rank
+    settings = Settings(iters=args.iters, warmup_iters=args.warmup_iters,
+                        agg_iters=args.agg_iters, average=args.average,
+                        check_iters=args.check, blocking=bool(args.blocking),
+                        timeout_s=args.timeout)
+    labels = _labels([primary.name] + [b.name for b in peers])
+    runners = [Runner(b, coll, settings, args.algo if b.name == "forestcc" else None, label)
+               for b, label in zip([primary, *peers], labels)]
+    labels = labels[1:]
+    rows: list[table.Row] = []
+    peer_rows: dict[str, list[table.Row]] = {label: [] for label in labels}
+    try:
+        ranks = primary.all_gather_object(_rank_info(primary))
+        for line in _preamble(plan, args, primary, peers, labels, ranks):
+            _say(line, rank)
+        for line in table.header_lines(labels):
+            _say(line, rank)
+        if check.CORRUPT_ENV in os.environ:
+            _say(f"# test hook {check.CORRUPT_ENV} is set: results are corrupted on purpose",
+                 rank)
+        work = [(d, o, r, s) for d, o in combos for r in roots for s in plan["sizes"]]
+        progress = Progress(len(work), enabled=rank == 0)
+        if work:   # first calls pay for lazy setup (connections, caches): keep that out of row 1
+            dtype, op, root, size = work[0]
+            for runner in runners:
+                runner.measure(size, dtype, op, root)
+        for dtype, op, root, size in work:
+            progress.step(f"{format_size(size)} {dtype.name} {op}")
+            row = runners[0].measure(size, dtype, op, root)
+            theirs = [runner.measure(size, dtype, op, root) for runner in runners[1:]]
+            for label, prow in zip(labels, theirs):
+                peer_rows[label].append(prow)
+            rows.append(row)
+            progress.clear()
+            _say(table.format_row(row, theirs), rank)
+        for line in table.footer_lines(coll.binary, rows, peer_rows):
+            _say(line, rank)
+        if rank == 0:
+            _write_outputs(plan, args, primary, peers, ranks, rows, peer_rows)
+    except KeyboardInterrupt:
+        primary.abort(130)
+    except Exception as e:   # one rank's failure ends the job, with the reason
+        print(f"forestcc-perf: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr,
+              flush=True)
+        primary.abort(1)
+    wrong = table.total_wrong(rows) + sum(table.total_wrong(r) for r in peer_rows.values())
+    return 1 if wrong else 0
+
+
+def _labels(names: list[str]) -> list[str]:
+    """Backend names made unique ("mpi", "mpi#2"): comparing a backend with itself measures
+    run-to-run noise, and its rows must stay apart."""
+    out: list[str] = []
+    for name in names:
+        label, k = name, 1
+        while label in out:
+            k += 1
+            label = f"{name}#{k}"
+        out.append(label)
+    return out
+
+
+def _rank_info(backend: Backend) -> dict:
+    from forestcc_perf.results_json import rank_info
+    return rank_info(backend.device_name())
+
+
+def _write_outputs(plan, args, primary, peers, ranks, rows, peer_rows) -> None:
+    if not (args.output_file or args.plot):
+        return
+    from forestcc_perf import results_json
+    coll = plan["coll"]
+    options = {k: v for k, v in vars(args).items() if k not in ("collective",)}
+    labels = [rows[0].backend if rows else primary.name, *peer_rows]
+    options.update(collective=coll.name, backend=primary.name, compare=[p.name for p in peers],
+                   datatypes=sorted({r.dtype for r in rows}),
+                   ops=sorted({r.redop for r in rows}), sizes=plan["sizes"])
+    versions = {label: b.version() for label, b in zip(labels, [primary, *peers])}
+    env = results_json.environment(ranks, versions)
+    by_backend = {labels[0]: rows, **peer_rows}
+    results = results_json.build(coll.name, coll.binary, options, env, by_backend)
+    if args.output_file:
+        results_json.write(args.output_file, results)
+    if args.plot:
+        from forestcc_perf.plot import plot_busbw
+        plot_busbw(results, args.plot)
+
+
+def _preset(name: str):
+    def entry() -> None:
+        main(preset=name)
+    entry.__name__ = COLLECTIVES[name].binary
+    entry.__doc__ = f"{COLLECTIVES[name].binary}: forestcc-perf {name}"
+    return entry
+
+
+# nccl-tests' binary names as console scripts (see perf/README.md for pyproject.toml)
+all_reduce_perf = _preset("all_reduce")
+all_gather_perf = _preset("all_gather")
+reduce_scatter_perf = _preset("reduce_scatter")
+alltoall_perf = _preset("all_to_all")
+broadcast_perf = _preset("broadcast")
+reduce_perf = _preset("reduce")
+gather_perf = _preset("gather")
+scatter_perf = _preset("scatter")
+sendrecv_perf = _preset("sendrecv")
+
+if __name__ == "__main__":
+    main()
