@@ -227,8 +227,10 @@ def main(argv: list[str] | None = None, preset: str | None = None) -> None:
 
 
 def _usage_exit(prog: str, message: str, rank: int) -> None:
-    if rank == 0:
-        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    # Every rank says it: whichever exits first makes the launcher stop the others, so a message
+    # printed by rank 0 alone could be lost. The lines are identical.
+    del rank
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 
 
