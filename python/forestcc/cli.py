@@ -3,7 +3,7 @@
     forestcc config            every configuration knob with its type, default and current value
     forestcc info              version, launch environment, CUDA support
     forestcc plan ...          plan tools (verify; see ``forestcc plan --help``)
-    forestcc topo ...          topology tools (show, draw; see ``forestcc topo --help``)
+    forestcc topo ...          topology tools (list, show, draw, forest; see ``forestcc topo --help``)
 """
 from __future__ import annotations
 
@@ -34,35 +34,36 @@ def _info(_args: argparse.Namespace) -> int:
     return 0
 
 
-def _delegate(module: str, func: str, what: str):
-    """Subcommands owned by other packages of forestcc take the rest of the command line."""
-    def run(args: argparse.Namespace) -> int:
-        try:
-            target = getattr(importlib.import_module(module), func)
-        except (ImportError, AttributeError) as exc:
-            print(f"forestcc: the {what} tools are not available in this installation ({exc})",
-                  file=sys.stderr)
-            return 2
-        return int(target(args.rest) or 0)
-    return run
+# Subcommands owned by other packages of forestcc: they parse their own arguments (--help
+# included), so the rest of the command line goes to them untouched.
+_DELEGATED = {
+    "plan": ("forestcc.plan.cli", "plan_main", "plan"),
+    "topo": ("forestcc.topology.cli", "topo_main", "topology"),
+}
+
+
+def _run_delegated(name: str, rest: list[str]) -> int:
+    module, func, what = _DELEGATED[name]
+    try:
+        target = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        print(f"forestcc: the {what} tools are not available in this installation ({exc})",
+              file=sys.stderr)
+        return 2
+    return int(target(rest) or 0)
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in _DELEGATED:
+        sys.exit(_run_delegated(argv[0], argv[1:]))
     parser = argparse.ArgumentParser(prog="forestcc", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("config", help="list configuration knobs").set_defaults(run=_config)
     sub.add_parser("info", help="version, launcher and CUDA facts").set_defaults(run=_info)
-    for name, module, func, what in (("plan", "forestcc.plan.cli", "plan_main", "plan"),
-                                     ("topo", "forestcc.topology.cli", "topo_main", "topology")):
-        p = sub.add_parser(name, help=f"{what} tools", add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(run=_delegate(module, func, what))
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("plan", "topo"):
-        # Delegated subcommands parse their own arguments, --help included.
-        p = sub.choices[argv[0]]
-        sys.exit(p.get_default("run")(argparse.Namespace(rest=argv[1:])))
+    for name, (_, _, what) in _DELEGATED.items():
+        sub.add_parser(name, help=f"{what} tools (see forestcc {name} --help)")
     args = parser.parse_args(argv)
     sys.exit(args.run(args))
 

@@ -51,8 +51,6 @@ PeerInfo unpackPeerInfo(const std::string& s) {
 
 }  // namespace
 
-bool peerAlive(int pid) { return processAlive(pid); }
-
 // ---- State ----
 
 ControlBlock* Communicator::State::peerControl(int peer) {

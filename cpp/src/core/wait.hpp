@@ -13,6 +13,7 @@
 
 #include "core/control_block.hpp"
 #include "forestcc/error.hpp"
+#include "transport/shm_segment.hpp"
 
 namespace forestcc {
 
@@ -26,11 +27,6 @@ struct WaitPolicy {
 };
 
 enum class WaitOutcome { Ready, Timeout, PeerDead, Aborted };
-
-template <class Ready>
-WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p);
-
-bool peerAlive(int pid);  // shm_segment's processAlive, re-exported to keep includes small
 
 template <class Ready>
 WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p) {
@@ -58,7 +54,7 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p) {
     if (p.control && p.control->abortBy.load(std::memory_order_acquire) != 0) return WaitOutcome::Aborted;
     if (now >= deadline) return ready() ? WaitOutcome::Ready : WaitOutcome::Timeout;
     if (now >= nextLivenessCheck) {
-      if (p.peerPid > 0 && !peerAlive(p.peerPid)) return ready() ? WaitOutcome::Ready : WaitOutcome::PeerDead;
+      if (p.peerPid > 0 && !processAlive(p.peerPid)) return ready() ? WaitOutcome::Ready : WaitOutcome::PeerDead;
       nextLivenessCheck = now + std::chrono::milliseconds(100);
     }
     if (now < yieldEnd) {

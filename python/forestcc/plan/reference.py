@@ -44,6 +44,14 @@ def _build(b: PlanBuilder, generator: str, **params) -> dict:
                    params=dict(params, in_place=b.in_place))
 
 
+def _single_rank(b: PlanBuilder, generator: str, chunks: int = 1, **params) -> dict:
+    """The one-rank plan of a ring: the output is the input (a copy unless in place)."""
+    w = b.worker(0)
+    if not b.in_place:
+        b.copy(0, w, (IN, 0), (OUT, 0), n=chunks)
+    return _build(b, generator, **params)
+
+
 def ring_all_reduce(nranks: int, in_place: bool = False, parts: int = 1) -> dict:
     """Ring all_reduce: a reduce-scatter ring, then an all-gather ring.
 
@@ -61,10 +69,7 @@ def ring_all_reduce(nranks: int, in_place: bool = False, parts: int = 1) -> dict
         return (j % n) * m
 
     if n == 1:
-        w = b.worker(0)
-        if not in_place:
-            b.copy(0, w, (IN, 0), (OUT, 0), n=m)
-        return _build(b, "ring_all_reduce", parts=parts)
+        return _single_rank(b, "ring_all_reduce", chunks=m, parts=parts)
     right, left = _ring_channels(b, n)
     for r in range(n):
         w = b.worker(r)
@@ -94,10 +99,7 @@ def ring_reduce_scatter(nranks: int, in_place: bool = False) -> dict:
     n = nranks
     b = PlanBuilder(ops.REDUCE_SCATTER, n, in_place=in_place, name=f"ring_reduce_scatter_{n}")
     if n == 1:
-        w = b.worker(0)
-        if not in_place:
-            b.copy(0, w, (IN, 0), (OUT, 0))
-        return _build(b, "ring_reduce_scatter")
+        return _single_rank(b, "ring_reduce_scatter")
     right, left = _ring_channels(b, n)
     for r in range(n):
         w = b.worker(r)
@@ -119,10 +121,7 @@ def ring_all_gather(nranks: int, in_place: bool = False) -> dict:
     n = nranks
     b = PlanBuilder(ops.ALL_GATHER, n, in_place=in_place, name=f"ring_all_gather_{n}")
     if n == 1:
-        w = b.worker(0)
-        if not in_place:
-            b.copy(0, w, (IN, 0), (OUT, 0))
-        return _build(b, "ring_all_gather")
+        return _single_rank(b, "ring_all_gather")
     right, left = _ring_channels(b, n)
     for r in range(n):
         w = b.worker(r)
@@ -287,10 +286,7 @@ def ring_sendrecv(nranks: int, in_place: bool = False) -> dict:
     n = nranks
     b = PlanBuilder(ops.SENDRECV, n, in_place=in_place, name=f"ring_sendrecv_{n}")
     if n == 1:
-        w = b.worker(0)
-        if not in_place:
-            b.copy(0, w, (IN, 0), (OUT, 0))
-        return _build(b, "ring_sendrecv")
+        return _single_rank(b, "ring_sendrecv")
     right, left = _ring_channels(b, n)
     for r in range(n):
         w = b.worker(r)
