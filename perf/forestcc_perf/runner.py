@@ -139,13 +139,17 @@ class Runner:
                            busbw_gbps(coll.name, size, time_us, b.size), wrong)
 
     def _combine(self, local_us: float) -> float:
-        """-a: the time reported for all ranks, through the backend's own allreduce."""
-        b, mode = self.backend, self.s.average
-        if mode == 0:
-            return b.allreduce_number(local_us if b.rank == 0 else 0.0, "sum")
-        if mode == 1:
-            return b.allreduce_number(local_us, "sum") / b.size
-        return b.allreduce_number(local_us, "min" if mode == 2 else "max")
+        return combine_times(self.backend, self.s.average, local_us)
+
+
+def combine_times(b: Backend, mode: int, local_us: float) -> float:
+    """-a: the time reported for all ranks (0 rank 0's, 1 average, 2 min, 3 max), through the
+    backend itself."""
+    if mode == 0:
+        return b.allreduce_number(local_us if b.rank == 0 else 0.0, "sum")
+    if mode == 1:
+        return b.allreduce_number(local_us, "sum") / b.size
+    return b.allreduce_number(local_us, "min" if mode == 2 else "max")
 
 
 class Progress:

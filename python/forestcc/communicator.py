@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from forestcc import _C
 from forestcc.arrays import host_view
+from forestcc.collectives import CollectivesMixin
 
 __all__ = ["init", "unique_id", "UniqueId", "Communicator", "MemoryChannel", "RegisteredMemory"]
 
@@ -71,12 +73,25 @@ def _from_environment(timeout: float) -> _C.Communicator:
     return _C.Communicator.from_environment(timeout)
 
 
-class Communicator:
+# Bootstrap tag of the unique-id messages of split(); below 2**63 like every user tag.
+_SPLIT_TAG = 2**62
+
+
+class Communicator(CollectivesMixin):
     """The ranks of a job. ``rank``/``size``; ``local_rank``/``local_size`` among the ranks of
-    this node; ``node_of(r)`` numbers the nodes (ranks sharing a hostname, or FORESTCC_NODE_ID)."""
+    this node; ``node_of(r)`` numbers the nodes (ranks sharing a hostname, or FORESTCC_NODE_ID).
+    Collectives (all_reduce, all_gather, ...) come from :class:`forestcc.collectives.CollectivesMixin`."""
 
     def __init__(self, native: _C.Communicator):
+        from forestcc import tuning
         self._native = native
+        self._plan_files = {}
+        # The engine calls back for plan files; a weak reference avoids a cycle through native
+        # code, which the garbage collector cannot see.
+        this = weakref.ref(self)
+        self._engine = _C.Engine(native, lambda algo: this()._resolve_plan(algo))
+        self._engine.set_tuning(tuning.rules_for_engine(tuning.load()))
+        self._splits = 0
 
     rank = property(lambda self: self._native.rank, doc="This process's rank.")
     size = property(lambda self: self._native.size, doc="Number of ranks.")
@@ -120,9 +135,32 @@ class Communicator:
             channel._memory = mem  # the channel keeps the registered array alive
         return channels[0] if isinstance(peer, int) else channels
 
-    def barrier(self) -> None:
-        """Block until every rank has called barrier()."""
-        self._native.bootstrap_barrier()
+    def split(self, color: int | None, key: int | None = None) -> Communicator | None:
+        """Collective: a new communicator of the ranks that passed the same ``color``, ranked
+        by ``key`` (default: this rank), ties by rank. ``color=None`` takes no part and gets
+        None. Like MPI_Comm_split."""
+        if color is not None and (not isinstance(color, int) or color < 0):
+            raise ValueError(f"color: must be a non-negative integer or None, got {color!r}")
+        key = self.rank if key is None else key
+        if not isinstance(key, int):
+            raise ValueError(f"key: must be an integer, got {key!r}")
+        self._splits += 1
+        tag = _SPLIT_TAG + self._splits
+        mine = f"{-1 if color is None else color} {key}".encode()
+        entries = [tuple(map(int, e.split())) for e in self.all_gather_bytes(mine)]
+        if color is None:
+            return None
+        members = sorted((k, r) for r, (c, k) in enumerate(entries) if c == color)
+        ranks = [r for _, r in members]
+        leader = ranks[0]
+        if self.rank == leader:
+            uid = bytes(_C.UniqueId.create())
+            for r in ranks[1:]:
+                self.send_bytes(r, uid, tag)
+        else:
+            uid = self.recv_bytes(leader, tag)
+        return init(unique_id=uid, rank=ranks.index(self.rank), size=len(ranks),
+                    timeout=self.timeout)
 
     def all_gather_bytes(self, data: bytes) -> list[bytes]:
         """Every rank's ``data``, by rank (small control messages, through the bootstrap)."""

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace forestcc::plan {
 
@@ -18,6 +20,8 @@ constexpr int kFormatVersion = 1;
 
 #define FORESTCC_PLAN_BUFFERS(X) X(Input, "input") X(Output, "output") X(Scratch, "scratch")
 
+#define FORESTCC_PLAN_TRANSPORTS(X) X(Auto, "auto") X(Shm, "shm") X(CudaIpc, "cuda_ipc") X(Tcp, "tcp")
+
 // Memory ordering of each op is documented in schedules/README.md ("Memory ordering").
 #define FORESTCC_PLAN_OPS(X)                                                  \
   X(Put, "put") X(Get, "get") X(Signal, "signal") X(Wait, "wait")            \
@@ -27,21 +31,25 @@ constexpr int kFormatVersion = 1;
 #define FORESTCC_ENUM_ENTRY(name, text) name,
 enum class Collective : uint8_t { FORESTCC_PLAN_COLLECTIVES(FORESTCC_ENUM_ENTRY) };
 enum class Buffer : uint8_t { FORESTCC_PLAN_BUFFERS(FORESTCC_ENUM_ENTRY) };
+enum class Transport : uint8_t { FORESTCC_PLAN_TRANSPORTS(FORESTCC_ENUM_ENTRY) };
 enum class OpCode : uint8_t { FORESTCC_PLAN_OPS(FORESTCC_ENUM_ENTRY) };
 #undef FORESTCC_ENUM_ENTRY
 
 #define FORESTCC_COUNT_ENTRY(name, text) +1
 constexpr int kCollectiveCount = 0 FORESTCC_PLAN_COLLECTIVES(FORESTCC_COUNT_ENTRY);
 constexpr int kBufferCount = 0 FORESTCC_PLAN_BUFFERS(FORESTCC_COUNT_ENTRY);
+constexpr int kTransportCount = 0 FORESTCC_PLAN_TRANSPORTS(FORESTCC_COUNT_ENTRY);
 constexpr int kOpCount = 0 FORESTCC_PLAN_OPS(FORESTCC_COUNT_ENTRY);
 #undef FORESTCC_COUNT_ENTRY
 
 const char* name(Collective c);
 const char* name(Buffer b);
+const char* name(Transport t);
 const char* name(OpCode op);
 // Parse a format-v1 name; false when unknown.
 bool parse(const std::string& text, Collective& out);
 bool parse(const std::string& text, Buffer& out);
+bool parse(const std::string& text, Transport& out);
 bool parse(const std::string& text, OpCode& out);
 
 // A chunk reference: `count` contiguous chunks of `buffer` starting at `index`.
@@ -64,5 +72,46 @@ struct Op {
   ChunkRef remote;      // reduce_put: where the result lands on the peer
   ChunkRef sources[kMaxReduceSources];
 };
+
+// A whole plan (every rank), the in-memory form of a format-v1 file. Generators build it, the
+// Python binding converts it to and from the JSON dict, the executor takes one rank's part.
+struct ChannelSpec {
+  int peer = 0;
+  Transport transport = Transport::Auto;
+};
+
+struct WorkerProgram {
+  std::vector<Op> ops;
+};
+
+struct RankProgram {
+  std::vector<ChannelSpec> channels;
+  std::vector<WorkerProgram> workers;
+};
+
+struct Plan {
+  std::string name;
+  Collective collective = Collective::AllReduce;
+  int nranks = 1;
+  int root = -1;                 // rooted collectives only
+  bool inPlace = false;
+  uint32_t chunksPerBlock = 1;   // k
+  uint64_t inputChunks = 0;
+  uint64_t outputChunks = 0;
+  uint64_t scratchChunks = 0;
+  uint64_t minBytes = 0;
+  int64_t maxBytes = -1;         // -1: no upper bound
+  uint32_t maxSlices = 1;
+  uint64_t minSliceBytes = 0;
+  std::string generator;
+  std::map<std::string, int64_t> params;  // provenance.params (integers/bools only from C++)
+  std::vector<RankProgram> ranks;
+};
+
+// True for broadcast, reduce, gather, scatter.
+bool rooted(Collective c);
+// Input and output blocks of a collective for `nranks` (see "Buffers and chunks").
+int inputBlocks(Collective c, int nranks);
+int outputBlocks(Collective c, int nranks);
 
 }  // namespace forestcc::plan

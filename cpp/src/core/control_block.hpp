@@ -22,9 +22,48 @@ struct alignas(64) ControlHeader {
 constexpr uint64_t kControlMagic = 0x4c52544343434f46ull;  // "FOCCCTRL"
 constexpr int kSemaphoreSlots = 4096;
 
+// Plan channels need no handshake: the semaphore of the i-th channel pair between two ranks sits
+// at a fixed place, [local index of the signalling rank][i], in the receiving rank's block.
+constexpr int kMaxLocalRanks = 128;
+constexpr int kMaxPlanChannelsPerPeer = 32;
+
+// Where a rank's buffer of the current call lives, for peers that read or write it: a forestcc
+// shared segment (mapped by peers) or plain process memory (single-copy cross-process access).
+struct BufferDescriptor {
+  uint64_t segmentId;   // 0: not in a shared segment; else a hash of segmentName
+  uint64_t segmentSize;
+  uint64_t offset;      // of the buffer inside the segment
+  uint64_t address;     // in the owner's address space
+  uint64_t bytes;
+  char segmentName[96];
+};
+
+// What a rank publishes when it enters a collective call, before its first signal: peers read it
+// only after a signal chain from that rank (the plans' entry rule), so plain stores suffice.
+constexpr int kMaxVariableBlocks = 512;  // all_to_all_v rank limit
+struct alignas(64) CallMailbox {
+  uint64_t sequence;            // collective calls entered on this communicator
+  BufferDescriptor buffers[3];  // input, output, scratch (plan::Buffer order)
+  // all_to_all_v: element offsets of the input (0) and output (1) blocks, nranks + 1 each.
+  uint64_t blockOffsets[2][kMaxVariableBlocks + 1];
+};
+
+// Point-to-point send/recv (rendezvous): the sender posts its buffer for the receiver here, then
+// signals; the receiver copies, stores a status and signals back.
+struct alignas(64) SendPost {
+  BufferDescriptor buffer;
+  uint64_t sequence;
+  int64_t status;  // written by the receiver: 0 ok, otherwise the receiver's byte count + 1
+};
+
 struct ControlBlock {
   ControlHeader header;
   SemaphoreSlot slots[kSemaphoreSlots];
+  SemaphoreSlot planSlots[kMaxLocalRanks][kMaxPlanChannelsPerPeer];
+  SemaphoreSlot sendReady[kMaxLocalRanks];  // inbound: that rank posted a send to this one
+  SemaphoreSlot recvDone[kMaxLocalRanks];   // inbound: that rank finished receiving our send
+  CallMailbox mailbox;
+  SendPost sendPosts[kMaxLocalRanks];       // indexed by the receiver's local index
 };
 
 }  // namespace forestcc

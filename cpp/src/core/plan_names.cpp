@@ -9,6 +9,7 @@ namespace {
 constexpr const char* kCollectiveNames[] = {FORESTCC_PLAN_COLLECTIVES(FORESTCC_NAME_ENTRY)};
 constexpr const char* kBufferNames[] = {FORESTCC_PLAN_BUFFERS(FORESTCC_NAME_ENTRY)};
 constexpr const char* kOpNames[] = {FORESTCC_PLAN_OPS(FORESTCC_NAME_ENTRY)};
+constexpr const char* kTransportNames[] = {FORESTCC_PLAN_TRANSPORTS(FORESTCC_NAME_ENTRY)};
 #undef FORESTCC_NAME_ENTRY
 
 template <class E, size_t N>
@@ -29,5 +30,27 @@ const char* name(OpCode op) { return kOpNames[static_cast<int>(op)]; }
 bool parse(const std::string& text, Collective& out) { return parseName(kCollectiveNames, text, out); }
 bool parse(const std::string& text, Buffer& out) { return parseName(kBufferNames, text, out); }
 bool parse(const std::string& text, OpCode& out) { return parseName(kOpNames, text, out); }
+const char* name(Transport t) { return kTransportNames[static_cast<int>(t)]; }
+bool parse(const std::string& text, Transport& out) { return parseName(kTransportNames, text, out); }
+
+bool rooted(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+}
+
+int inputBlocks(Collective c, int nranks) {
+  switch (c) {
+    case Collective::ReduceScatter: case Collective::Scatter: case Collective::AllToAll: return nranks;
+    case Collective::Barrier: return 0;
+    default: return 1;
+  }
+}
+
+int outputBlocks(Collective c, int nranks) {
+  switch (c) {
+    case Collective::AllGather: case Collective::Gather: case Collective::AllToAll: return nranks;
+    case Collective::Barrier: return 0;
+    default: return 1;
+  }
+}
 
 }  // namespace forestcc::plan

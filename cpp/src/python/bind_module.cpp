@@ -13,6 +13,7 @@ PYBIND11_MODULE(_C, m) {
   forestcc::python::bindChannel(m);
   forestcc::python::bindCommunicator(m);
   forestcc::python::bindPlan(m);
+  forestcc::python::bindCollectives(m);
   m.def("config_table", [] {
     py::list out;
     for (const auto& e : forestcc::configTable())

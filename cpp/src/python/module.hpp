@@ -10,4 +10,5 @@ void bindMemory(pybind11::module_& m);
 void bindChannel(pybind11::module_& m);
 void bindCommunicator(pybind11::module_& m);
 void bindPlan(pybind11::module_& m);
+void bindCollectives(pybind11::module_& m);
 }  // namespace forestcc::python

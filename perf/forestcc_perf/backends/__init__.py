@@ -13,11 +13,13 @@ BACKENDS = ("forestcc", "mpi", "gloo", "nccl")
 __all__ = ["BACKENDS", "Backend", "BackendUnavailable", "create"]
 
 
-def create(name: str, algo: str | None = None, timeout_s: float = 300.0) -> Backend:
-    """Initialise backend ``name`` in this process (joins the job: collective over ranks)."""
+def create(name: str, algo: str | None = None, timeout_s: float = 300.0,
+           memory: str = "numpy") -> Backend:
+    """Initialise backend ``name`` in this process (joins the job: collective over ranks).
+    ``algo`` and ``memory`` (numpy or forestcc buffers) apply to the forestcc backend."""
     if name == "forestcc":
         from forestcc_perf.backends.forestcc_backend import ForestccBackend
-        return ForestccBackend(algo)
+        return ForestccBackend(algo, memory)
     if name == "mpi":
         from forestcc_perf.backends.mpi import MpiBackend
         return MpiBackend()

@@ -1,4 +1,6 @@
-"""Command-line subcommands for plans: `forestcc plan verify FILE...`.
+"""Command-line subcommands for plans: `forestcc plan verify FILE...`, and for the built-in
+generators `plan verify --algo NAME --nranks N`, `plan dump` and `plan algorithms`
+(builtin_cli.py).
 
 `forestcc plan ...` calls plan_main with the arguments after "plan"; a parser of one's own can
 take the verify subcommand with add_verify_arguments + verify_main; `python -m forestcc.plan`
@@ -12,6 +14,7 @@ import argparse
 import json
 import sys
 
+from . import builtin_cli
 from . import format as plan_format
 from .verifier import verify
 
@@ -20,7 +23,8 @@ EXIT_OK, EXIT_ISSUES, EXIT_INVALID = 0, 1, 2
 
 def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the arguments of `plan verify` to a (sub)parser."""
-    parser.add_argument("files", nargs="+", metavar="FILE", help="plan JSON files to verify")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="plan JSON files to verify")
+    builtin_cli.add_request_arguments(parser, collective_required=False)
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print nothing for plans that verify")
     parser.add_argument("--json", action="store_true",
@@ -43,15 +47,26 @@ def verify_main(args: argparse.Namespace) -> int:
         result = verify(plan, name=path)
         if not result.ok:
             status = max(status, EXIT_ISSUES)
-        if args.json:
-            print(json.dumps({
-                "file": path, "valid": True, "ok": result.ok,
-                "ops_executed": result.ops_executed,
-                "issues": [{"kind": i.kind, "rank": i.rank, "worker": i.worker, "step": i.step,
-                            "message": i.message} for i in result.issues]}))
-        elif not (args.quiet and result.ok):
-            print(result)
+        _report_verified(args, path, result)
+    if getattr(args, "algo", None) is not None:  # generated plans (builtin_cli)
+        status = max(status, builtin_cli.verify_generated(
+            args, lambda label, result: _report_verified(args, label, result)))
+    elif not args.files:
+        print("forestcc plan verify: give plan files, or --algo NAME --nranks N", file=sys.stderr)
+        status = EXIT_INVALID
     return status
+
+
+def _report_verified(args: argparse.Namespace, label: str, result) -> None:
+    """Prints one verify result as text or (--json) one JSON object."""
+    if args.json:
+        print(json.dumps({
+            "file": label, "valid": True, "ok": result.ok,
+            "ops_executed": result.ops_executed,
+            "issues": [{"kind": i.kind, "rank": i.rank, "worker": i.worker, "step": i.step,
+                        "message": i.message} for i in result.issues]}))
+    elif not (args.quiet and result.ok):
+        print(result)
 
 
 def build_parser(prog: str = "python -m forestcc.plan") -> argparse.ArgumentParser:
@@ -62,6 +77,13 @@ def build_parser(prog: str = "python -m forestcc.plan") -> argparse.ArgumentPars
                                                        "wrong results")
     add_verify_arguments(verify_parser)
     verify_parser.set_defaults(func=verify_main)
+    dump_parser = commands.add_parser("dump", help="write a built-in algorithm's plan as JSON")
+    builtin_cli.add_dump_arguments(dump_parser)
+    dump_parser.set_defaults(func=builtin_cli.dump_main)
+    algorithms_parser = commands.add_parser("algorithms", help="list the built-in algorithms "
+                                                               "and their collectives")
+    builtin_cli.add_algorithms_arguments(algorithms_parser)
+    algorithms_parser.set_defaults(func=builtin_cli.algorithms_main)
     return parser
 
 

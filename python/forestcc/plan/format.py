@@ -177,7 +177,9 @@ def _check_ranks(check: _Checker, plan: dict) -> None:
         got = f"{len(ranks)} entries" if isinstance(ranks, list) else _show(ranks)
         check.error("", f"'ranks' must be a list of {nranks} entries (one per rank), got {got}")
         return
-    sizes = plan["buffers"]
+    sizes = dict(plan["buffers"])
+    k = plan.get("chunks_per_block")
+    sizes[_PARTS] = k if _is_int(k) and k >= 1 else 1
     # (rank, peer) -> number of channels from rank to peer, for the pairing check
     channel_counts: dict = {}
     for position, entry in enumerate(ranks):
@@ -291,7 +293,25 @@ def _check_op(check, op, rank, peers, sizes, where) -> int | None:
         else:
             for position, ref in enumerate(refs):
                 _check_ref(check, ref, count, sizes, where, f"srcs[{position}]")
+    _check_parts(check, op, sizes, where)
     return channel
+
+
+# Key of chunks_per_block in the sizes dict the op checks receive.
+_PARTS = "#chunks_per_block"
+
+
+def _check_parts(check, op, sizes, where) -> None:
+    """Chunks of different part indices differ in length when the count does not divide by
+    chunks_per_block, so an op may pair only chunks of the same part (index mod k)."""
+    k = sizes[_PARTS]
+    refs = [op[f] for f in ops.REF_FIELDS if f in op] + list(op.get(ops.REF_LIST_FIELD) or [])
+    parts = {ref[1] % k for ref in refs
+             if isinstance(ref, list) and len(ref) == 2 and _is_int(ref[1]) and ref[1] >= 0}
+    if len(parts) > 1:
+        check.error(where, f"pairs chunks of different parts {sorted(parts)} (index mod "
+                           f"chunks_per_block={k}); their lengths differ when the count does "
+                           f"not divide by {k}: use chunk indices with the same remainder")
 
 
 def _check_ref(check, ref, count, sizes, where, field) -> None:

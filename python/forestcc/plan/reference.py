@@ -68,22 +68,25 @@ def ring_all_reduce(nranks: int, in_place: bool = False, parts: int = 1) -> dict
     def first_chunk(j):  # first chunk of rank-chunk j
         return (j % n) * m
 
+    def slot(s, j):  # scratch slot s holding rank-chunk j: same parts as the input chunks
+        return (SCR, s * n * m + first_chunk(j))
+
     if n == 1:
         return _single_rank(b, "ring_all_reduce", chunks=m, parts=parts)
     right, left = _ring_channels(b, n)
     for r in range(n):
         w = b.worker(r)
         _ring_entry(b, r, w, right, left)
-        b.put_signal(r, w, right[r], (IN, first_chunk(r - 1)), (SCR, 0), n=m)
+        b.put_signal(r, w, right[r], (IN, first_chunk(r - 1)), slot(0, r - 1), n=m)
         for s in range(1, n - 1):
             b.wait(r, w, left[r])
-            slot = (SCR, (s - 1) * m)
-            b.reduce_put(r, w, right[r], slot, [slot, (IN, first_chunk(r - s - 1))],
-                         (SCR, s * m), n=m)
+            held = slot(s - 1, r - s - 1)
+            b.reduce_put(r, w, right[r], held, [held, (IN, first_chunk(r - s - 1))],
+                         slot(s, r - s - 1), n=m)
             b.signal(r, w, right[r])
         b.wait(r, w, left[r])
         own = first_chunk(r)
-        b.reduce(r, w, (OUT, own), [(IN, own), (SCR, (n - 2) * m)], n=m)
+        b.reduce(r, w, (OUT, own), [(IN, own), slot(n - 2, r)], n=m)
         for t in range(n - 1):
             if t > 0:
                 b.wait(r, w, left[r])

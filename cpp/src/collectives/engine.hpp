@@ -1,0 +1,121 @@
+// The collectives engine of one communicator: plan selection (tuning rules, built-in generators,
+// plan files), the plan cache, the order of calls (synchronous and queued asynchronous ones run
+// one at a time, in call order) and point-to-point send/recv.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "executor/executor.hpp"
+#include "forestcc/collectives.hpp"
+#include "forestcc/communicator.hpp"
+#include "forestcc/plan.hpp"
+
+namespace forestcc::collectives {
+
+using executor::CompiledPlan;
+
+// One row of the tuning table: for `collective` on [minRanks, maxRanks] ranks and messages of
+// [minBytes, maxBytes] bytes (maxBytes < 0: unbounded), use `algorithm`. First match wins.
+struct TuningRule {
+  plan::Collective collective;
+  int minRanks = 1, maxRanks = 1 << 30;
+  uint64_t minBytes = 0;
+  int64_t maxBytes = -1;
+  std::string algorithm;
+};
+
+// Completion of a queued call.
+class Work {
+ public:
+  void wait();  // rethrows the call's error
+  bool completed();
+  void finish(std::exception_ptr error);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// Runs functions one at a time in submission order: queued ones on its own thread, inline ones
+// on the caller after everything queued before them.
+class OrderedQueue {
+ public:
+  ~OrderedQueue();
+  std::shared_ptr<Work> submit(std::function<void()> fn);
+  void runInline(const std::function<void()>& fn);
+  void drain();
+
+ private:
+  void loop();
+  std::mutex runMu_;  // one function at a time
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idleCv_;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Work>>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class Engine {
+ public:
+  explicit Engine(std::shared_ptr<Communicator> comm);
+  ~Engine();
+
+  Communicator& comm() { return *comm_; }
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+
+  void setTuning(std::vector<TuningRule> rules);
+  // The algorithm the tuning table picks ("" when no rule matches).
+  std::string choose(plan::Collective c, uint64_t bytes) const;
+  // A built-in plan, generated and compiled once per (algorithm, collective, root, in place).
+  std::shared_ptr<const CompiledPlan> builtin(const std::string& algorithm, plan::Collective c, int root, bool inPlace);
+  std::shared_ptr<const CompiledPlan> compile(const plan::Plan& p);
+
+  // Runs a plan now on the calling thread, after every queued collective has finished.
+  void run(const CompiledPlan& p, const CallBuffers& b);
+  // Queues a collective behind earlier ones.
+  std::shared_ptr<Work> submit(const std::shared_ptr<const CompiledPlan>& p, const CallBuffers& b,
+                               std::shared_ptr<void> keepAlive);
+  // Waits for every queued call.
+  void drain();
+
+  // Rendezvous point-to-point: a send completes when the receiver has copied the data. Sends
+  // run in order, receives run in order, independently of each other and of collectives (an
+  // asynchronous send followed by a blocking receive is how ranks exchange).
+  std::shared_ptr<Work> send(const void* data, size_t bytes, int peer, bool async);
+  std::shared_ptr<Work> recv(void* data, size_t bytes, int peer, bool async);
+
+ private:
+  void checkPeer(int peer, const char* what) const;
+  void execute(const CompiledPlan& p, const CallBuffers& b);
+  void sendNow(const void* data, size_t bytes, int peer);
+  void recvNow(void* data, size_t bytes, int peer);
+  void debugCrossCheck(const CompiledPlan& p, const CallBuffers& b);
+
+  std::shared_ptr<Communicator> comm_;
+  executor::Executor executor_;
+  std::vector<TuningRule> rules_;
+  std::mutex cacheMu_;
+  std::map<std::tuple<std::string, int, int, bool>, std::shared_ptr<const CompiledPlan>> cache_;
+
+  bool debug_ = false;
+  OrderedQueue collectives_, sends_, recvs_;
+
+  std::vector<uint64_t> sendsDone_, sendsReady_;  // p2p semaphores consumed, by peer
+};
+
+}  // namespace forestcc::collectives

@@ -1,0 +1,34 @@
+// Built-in plan generators: parametric algorithms (ring, direct, halving/doubling, Bruck,
+// pairwise, binomial tree) written as format-v1 plans for any rank count >= 1. Each algorithm
+// lives in its own file under generators/; this registry names them, says what each covers and
+// dispatches. Costs and constructions are documented in schedules/README.md ("Built-in
+// generators").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "forestcc/plan.hpp"
+
+namespace forestcc::collectives {
+
+struct GenerateRequest {
+  plan::Collective collective;
+  int nranks;
+  int root = -1;  // rooted collectives: the root (-1: rank 0); others: must stay -1
+  bool inPlace = false;
+};
+
+// Every built-in algorithm name, in registry order.
+std::vector<std::string> algorithmNames();
+// The collectives an algorithm implements (empty for an unknown name).
+std::vector<plan::Collective> algorithmCollectives(const std::string& algo);
+// A one-line description of an algorithm ("" for an unknown name).
+std::string algorithmSummary(const std::string& algo);
+// Whether `algo` can generate `c` for `nranks` ranks; when not, *whyNot (if given) says why.
+bool supports(const std::string& algo, plan::Collective c, int nranks, std::string* whyNot = nullptr);
+// The plan of `algo` for the request. Throws forestcc::Error(InvalidUsage) naming the algorithm
+// and what it supports when the request cannot be served.
+plan::Plan generate(const std::string& algo, const GenerateRequest& req);
+
+}  // namespace forestcc::collectives

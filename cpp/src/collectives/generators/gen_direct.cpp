@@ -1,0 +1,279 @@
+// Direct (all-pairs) algorithms, the shared-memory workhorse: every rank reaches every other
+// in one hop, so a collective takes one or two steps, and the copying is spread over all ranks
+// (a rank pulls with get what it alone needs, pushes with put what only it has). Each rank
+// first signals every peer it talks to ("entered"), and touches a peer's memory only after the
+// peer's signal.
+//
+// Per rank (n as in gen_ring.cpp; "copies" = bytes this rank's worker moves):
+//   all_reduce      2 steps: reduce-scatter of N parts into peers' scratch, reduce, put the
+//                   reduced part into every peer's output; sends 2(N-1)/N n, reduces n.
+//                   Scratch: N-1 parts, (N-1)/N n touched; since a part has the same size only
+//                   in the same place of a block, they lie in N-1 blocks ((N-1) n of address
+//                   space, sparse).
+//   all_gather      1 step, puts its block into every peer: sends (N-1)/N n.
+//   reduce_scatter  1 step, block p into rank p's scratch: sends (N-1)/N n, scratch N-1 blocks.
+//   all_to_all      1 step, block p into rank p's output: sends (N-1)/N n (in place: a local
+//                   copy of the input to scratch first, N-1 blocks).
+//   broadcast       1 step, every non-root gets the root's input: n per non-root.
+//   reduce          2 steps: reduce-scatter as all_reduce, then each part to the root:
+//                   sends 2(N-1)/N n at most, the root receives 2(N-1)/N n.
+//   gather          1 step, puts into the root: n/N per rank. scatter: 1 step, gets: n/N.
+//   sendrecv        1 step (the ring shift). barrier: 1 round of N-1 signals.
+// direct_small (all_reduce, reduce): for tiny messages, one step: every rank puts its whole
+// input into every peer's (or the root's) scratch and reduces locally; sends (N-1) n, scratch
+// N-1 vectors.
+#include "collectives/generators/common.hpp"
+#include "forestcc/error.hpp"
+
+namespace forestcc::collectives::gen {
+
+namespace {
+
+constexpr const char* kName = "direct";
+constexpr const char* kSmallName = "direct_small";
+// Slicing keeps each piece in cache between the put and the peer's reduce.
+const PlanBuilder::BuildOptions kPipelined{0, -1, 32, 64 << 10};
+const PlanBuilder::BuildOptions kSmall{0, 64 << 10, 1, 0};
+
+void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
+  for (int p : ch.peers(r)) b.signal(r, w, ch.at(r, p));
+}
+
+void waitAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
+  for (int p : ch.peers(r)) b.wait(r, w, ch.at(r, p));
+}
+
+// Every other rank's slot in this rank's scratch, in slotOf order, each `part` of a block:
+// chunk i of any buffer is part i mod k, and only chunks of the same part have the same size.
+std::vector<Ref> receivedSlots(int n, uint32_t k, uint32_t part) {
+  std::vector<Ref> slots;
+  for (int s = 0; s < n - 1; ++s) slots.push_back(scr(uint32_t(s) * k + part));
+  return slots;
+}
+
+// Phase 1 of all_reduce and reduce (k = N parts): rank r puts part p of its input into rank p's
+// scratch slot for r (block slotOf(r, p) of scratch, part p), then waits for the N-1 copies of
+// its own part. Returns the sources of part r.
+std::vector<Ref> scatterParts(PlanBuilder& b, const AllPairs& ch, int r, int w) {
+  const int n = b.nranks();
+  const uint32_t k = b.chunksPerBlock();
+  signalAll(b, ch, r, w);
+  for (int p : ch.peers(r)) {
+    b.wait(r, w, ch.at(r, p));
+    b.putSignal(r, w, ch.at(r, p), in(uint32_t(p)), scr(uint32_t(slotOf(r, p)) * k + uint32_t(p)));
+  }
+  waitAll(b, ch, r, w);
+  std::vector<Ref> srcs{out(uint32_t(r))};  // in place out[r] is in[r]; else replaced below
+  if (!b.inPlace()) srcs[0] = in(uint32_t(r));
+  for (Ref s : receivedSlots(n, k, uint32_t(r))) srcs.push_back(s);
+  return srcs;
+}
+
+plan::Plan allReduce(const GenerateRequest& req) {
+  const int n = req.nranks;
+  PlanBuilder b = startPlan(kName, req, uint32_t(n));
+  AllPairs ch(b);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    const Ref part = out(uint32_t(r));
+    b.reduce(r, w, part, scatterParts(b, ch, r, w));
+    for (int p : ch.peers(r)) b.putSignal(r, w, ch.at(r, p), part, part);
+    waitAll(b, ch, r, w);
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+plan::Plan reduce(const GenerateRequest& req) {
+  const int n = req.nranks, root = req.root;
+  PlanBuilder b = startPlan(kName, req, uint32_t(n));
+  AllPairs ch(b);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    const Ref part = out(uint32_t(r));  // the root's part r; scratch-like on other ranks
+    std::vector<Ref> srcs = scatterParts(b, ch, r, w);
+    if (r == root) {
+      b.reduce(r, w, part, srcs);
+      for (int p : ch.peers(r)) b.wait(r, w, ch.at(r, p));
+    } else {
+      b.reducePut(r, w, ch.at(r, root), part, srcs, part);
+      b.signal(r, w, ch.at(r, root));
+    }
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+plan::Plan allGather(const GenerateRequest& req) {
+  const int n = req.nranks;
+  PlanBuilder b = startPlan(kName, req);
+  AllPairs ch(b);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    signalAll(b, ch, r, w);
+    for (int p : ch.peers(r)) {
+      b.wait(r, w, ch.at(r, p));
+      b.putSignal(r, w, ch.at(r, p), in(0), out(uint32_t(r)));
+    }
+    if (!req.inPlace) b.copy(r, w, in(0), out(uint32_t(r)));
+    waitAll(b, ch, r, w);
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+plan::Plan reduceScatter(const GenerateRequest& req) {
+  const int n = req.nranks;
+  PlanBuilder b = startPlan(kName, req);
+  AllPairs ch(b);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    signalAll(b, ch, r, w);
+    for (int p : ch.peers(r)) {
+      b.wait(r, w, ch.at(r, p));
+      b.putSignal(r, w, ch.at(r, p), in(uint32_t(p)), scr(uint32_t(slotOf(r, p))));
+    }
+    waitAll(b, ch, r, w);
+    std::vector<Ref> srcs{in(uint32_t(r))};
+    for (Ref s : receivedSlots(n, 1, 0)) srcs.push_back(s);
+    b.reduce(r, w, out(0), srcs);
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+plan::Plan allToAll(const GenerateRequest& req) {
+  const int n = req.nranks;
+  PlanBuilder b = startPlan(kName, req);
+  AllPairs ch(b);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    if (req.inPlace) stageAllToAllInput(b, r, w);
+    signalAll(b, ch, r, w);
+    for (int p : ch.peers(r)) {
+      b.wait(r, w, ch.at(r, p));
+      b.putSignal(r, w, ch.at(r, p), req.inPlace ? scr(uint32_t(slotOf(p, r))) : in(uint32_t(p)), out(uint32_t(r)));
+    }
+    if (!req.inPlace) b.copy(r, w, in(uint32_t(r)), out(uint32_t(r)));
+    waitAll(b, ch, r, w);
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+// broadcast and scatter: the root says it entered; every other rank gets its data from the
+// root's input and says when it is done reading (the root returns only then).
+plan::Plan pullFromRoot(const GenerateRequest& req) {
+  const int n = req.nranks, root = req.root;
+  const bool scatter = req.collective == plan::Collective::Scatter;
+  PlanBuilder b = startPlan(kName, req);
+  AllPairs ch(b, root);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    if (r == root) {
+      signalAll(b, ch, r, w);
+      if (!req.inPlace) b.copy(r, w, in(scatter ? uint32_t(root) : 0), out(0));
+      waitAll(b, ch, r, w);
+    } else {
+      b.wait(r, w, ch.at(r, root));
+      b.get(r, w, ch.at(r, root), in(scatter ? uint32_t(r) : 0), out(0));
+      b.signal(r, w, ch.at(r, root));
+    }
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+// gather: the root says it entered; every other rank puts its input into the root's output.
+plan::Plan gather(const GenerateRequest& req) {
+  const int n = req.nranks, root = req.root;
+  PlanBuilder b = startPlan(kName, req);
+  AllPairs ch(b, root);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    if (r == root) {
+      signalAll(b, ch, r, w);
+      if (!req.inPlace) b.copy(r, w, in(0), out(uint32_t(root)));
+      waitAll(b, ch, r, w);
+    } else {
+      b.wait(r, w, ch.at(r, root));
+      b.putSignal(r, w, ch.at(r, root), in(0), out(uint32_t(r)));
+    }
+  }
+  return finishPlan(b, kName, kPipelined);
+}
+
+plan::Plan barrier(const GenerateRequest& req) {
+  PlanBuilder b = startPlan(kName, req);
+  AllPairs ch(b);
+  for (int r = 0; r < req.nranks; ++r) {
+    const int w = b.worker(r);
+    signalAll(b, ch, r, w);
+    waitAll(b, ch, r, w);
+  }
+  return finishPlan(b, kName);
+}
+
+plan::Plan generateDirect(const GenerateRequest& req) {
+  using C = plan::Collective;
+  if (req.nranks == 1) return singleRankPlan(kName, req);
+  switch (req.collective) {
+    case C::AllReduce: return allReduce(req);
+    case C::AllGather: return allGather(req);
+    case C::ReduceScatter: return reduceScatter(req);
+    case C::AllToAll: return allToAll(req);
+    case C::Broadcast: case C::Scatter: return pullFromRoot(req);
+    case C::Reduce: return reduce(req);
+    case C::Gather: return gather(req);
+    case C::SendRecv: return shiftSendRecv(kName, req);
+    case C::Barrier: return barrier(req);
+  }
+  throw Error(ErrorCode::Internal, "direct: no generator for " + std::string(plan::name(req.collective)));
+}
+
+// direct_small: every rank (all_reduce) or every non-root (reduce) puts its whole input into
+// the receivers' scratch slot for it; receivers reduce locally. In place a sender's input is
+// its output, so it flushes its puts before reducing into it.
+plan::Plan generateDirectSmall(const GenerateRequest& req) {
+  const int n = req.nranks;
+  if (n == 1) return singleRankPlan(kSmallName, req);
+  const bool all = req.collective == plan::Collective::AllReduce;
+  PlanBuilder b = startPlan(kSmallName, req);
+  AllPairs ch(b, all ? -1 : req.root);
+  for (int r = 0; r < n; ++r) {
+    const int w = b.worker(r);
+    const bool receives = all || r == req.root;
+    std::vector<int> targets = all ? ch.peers(r) : std::vector<int>{};
+    if (!all && r != req.root) targets.push_back(req.root);
+    if (receives) signalAll(b, ch, r, w);
+    for (int p : targets) {
+      b.wait(r, w, ch.at(r, p));
+      b.putSignal(r, w, ch.at(r, p), in(0), scr(uint32_t(slotOf(r, p))));
+    }
+    if (!receives) continue;
+    waitAll(b, ch, r, w);
+    if (req.inPlace)
+      for (int p : targets) b.flush(r, w, ch.at(r, p));
+    std::vector<Ref> srcs{out(0)};
+    if (!req.inPlace) srcs[0] = in(0);
+    for (Ref s : receivedSlots(n, 1, 0)) srcs.push_back(s);
+    b.reduce(r, w, out(0), srcs);
+  }
+  return finishPlan(b, kSmallName, kSmall);
+}
+
+}  // namespace
+
+const Algorithm& directAlgorithm() {
+  using C = plan::Collective;
+  static const Algorithm algorithm{
+      kName, "all pairs in one hop; 1-2 steps, copying spread over all ranks (shared memory)",
+      {C::AllReduce, C::AllGather, C::ReduceScatter, C::AllToAll, C::Broadcast, C::Reduce, C::Gather,
+       C::Scatter, C::SendRecv, C::Barrier},
+      generateDirect};
+  return algorithm;
+}
+
+const Algorithm& directSmallAlgorithm() {
+  using C = plan::Collective;
+  static const Algorithm algorithm{
+      kSmallName, "one step: whole inputs to every receiver's scratch, local reduce (tiny messages)",
+      {C::AllReduce, C::Reduce}, generateDirectSmall};
+  return algorithm;
+}
+
+}  // namespace forestcc::collectives::gen

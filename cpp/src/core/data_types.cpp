@@ -1,0 +1,33 @@
+#include "forestcc/collectives.hpp"
+
+namespace forestcc {
+
+namespace {
+#define FORESTCC_TYPE_NAME(name, text, size) text,
+#define FORESTCC_TYPE_SIZE(name, text, size) size,
+#define FORESTCC_OP_NAME(name, text) text,
+constexpr const char* kTypeNames[] = {FORESTCC_DATA_TYPES(FORESTCC_TYPE_NAME)};
+constexpr size_t kTypeSizes[] = {FORESTCC_DATA_TYPES(FORESTCC_TYPE_SIZE)};
+constexpr const char* kOpNames[] = {FORESTCC_REDUCE_OPS(FORESTCC_OP_NAME)};
+#undef FORESTCC_TYPE_NAME
+#undef FORESTCC_TYPE_SIZE
+#undef FORESTCC_OP_NAME
+
+template <class E, size_t N>
+bool parseName(const char* const (&names)[N], const std::string& text, E& out) {
+  for (size_t i = 0; i < N; ++i)
+    if (text == names[i]) {
+      out = static_cast<E>(i);
+      return true;
+    }
+  return false;
+}
+}  // namespace
+
+const char* name(DataType t) { return kTypeNames[static_cast<int>(t)]; }
+const char* name(ReduceOp op) { return kOpNames[static_cast<int>(op)]; }
+size_t elementSize(DataType t) { return kTypeSizes[static_cast<int>(t)]; }
+bool parse(const std::string& text, DataType& out) { return parseName(kTypeNames, text, out); }
+bool parse(const std::string& text, ReduceOp& out) { return parseName(kOpNames, text, out); }
+
+}  // namespace forestcc

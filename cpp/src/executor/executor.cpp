@@ -1,0 +1,531 @@
+#include "executor/executor.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <sstream>
+
+#include "executor/reduce_kernels.hpp"
+#include "forestcc/error.hpp"
+#include "transport/remote_memory.hpp"
+
+namespace forestcc::executor {
+
+using plan::Buffer;
+using plan::OpCode;
+
+uint64_t segmentIdOf(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return h | 1;  // never 0, which means "not in a segment"
+}
+
+// ---- the state of one call --------------------------------------------------------------
+
+struct Executor::Call {
+  const CompiledPlan* plan = nullptr;
+  const CallBuffers* buffers = nullptr;
+  uint64_t sequence = 0;
+  size_t elem = 1;
+  uint64_t count = 0;  // c
+  uint32_t k = 1;
+  uint32_t slices = 1;
+  char* local[3] = {nullptr, nullptr, nullptr};
+  uint64_t localBytes[3] = {0, 0, 0};
+  bool variable = false;  // all_to_all_v block layout
+  const uint64_t* localOffsets[2] = {nullptr, nullptr};
+};
+
+struct Executor::WorkerThread {
+  std::thread thread;
+  uint64_t seen = 0;
+};
+
+namespace {
+
+struct Range {
+  uint64_t begin, end;  // elements
+};
+
+// Chunk `index` of a buffer, slice `slice` of `slices` (schedules/README.md, "Buffers and chunks"
+// and "Pipelining"). `offsets` is non-null for all_to_all_v blocks.
+inline Range chunkRange(uint64_t index, uint64_t c, uint32_t k, const uint64_t* offsets, uint32_t slice,
+                        uint32_t slices) {
+  const uint64_t block = index / k, part = index % k;
+  uint64_t base, len;
+  if (offsets) {
+    base = offsets[block];
+    len = offsets[block + 1] - base;
+  } else {
+    base = block * c;
+    len = c;
+  }
+  const uint64_t lo = base + part * len / k, hi = base + (part + 1) * len / k;
+  const uint64_t n = hi - lo;
+  return {lo + slice * n / slices, lo + (uint64_t(slice) + 1) * n / slices};
+}
+
+std::string stepName(const CompiledPlan& p, int worker, size_t step, const plan::Op& op, uint32_t slice) {
+  std::ostringstream o;
+  o << "plan '" << p.name << "' worker " << worker << " step " << step << " (" << plan::name(op.code);
+  if (op.code != OpCode::Copy && op.code != OpCode::Reduce) o << " on channel " << op.channel;
+  o << ", slice " << slice << ")";
+  return o.str();
+}
+
+}  // namespace
+
+// ---- construction and compilation ----------------------------------------------------------
+
+Executor::Executor(std::shared_ptr<Communicator::State> state) : state_(std::move(state)) {
+  expected_.assign(static_cast<size_t>(kMaxLocalRanks) * kMaxPlanChannelsPerPeer, 0);
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> g(poolMu_);
+    stopping_ = true;
+  }
+  poolCv_.notify_all();
+  for (auto& t : threads_)
+    if (t->thread.joinable()) t->thread.join();
+}
+
+std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
+  Communicator::State& s = *state_;
+  const std::string prefix = rankPrefix(s.rank) + "plan '" + p.name + "': ";
+  if (p.nranks != s.size)
+    throw Error(ErrorCode::InvalidUsage, prefix + "is for " + std::to_string(p.nranks) +
+                                             " ranks but the communicator has " + std::to_string(s.size), s.rank);
+  if (static_cast<int>(p.ranks.size()) != p.nranks)
+    throw Error(ErrorCode::InvalidUsage, prefix + "has " + std::to_string(p.ranks.size()) + " rank programs", s.rank);
+  auto localIndex = [&](int r) {
+    auto it = std::find(s.localRanks.begin(), s.localRanks.end(), r);
+    return static_cast<int>(it - s.localRanks.begin());
+  };
+  const int me = localIndex(s.rank);
+  auto out = std::make_shared<CompiledPlan>();
+  out->name = p.name;
+  out->collective = p.collective;
+  out->nranks = p.nranks;
+  out->root = p.root;
+  out->inPlace = p.inPlace;
+  out->chunksPerBlock = p.chunksPerBlock;
+  out->inputChunks = p.inputChunks;
+  out->outputChunks = p.outputChunks;
+  out->scratchChunks = p.scratchChunks;
+  out->maxSlices = std::max<uint32_t>(1, p.maxSlices);
+  out->minSliceBytes = p.minSliceBytes;
+  const plan::RankProgram& mine = p.ranks[s.rank];
+  std::map<int, int> pairIndex;
+  int loopbacks = 0;
+  for (size_t c = 0; c < mine.channels.size(); ++c) {
+    const int peer = mine.channels[c].peer;
+    const std::string where = prefix + "channel " + std::to_string(c) + " to rank " + std::to_string(peer) + ": ";
+    if (peer < 0 || peer >= s.size) throw Error(ErrorCode::InvalidUsage, where + "peer out of range", s.rank);
+    if (mine.channels[c].transport == plan::Transport::Tcp || mine.channels[c].transport == plan::Transport::CudaIpc ||
+        s.nodeOf[peer] != s.nodeOf[s.rank])
+      throw Error(ErrorCode::InvalidUsage,
+                  where + "needs a " + (s.nodeOf[peer] != s.nodeOf[s.rank] ? std::string("cross-node (tcp)")
+                                                                            : std::string(plan::name(mine.channels[c].transport))) +
+                      " channel; this version executes plans over shared memory between ranks of one node only",
+                  s.rank, peer);
+    const int li = localIndex(peer);
+    if (li >= kMaxLocalRanks || me >= kMaxLocalRanks)
+      throw Error(ErrorCode::InvalidUsage, where + "plans support at most " + std::to_string(kMaxLocalRanks) +
+                                               " ranks per node", s.rank, peer);
+    ExecChannel ch;
+    ch.peer = peer;
+    if (peer == s.rank) {
+      const int m = loopbacks++;
+      if (m >= kMaxPlanChannelsPerPeer)
+        throw Error(ErrorCode::InvalidUsage, where + "too many loopback channels (limit " +
+                                                 std::to_string(kMaxPlanChannelsPerPeer) + ")", s.rank);
+      ch.inbound = &s.control->planSlots[me][m].value;
+      ch.outbound = &s.control->planSlots[me][m ^ 1].value;
+      ch.expected = &expected_[static_cast<size_t>(me) * kMaxPlanChannelsPerPeer + m];
+    } else {
+      const int i = pairIndex[peer]++;
+      if (i >= kMaxPlanChannelsPerPeer)
+        throw Error(ErrorCode::InvalidUsage, where + "too many channels to one peer (limit " +
+                                                 std::to_string(kMaxPlanChannelsPerPeer) + ")", s.rank, peer);
+      ch.inbound = &s.control->planSlots[li][i].value;
+      ch.outbound = &s.peerControl(peer)->planSlots[me][i].value;
+      ch.expected = &expected_[static_cast<size_t>(li) * kMaxPlanChannelsPerPeer + i];
+    }
+    out->channels.push_back(ch);
+  }
+  if (loopbacks % 2)
+    throw Error(ErrorCode::InvalidUsage, prefix + "has an odd number of loopback channels on rank " +
+                                             std::to_string(s.rank), s.rank);
+  for (const auto& w : mine.workers) {
+    for (const plan::Op& op : w.ops)
+      if (op.code != OpCode::Copy && op.code != OpCode::Reduce && op.channel >= out->channels.size())
+        throw Error(ErrorCode::InvalidUsage, prefix + "an op names channel " + std::to_string(op.channel) +
+                                                 ", which rank " + std::to_string(s.rank) + " does not have", s.rank);
+    out->workers.push_back(w.ops);
+  }
+  return out;
+}
+
+// ---- memory of the call --------------------------------------------------------------------
+
+void Executor::ensureScratch(uint64_t bytes) {
+  if (scratch_ && scratch_->size() >= bytes) return;
+  // Grow by doubling so a sweep over sizes reallocates a few times, not every call. Peers keep
+  // their mapping of the old segment until they drop it; its name is unlinked now.
+  uint64_t size = scratch_ ? scratch_->size() : (1u << 20);
+  while (size < bytes) size *= 2;
+  scratch_ = ShmSegment::create(size, "scratch");
+}
+
+static void describe(BufferDescriptor& d, void* data, uint64_t bytes) {
+  d.address = reinterpret_cast<uint64_t>(data);
+  d.bytes = bytes;
+  size_t offset = 0;
+  std::shared_ptr<ShmSegment> seg = bytes ? findSharedAllocation(data, bytes, &offset) : nullptr;
+  if (seg) {
+    d.segmentId = segmentIdOf(seg->name());
+    d.segmentSize = seg->size();
+    d.offset = offset;
+    std::snprintf(d.segmentName, sizeof d.segmentName, "%s", seg->name().c_str());
+  } else {
+    d.segmentId = 0;
+  }
+}
+
+void Executor::publish(Call& call) {
+  CallMailbox& mb = state_->control->mailbox;
+  describe(mb.buffers[0], call.local[0], call.localBytes[0]);
+  describe(mb.buffers[1], call.local[1], call.localBytes[1]);
+  BufferDescriptor& sd = mb.buffers[2];
+  sd.address = reinterpret_cast<uint64_t>(call.local[2]);
+  sd.bytes = call.localBytes[2];
+  if (scratch_) {
+    sd.segmentId = segmentIdOf(scratch_->name());
+    sd.segmentSize = scratch_->size();
+    sd.offset = 0;
+    std::snprintf(sd.segmentName, sizeof sd.segmentName, "%s", scratch_->name().c_str());
+  } else {
+    sd.segmentId = 0;
+  }
+  if (call.variable)
+    for (int b = 0; b < 2; ++b)
+      std::memcpy(mb.blockOffsets[b], call.localOffsets[b], sizeof(uint64_t) * (call.plan->nranks + 1));
+  // Plain stores: the first signal of this call (a release) publishes them.
+  mb.sequence = call.sequence;
+}
+
+char* Executor::mapSegment(const BufferDescriptor& d, int peer) {
+  std::lock_guard<std::mutex> g(segmentsMu_);
+  auto& seg = segments_[d.segmentId];
+  if (!seg) seg = ShmSegment::open(d.segmentName, d.segmentSize, state_->rank, peer);
+  return static_cast<char*>(seg->data());
+}
+
+const PeerView& Executor::peerView(Call& call, int worker, int peer) {
+  PeerView& v = views_[worker][peer];
+  if (v.sequence == call.sequence) return v;
+  const CallMailbox& mb = state_->peerControl(peer)->mailbox;
+  const uint64_t theirs = __atomic_load_n(&mb.sequence, __ATOMIC_ACQUIRE);
+  if (theirs != call.sequence)
+    throw Error(ErrorCode::Internal,
+                rankPrefix(state_->rank) + "plan '" + call.plan->name + "' reaches rank " + std::to_string(peer) +
+                    "'s memory before that rank entered this call (it is at collective #" + std::to_string(theirs) +
+                    ", this rank at #" + std::to_string(call.sequence) +
+                    "): the plan breaks the entry rule, or the ranks call collectives in different orders",
+                state_->rank, peer);
+  for (int b = 0; b < 3; ++b) {
+    const BufferDescriptor& d = mb.buffers[b];
+    RemoteBuffer& rb = v.buffers[b];
+    if (d.segmentId) {
+      if (rb.segmentId != d.segmentId) {
+        rb.segmentBase = mapSegment(d, peer);
+        rb.segmentId = d.segmentId;
+      }
+      rb.mapped = rb.segmentBase + d.offset;
+    } else {
+      rb.mapped = nullptr;
+      rb.address = d.address;
+    }
+    rb.bytes = d.bytes;
+  }
+  v.blockOffsets[0] = mb.blockOffsets[0];
+  v.blockOffsets[1] = mb.blockOffsets[1];
+  v.sequence = call.sequence;
+  return v;
+}
+
+// ---- running ---------------------------------------------------------------------------------
+
+void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
+  Communicator::State& s = *state_;
+  if (s.control->header.abortBy.load(std::memory_order_acquire))
+    throw Error(ErrorCode::Aborted, rankPrefix(s.rank) + "the communicator was poisoned; " + s.abortReason(), s.rank);
+  Call call;
+  call.plan = &p;
+  call.buffers = &buffers;
+  call.elem = elementSize(buffers.dtype);
+  call.count = buffers.count;
+  call.k = p.chunksPerBlock;
+  call.variable = !buffers.inCounts.empty();
+  std::vector<uint64_t> offsets[2];
+  if (call.variable) {
+    if (p.scratchChunks)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name +
+                                               "' uses scratch; all_to_all_v needs a plan without scratch "
+                                               "(algo 'direct' or 'pairwise')", s.rank);
+    if (p.nranks > kMaxVariableBlocks)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "all_to_all_v supports at most " +
+                                               std::to_string(kMaxVariableBlocks) + " ranks", s.rank);
+    const std::vector<uint64_t>* counts[2] = {&buffers.inCounts, &buffers.outCounts};
+    for (int b = 0; b < 2; ++b) {
+      offsets[b].assign(p.nranks + 1, 0);
+      for (int r = 0; r < p.nranks; ++r) offsets[b][r + 1] = offsets[b][r] + (*counts[b])[r];
+      call.localOffsets[b] = offsets[b].data();
+    }
+    call.slices = 1;
+  } else if (p.minSliceBytes == 0) {
+    call.slices = p.maxSlices;
+  } else {
+    const uint64_t chunkBytes = (call.count / call.k) * call.elem;
+    call.slices = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(p.maxSlices, chunkBytes / p.minSliceBytes)));
+  }
+  const uint64_t blockBytes = call.count * call.elem;
+  const uint64_t scratchBytes = (p.scratchChunks + call.k - 1) / call.k * blockBytes;
+  if (scratchBytes) ensureScratch(scratchBytes);
+  call.local[0] = static_cast<char*>(buffers.input);
+  call.local[1] = static_cast<char*>(buffers.output);
+  call.local[2] = scratchBytes ? static_cast<char*>(scratch_->data()) : nullptr;
+  call.localBytes[0] = buffers.inputBytes;
+  call.localBytes[1] = buffers.outputBytes;
+  call.localBytes[2] = scratchBytes;
+  call.sequence = ++sequence_;
+
+  const int workers = static_cast<int>(p.workers.size());
+  if (static_cast<int>(views_.size()) < std::max(workers, 1))
+    views_.resize(std::max(workers, 1), std::vector<PeerView>(s.size));
+  publish(call);
+  if (workers == 1) {
+    runWorker(call, 0);
+  } else if (workers > 1) {
+    {
+      std::unique_lock<std::mutex> g(poolMu_);
+      while (static_cast<int>(threads_.size()) < workers - 1) {
+        auto t = std::make_unique<WorkerThread>();
+        const int index = static_cast<int>(threads_.size()) + 1;
+        WorkerThread* self = t.get();
+        self->seen = generation_;
+        t->thread = std::thread([this, self, index] {
+          std::unique_lock<std::mutex> lk(poolMu_);
+          while (true) {
+            poolCv_.wait(lk, [&] { return stopping_ || generation_ != self->seen; });
+            if (stopping_) return;
+            self->seen = generation_;
+            Call* c = current_;
+            if (index >= static_cast<int>(c->plan->workers.size())) continue;
+            lk.unlock();
+            try {
+              runWorker(*c, index);
+            } catch (...) {
+              std::lock_guard<std::mutex> e(poolMu_);
+              if (!firstError_) firstError_ = std::current_exception();
+            }
+            lk.lock();
+            if (--pending_ == 0) doneCv_.notify_all();
+          }
+        });
+        threads_.push_back(std::move(t));
+      }
+      current_ = &call;
+      firstError_ = nullptr;
+      pending_ = workers - 1;
+      ++generation_;
+    }
+    poolCv_.notify_all();
+    std::exception_ptr mine;
+    try {
+      runWorker(call, 0);
+    } catch (...) {
+      mine = std::current_exception();
+      // Release this rank's other workers (and peers) from waits that can no longer finish.
+      try {
+        std::rethrow_exception(mine);
+      } catch (const std::exception& e) {
+        s.poison(e.what());
+      }
+    }
+    std::unique_lock<std::mutex> g(poolMu_);
+    doneCv_.wait(g, [&] { return pending_ == 0; });
+    current_ = nullptr;
+    if (!mine && firstError_) {
+      mine = firstError_;
+      try {
+        std::rethrow_exception(mine);
+      } catch (const std::exception& e) {
+        s.poison(e.what());
+      }
+    }
+    if (mine) std::rethrow_exception(mine);
+  }
+  if (buffers.op == ReduceOp::Avg) {
+    const bool reduced = p.collective == plan::Collective::AllReduce || p.collective == plan::Collective::ReduceScatter ||
+                         (p.collective == plan::Collective::Reduce && s.rank == p.root);
+    if (reduced) divideElements(buffers.output, call.count, buffers.dtype, p.nranks);
+  }
+}
+
+void Executor::runWorker(Call& call, int worker) {
+  Communicator::State& s = *state_;
+  const CompiledPlan& p = *call.plan;
+  const std::vector<plan::Op>& ops = p.workers[worker];
+  const size_t elem = call.elem;
+  const uint64_t c = call.count;
+  const uint32_t k = call.k, slices = call.slices;
+  const DataType dtype = call.buffers->dtype;
+  const ReduceOp rop = call.buffers->op;
+
+  auto localOffsets = [&](Buffer b) -> const uint64_t* {
+    return call.variable && b != Buffer::Scratch ? call.localOffsets[static_cast<int>(b)] : nullptr;
+  };
+  // Local byte range of n chunks from ref (one piece per chunk when sliced; one span otherwise).
+  auto localSpan = [&](const plan::ChunkRef& ref, uint32_t j, uint32_t n, uint32_t slice, uint64_t& bytes) -> char* {
+    const uint64_t* off = localOffsets(ref.buffer);
+    Range first = chunkRange(ref.index + j, c, k, off, slice, slices);
+    Range last = n > 1 ? chunkRange(ref.index + j + n - 1, c, k, off, slice, slices) : first;
+    const uint64_t begin = first.begin * elem, end = last.end * elem;
+    const int b = static_cast<int>(ref.buffer);
+    if (end > call.localBytes[b])
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' touches bytes [" +
+                                               std::to_string(begin) + ", " + std::to_string(end) + ") of the " +
+                                               plan::name(ref.buffer) + " buffer, which has " +
+                                               std::to_string(call.localBytes[b]) + " bytes", s.rank);
+    bytes = end - begin;
+    return call.local[b] + begin;
+  };
+  struct RemoteSpan {
+    char* mapped;
+    uint64_t address;
+    uint64_t bytes;
+  };
+  auto remoteSpan = [&](int peer, const plan::ChunkRef& ref, uint32_t j, uint32_t n, uint32_t slice) -> RemoteSpan {
+    if (peer == s.rank) {
+      uint64_t bytes;
+      char* ptr = localSpan(ref, j, n, slice, bytes);
+      return {ptr, 0, bytes};
+    }
+    const PeerView& v = peerView(call, worker, peer);
+    const int b = static_cast<int>(ref.buffer);
+    const uint64_t* off = call.variable && ref.buffer != Buffer::Scratch ? v.blockOffsets[b] : nullptr;
+    Range first = chunkRange(ref.index + j, c, k, off, slice, slices);
+    Range last = n > 1 ? chunkRange(ref.index + j + n - 1, c, k, off, slice, slices) : first;
+    const uint64_t begin = first.begin * elem, end = last.end * elem;
+    const RemoteBuffer& rb = v.buffers[b];
+    if (end > rb.bytes)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' touches bytes [" +
+                                               std::to_string(begin) + ", " + std::to_string(end) + ") of rank " +
+                                               std::to_string(peer) + "'s " + plan::name(ref.buffer) +
+                                               " buffer, which has " + std::to_string(rb.bytes) + " bytes", s.rank, peer);
+    if (rb.mapped) return {rb.mapped + begin, 0, end - begin};
+    return {nullptr, rb.address + begin, end - begin};
+  };
+  auto mismatch = [&](int peer, uint64_t mine, uint64_t theirs, const char* what) {
+    throw Error(ErrorCode::InvalidUsage,
+                rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " + std::to_string(mine / elem) +
+                    " elements but rank " + std::to_string(peer) + "'s side has " + std::to_string(theirs / elem) +
+                    " (do the ranks' counts or splits agree?)", s.rank, peer);
+  };
+  auto transfer = [&](const plan::Op& op, const plan::ChunkRef& localRef, const plan::ChunkRef& remoteRef, bool write,
+                      uint32_t slice) {
+    const int peer = p.channels[op.channel].peer;
+    const uint32_t pieces = slices == 1 ? 1 : op.count;
+    const uint32_t span = slices == 1 ? op.count : 1;
+    for (uint32_t j = 0; j < pieces; ++j) {
+      uint64_t bytes;
+      char* here = localSpan(localRef, j, span, slice, bytes);
+      RemoteSpan there = remoteSpan(peer, remoteRef, j, span, slice);
+      if (there.bytes != bytes) mismatch(peer, bytes, there.bytes, write ? "sends" : "receives");
+      if (!bytes) continue;
+      if (there.mapped) {
+        if (write) std::memcpy(there.mapped, here, bytes);
+        else std::memcpy(here, there.mapped, bytes);
+      } else {
+        RemoteMemory rm;
+        rm.pid = s.peers[peer].pid;
+        rm.address = there.address;
+        rm.size = bytes;
+        rm.rank = s.rank;
+        rm.peer = peer;
+        if (write) rm.write(0, here, bytes);
+        else rm.read(0, here, bytes);
+      }
+    }
+  };
+  auto reduce = [&](const plan::Op& op, uint32_t slice) {
+    const uint32_t pieces = slices == 1 ? 1 : op.count;
+    const uint32_t span = slices == 1 ? op.count : 1;
+    const void* srcs[plan::kMaxReduceSources];
+    for (uint32_t j = 0; j < pieces; ++j) {
+      uint64_t bytes, srcBytes;
+      char* dst = localSpan(op.dst, j, span, slice, bytes);
+      for (int i = 0; i < op.sourceCount; ++i) {
+        srcs[i] = localSpan(op.sources[i], j, span, slice, srcBytes);
+        if (srcBytes != bytes)
+          throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "plan '" + p.name + "': reduce of unequal chunks", s.rank);
+      }
+      reduceElements(dst, srcs, op.sourceCount, bytes / elem, dtype, rop);
+    }
+  };
+  auto signal = [&](const plan::Op& op) {
+    __atomic_fetch_add(p.channels[op.channel].outbound, 1, __ATOMIC_RELEASE);
+  };
+  auto wait = [&](const plan::Op& op, size_t step, uint32_t slice) {
+    const ExecChannel& ch = p.channels[op.channel];
+    const uint64_t want = *ch.expected + 1;
+    if (__atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) < want) {
+      WaitPolicy policy = s.waitPolicy(ch.peer, s.timeout);
+      WaitOutcome outcome =
+          waitUntil([&] { return __atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) >= want; }, policy);
+      if (outcome != WaitOutcome::Ready)
+        s.raiseWaitFailure(outcome, ch.peer,
+                           stepName(p, worker, step, op, slice) + " for rank " + std::to_string(ch.peer), s.timeout);
+    }
+    *ch.expected = want;
+  };
+
+  for (uint32_t slice = 0; slice < slices; ++slice) {
+    for (size_t step = 0; step < ops.size(); ++step) {
+      const plan::Op& op = ops[step];
+      try {
+        switch (op.code) {
+          case OpCode::Put: transfer(op, op.src, op.dst, true, slice); break;
+          case OpCode::Get: transfer(op, op.dst, op.src, false, slice); break;
+          case OpCode::PutSignal: transfer(op, op.src, op.dst, true, slice); signal(op); break;
+          case OpCode::Signal: signal(op); break;
+          case OpCode::Wait: wait(op, step, slice); break;
+          case OpCode::Flush: std::atomic_thread_fence(std::memory_order_release); break;
+          case OpCode::Copy: {
+            const uint32_t pieces = slices == 1 ? 1 : op.count;
+            const uint32_t span = slices == 1 ? op.count : 1;
+            for (uint32_t j = 0; j < pieces; ++j) {
+              uint64_t bytes, srcBytes;
+              char* dst = localSpan(op.dst, j, span, slice, bytes);
+              char* src = localSpan(op.src, j, span, slice, srcBytes);
+              if (bytes && dst != src) std::memmove(dst, src, std::min(bytes, srcBytes));
+            }
+            break;
+          }
+          case OpCode::Reduce: reduce(op, slice); break;
+          case OpCode::ReducePut: reduce(op, slice); transfer(op, op.dst, op.remote, true, slice); break;
+        }
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Remote || e.code() == ErrorCode::Aborted ||
+            std::string(e.what()).find("plan '") != std::string::npos)
+          throw;
+        throw Error(e.code(), std::string(e.what()) + " [" + stepName(p, worker, step, op, slice) + "]", e.rank(), e.peer());
+      }
+    }
+  }
+}
+
+}  // namespace forestcc::executor

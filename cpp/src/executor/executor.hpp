@@ -1,0 +1,107 @@
+// The CPU executor: runs this rank's part of a plan on the buffers of one call. Workers are
+// threads (worker 0 is the calling thread); put/get are copies into mapped peer memory, or
+// single-copy cross-process writes/reads when the peer's buffer is ordinary process memory; a
+// signal is a release add on the peer's semaphore. Copies are synchronous, so flush is a fence.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/state.hpp"
+#include "forestcc/collectives.hpp"
+#include "forestcc/plan.hpp"
+
+namespace forestcc::executor {
+
+struct ExecChannel {
+  int peer = 0;
+  uint64_t* inbound = nullptr;   // our semaphore for this pair
+  uint64_t* outbound = nullptr;  // the peer's semaphore for this pair
+  uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
+};
+
+// One rank's part of a plan, bound to this communicator's semaphores. Made once, run many times.
+struct CompiledPlan {
+  std::string name;
+  plan::Collective collective = plan::Collective::AllReduce;
+  int nranks = 1;
+  int root = -1;
+  bool inPlace = false;
+  uint32_t chunksPerBlock = 1;
+  uint64_t inputChunks = 0, outputChunks = 0, scratchChunks = 0;
+  uint32_t maxSlices = 1;
+  uint64_t minSliceBytes = 0;
+  std::vector<ExecChannel> channels;
+  std::vector<std::vector<plan::Op>> workers;
+};
+
+// A peer's buffer of the current call as this process reaches it.
+struct RemoteBuffer {
+  uint64_t segmentId = 0;       // the mapped segment cached in segmentBase
+  char* segmentBase = nullptr;
+  char* mapped = nullptr;  // direct access when non-null
+  uint64_t address = 0;    // else process_vm_writev/readv at this address
+  uint64_t bytes = 0;
+};
+
+struct PeerView {
+  uint64_t sequence = 0;  // call whose descriptors are cached
+  RemoteBuffer buffers[3];
+  const uint64_t* blockOffsets[2] = {nullptr, nullptr};
+};
+
+class Executor {
+ public:
+  explicit Executor(std::shared_ptr<Communicator::State> state);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Checks the plan against this communicator (rank count, same-node peers, channel limits).
+  std::shared_ptr<const CompiledPlan> compile(const plan::Plan& plan);
+  // Runs one call. Collectives on one communicator must not run concurrently (the engine
+  // serializes them); every rank runs plans in the same order.
+  void run(const CompiledPlan& plan, const CallBuffers& call);
+
+  Communicator::State& state() { return *state_; }
+  // Maps a peer's shared segment once and returns its base address.
+  char* mapSegment(const BufferDescriptor& d, int peer);
+
+ private:
+  struct Call;
+  struct WorkerThread;
+  void runWorker(Call& call, int worker);
+  void publish(Call& call);
+  const PeerView& peerView(Call& call, int worker, int peer);
+  void ensureScratch(uint64_t bytes);
+
+  std::shared_ptr<Communicator::State> state_;
+  std::vector<uint64_t> expected_;           // [local index][pair index]
+  std::shared_ptr<ShmSegment> scratch_;
+  uint64_t sequence_ = 0;
+  std::vector<std::vector<PeerView>> views_;  // [worker][peer]
+  std::mutex segmentsMu_;
+  std::map<uint64_t, std::shared_ptr<ShmSegment>> segments_;  // peers' segments we mapped
+
+  // Worker threads for plans with more than one worker (worker 0 runs on the caller).
+  std::vector<std::unique_ptr<WorkerThread>> threads_;
+  std::mutex poolMu_;
+  std::condition_variable poolCv_;
+  std::condition_variable doneCv_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  Call* current_ = nullptr;
+  std::exception_ptr firstError_;
+};
+
+uint64_t segmentIdOf(const std::string& name);
+
+}  // namespace forestcc::executor

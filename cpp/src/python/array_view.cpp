@@ -1,0 +1,139 @@
+#include "python/array_view.hpp"
+
+#include <pybind11/numpy.h>
+
+#include <string>
+
+namespace py = pybind11;
+
+namespace forestcc::python {
+
+namespace {
+
+// The DLPack ABI (dlpack.h, v0.x, the unversioned capsule "dltensor" every framework exports).
+struct DLDevice { int32_t device_type; int32_t device_id; };
+struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+constexpr int32_t kDLCPU = 1;
+constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4;
+
+const char* kSupported = "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64";
+
+[[noreturn]] void unsupported(const char* arg, const std::string& what) {
+  throw py::type_error(std::string(arg) + ": dtype " + what + " is not supported (supported: " + kSupported + ")");
+}
+
+DataType fromKind(char kind, size_t size, const char* arg, const std::string& name) {
+  if (kind == 'i' && size == 1) return DataType::Int8;
+  if (kind == 'i' && size == 4) return DataType::Int32;
+  if (kind == 'i' && size == 8) return DataType::Int64;
+  if (kind == 'u' && size == 1) return DataType::Uint8;
+  if (kind == 'u' && size == 4) return DataType::Uint32;
+  if (kind == 'u' && size == 8) return DataType::Uint64;
+  if (kind == 'f' && size == 2) return DataType::Float16;
+  if (kind == 'f' && size == 4) return DataType::Float32;
+  if (kind == 'f' && size == 8) return DataType::Float64;
+  if (name == "bfloat16" && size == 2) return DataType::BFloat16;
+  unsupported(arg, name);
+}
+
+ArrayView fromNumpy(const py::array& a, const char* arg) {
+  ArrayView v;
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(std::string(arg) + ": must be C-contiguous (pass a contiguous copy, e.g. numpy.ascontiguousarray)");
+  py::dtype dt = a.dtype();
+  const char kind = dt.kind();
+  v.dtype = fromKind(kind, static_cast<size_t>(dt.itemsize()), arg,
+                     kind == 'V' || kind == 'b' || kind == 'c' || dt.itemsize() == 2 ? std::string(py::str(dt.attr("name")))
+                                                                                      : std::string(1, kind) + std::to_string(dt.itemsize() * 8));
+  v.data = const_cast<void*>(a.data());
+  v.count = static_cast<size_t>(a.size());
+  v.bytes = v.count * static_cast<size_t>(dt.itemsize());
+  v.writable = a.writeable();
+  v.keep = a;
+  return v;
+}
+
+ArrayView fromDlpack(py::handle obj, const char* arg) {
+  py::object capsule;
+  try {
+    capsule = obj.attr("__dlpack__")();
+  } catch (py::error_already_set& e) {
+    throw py::type_error(std::string(arg) + ": cannot export this " + std::string(py::str(obj.get_type().attr("__name__"))) +
+                         " through DLPack (" + e.what() + ")");
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (!managed) {
+    PyErr_Clear();
+    throw py::type_error(std::string(arg) + ": __dlpack__ did not return a DLPack tensor capsule");
+  }
+  const DLTensor& t = managed->dl_tensor;
+  if (t.device.device_type != kDLCPU)
+    throw py::type_error(std::string(arg) + ": is not in CPU memory (DLPack device type " +
+                         std::to_string(t.device.device_type) + "); this build's transports move host memory only");
+  if (t.dtype.lanes != 1) unsupported(arg, "with " + std::to_string(t.dtype.lanes) + " lanes");
+  const size_t size = t.dtype.bits / 8;
+  std::string name = (t.dtype.code == kDLInt ? "int" : t.dtype.code == kDLUInt ? "uint" : t.dtype.code == kDLFloat ? "float"
+                      : t.dtype.code == kDLBfloat ? "bfloat" : "code" + std::to_string(t.dtype.code)) + std::to_string(t.dtype.bits);
+  char kind = t.dtype.code == kDLInt ? 'i' : t.dtype.code == kDLUInt ? 'u' : t.dtype.code == kDLFloat ? 'f' : 'V';
+  ArrayView v;
+  v.dtype = fromKind(kind, size, arg, name == "bfloat16" ? "bfloat16" : name);
+  size_t count = 1;
+  for (int i = 0; i < t.ndim; ++i) count *= static_cast<size_t>(t.shape[i]);
+  if (t.strides && count > 1) {
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expect)
+        throw py::value_error(std::string(arg) + ": must be contiguous (pass a contiguous copy, e.g. .contiguous())");
+      expect *= t.shape[i];
+    }
+  }
+  v.data = static_cast<char*>(t.data) + t.byte_offset;
+  v.count = count;
+  v.bytes = count * size;
+  // JAX arrays are immutable: writing into one would change a value JAX believes constant.
+  std::string module = py::str(obj.get_type().attr("__module__"));
+  v.writable = module.rfind("jax", 0) != 0 && module.rfind("jaxlib", 0) != 0;
+  v.keep = py::make_tuple(obj, capsule);
+  return v;
+}
+
+}  // namespace
+
+ArrayView viewArray(py::handle obj, const char* arg, bool needWritable) {
+  ArrayView v;
+  if (py::isinstance<py::array>(obj)) {
+    v = fromNumpy(py::reinterpret_borrow<py::array>(obj), arg);
+  } else if (obj.is_none()) {
+    throw py::type_error(std::string(arg) + ": expected an array, got None");
+  } else if (py::hasattr(obj, "__cuda_array_interface__")) {
+    throw py::type_error(std::string(arg) + ": GPU arrays are not supported by this build's host transports");
+  } else if (py::hasattr(obj, "__dlpack__") && !PyObject_CheckBuffer(obj.ptr())) {
+    v = fromDlpack(obj, arg);
+  } else if (PyObject_CheckBuffer(obj.ptr())) {
+    py::object arr = py::module_::import("numpy").attr("asarray")(py::memoryview(py::reinterpret_borrow<py::object>(obj)));
+    v = fromNumpy(arr.cast<py::array>(), arg);
+  } else {
+    throw py::type_error(std::string(arg) + ": expected an array (numpy, PyTorch, JAX, or any object with the "
+                         "buffer protocol or DLPack), got " + std::string(py::str(obj.get_type().attr("__name__"))));
+  }
+  if (needWritable && !v.writable)
+    throw py::value_error(std::string(arg) + ": is read-only but forestcc must write the result into it"
+                          " (JAX arrays are immutable: pass a writable out=, e.g. numpy.empty_like)");
+  return v;
+}
+
+}  // namespace forestcc::python

@@ -1,0 +1,395 @@
+// Collectives from Python: argument checks (before any rank communicates), plan choice, and the
+// call itself with the GIL released. The Python Communicator methods are thin wrappers over
+// Engine.collective / send / recv.
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <algorithm>
+
+#include "collectives/engine.hpp"
+#include "collectives/generators.hpp"
+#include "python/array_view.hpp"
+#include "python/module.hpp"
+#include "python/plan_dict.hpp"
+
+namespace py = pybind11;
+
+namespace forestcc::python {
+
+using collectives::Engine;
+using collectives::TuningRule;
+using collectives::Work;
+using executor::CompiledPlan;
+using plan::Collective;
+
+namespace {
+
+// all_to_all_v is an all_to_all with per-peer block sizes.
+constexpr const char* kAllToAllV = "all_to_all_v";
+
+Collective parseCollective(const std::string& name) {
+  Collective c;
+  if (name == kAllToAllV) return Collective::AllToAll;
+  if (!plan::parse(name, c)) throw py::value_error("collective: unknown collective '" + name + "'");
+  return c;
+}
+
+ReduceOp parseOp(py::handle obj) {
+  if (PyUnicode_Check(obj.ptr())) {
+    static const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
+    for (ReduceOp op : kOps)
+      if (PyUnicode_CompareWithASCIIString(obj.ptr(), name(op)) == 0) return op;
+  }
+  throw py::value_error("op: unknown reduction " + std::string(py::repr(obj)) + " (expected sum, prod, min, max or avg)");
+}
+
+std::string count(size_t n) { return std::to_string(n) + (n == 1 ? " element" : " elements"); }
+
+[[noreturn]] void sizeError(const char* arg, size_t got, size_t want, const std::string& because) {
+  throw py::value_error(std::string(arg) + ": has " + count(got) + ", expected " + count(want) + " (" + because + ")");
+}
+
+void sameType(const ArrayView& a, const char* an, const ArrayView& b, const char* bn) {
+  if (a.dtype != b.dtype)
+    throw py::type_error(std::string(bn) + ": dtype " + name(b.dtype) + " does not match " + an + "'s " + name(a.dtype));
+}
+
+bool overlaps(const ArrayView& a, const ArrayView& b) {
+  const char* a0 = static_cast<const char*>(a.data);
+  const char* b0 = static_cast<const char*>(b.data);
+  return a.bytes && b.bytes && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+}
+
+// A rank's stand-in buffer where the collective has no user buffer (gather's output or
+// scatter's input away from the root): plans may still stage data there.
+struct Scratch {
+  std::vector<char> bytes;
+};
+
+std::vector<uint64_t> splits(py::handle obj, const char* arg, int n) {
+  if (obj.is_none()) throw py::type_error(std::string(arg) + ": all_to_all_v needs the split sizes");
+  std::vector<uint64_t> out;
+  for (auto item : py::iter(obj)) {
+    long long v = item.cast<long long>();
+    if (v < 0) throw py::value_error(std::string(arg) + ": split sizes must be >= 0, got " + std::to_string(v));
+    out.push_back(static_cast<uint64_t>(v));
+  }
+  if (static_cast<int>(out.size()) != n)
+    throw py::value_error(std::string(arg) + ": has " + std::to_string(out.size()) + " entries, expected one per rank (" +
+                          std::to_string(n) + ")");
+  return out;
+}
+
+// The engine as Python sees it: the native engine plus what only Python holds (the arrays of
+// queued calls, the resolver of plan files) and a cache of the last plan per collective.
+struct PyEngine {
+  std::shared_ptr<Engine> engine;
+  py::object resolver;  // algo (path or dict) -> CompiledPlan, set by forestcc.Communicator
+  py::list pending;     // PyWork of calls not yet known complete (they keep the arrays alive)
+  struct Last {
+    std::string algo;
+    int root = -2;
+    bool inPlace = false;
+    std::shared_ptr<const CompiledPlan> plan;
+  } last[plan::kCollectiveCount];
+};
+
+// An asynchronous call as Python holds it: the native completion, the arrays it uses and the
+// array wait() returns. Only Python owns it, so its Python references die with the GIL held.
+struct PyWork {
+  std::shared_ptr<Work> work;
+  py::object keep;
+  py::object result;
+};
+
+std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const std::string& collName, bool variable,
+                                               py::handle algo, int root, bool inPlace, uint64_t bytes) {
+  Engine& e = *pe.engine;
+  std::shared_ptr<const CompiledPlan> chosen;
+  if (PyUnicode_Check(algo.ptr())) {
+    std::string name = py::str(algo);
+    if (name == "auto") {
+      // all_to_all_v needs a plan without scratch (uneven blocks): direct.
+      name = variable ? "" : e.choose(c, bytes);
+      if (name.empty()) name = "direct";
+    } else {
+      static const std::vector<std::string> builtins = collectives::algorithmNames();
+      if (std::find(builtins.begin(), builtins.end(), name) == builtins.end())
+        chosen = pe.resolver(algo).cast<std::shared_ptr<CompiledPlan>>();  // a plan file
+    }
+    if (!chosen) {
+      PyEngine::Last& last = pe.last[static_cast<int>(c)];
+      if (last.plan && last.algo == name && last.root == root && last.inPlace == inPlace) return last.plan;
+      {
+        py::gil_scoped_release r;
+        chosen = e.builtin(name, c, plan::rooted(c) ? root : -1, inPlace);
+      }
+      last = {name, root, inPlace, chosen};
+      return chosen;
+    }
+  } else if (py::isinstance<CompiledPlan>(algo)) {
+    chosen = algo.cast<std::shared_ptr<CompiledPlan>>();
+  } else {
+    chosen = pe.resolver(algo).cast<std::shared_ptr<CompiledPlan>>();
+  }
+  if (chosen->collective != c)
+    throw py::value_error("algo: plan '" + chosen->name + "' is a " + plan::name(chosen->collective) + " plan, not " + collName);
+  if (chosen->inPlace != inPlace)
+    throw py::value_error("algo: plan '" + chosen->name + "' is " + (chosen->inPlace ? "in place" : "out of place") +
+                          " but this call is " + (inPlace ? "in place" : "out of place"));
+  if (plan::rooted(c) && chosen->root != root)
+    throw py::value_error("algo: plan '" + chosen->name + "' is for root " + std::to_string(chosen->root) + ", not " +
+                          std::to_string(root));
+  return chosen;
+}
+
+py::object finish(PyEngine& pe, std::shared_ptr<Work> work, py::object keep, py::object result) {
+  // Forget calls that completed; keep this one's arrays until it completes.
+  py::list still;
+  for (auto item : pe.pending)
+    if (!item.cast<PyWork&>().work->completed()) still.append(item);
+  auto w = py::cast(PyWork{std::move(work), std::move(keep), std::move(result)});
+  still.append(w);
+  pe.pending = still;
+  return w;
+}
+
+// Checks the arguments of one collective call (before anything is sent), picks the plan and
+// runs it, or queues it when asyncOp. Returns `result`, or a PyWork.
+py::object callCollective(PyEngine& pe, const char* collName, py::handle x, py::handle out, py::handle opObj, int root,
+                          py::handle algo, bool asyncOp, py::handle outSplits, py::handle inSplits, py::handle result) {
+  Engine& e = *pe.engine;
+        const Collective c = parseCollective(collName);
+        const bool variable = std::string(collName) == kAllToAllV;
+        const int n = e.size(), rank = e.rank();
+        const ReduceOp op = c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce
+                                 ? parseOp(opObj) : ReduceOp::Sum;
+        if (plan::rooted(c) && (root < 0 || root >= n))
+          throw py::value_error("root: must be a rank in [0, " + std::to_string(n) + "), got " + std::to_string(root));
+        CallBuffers b;
+        b.op = op;
+        bool inPlace = false;
+        std::shared_ptr<Scratch> scratch;
+        py::object keepX, keepOut;
+        auto stage = [&](size_t bytes) {
+          scratch = std::make_shared<Scratch>();
+          scratch->bytes.resize(bytes ? bytes : 1);
+          return static_cast<void*>(scratch->bytes.data());
+        };
+        switch (c) {
+          case Collective::Barrier: break;
+          case Collective::AllReduce: case Collective::Broadcast: case Collective::Reduce: {
+            ArrayView vx = viewArray(x, "x", out.is_none() || out.is(x));
+            ArrayView vo = out.is_none() || out.is(x) ? vx : viewArray(out, "out", true);
+            sameType(vx, "x", vo, "out");
+            if (vo.count != vx.count) sizeError("out", vo.count, vx.count, "the size of x");
+            inPlace = vo.data == vx.data;
+            if (!inPlace && overlaps(vx, vo)) throw py::value_error("out: overlaps x without being the same memory");
+            b = {vx.data, vx.bytes, vo.data, vo.bytes, vx.count, vx.dtype, op, {}, {}};
+            keepX = vx.keep;
+            keepOut = vo.keep;
+            break;
+          }
+          case Collective::AllGather: case Collective::Gather: {
+            ArrayView vx = viewArray(x, "x", false);
+            const bool hasOut = c == Collective::AllGather || rank == root;
+            if (hasOut) {
+              ArrayView vo = viewArray(out, "out", true);
+              sameType(vx, "x", vo, "out");
+              if (vo.count != vx.count * n) sizeError("out", vo.count, vx.count * n, "the size of x times " + std::to_string(n) + " ranks");
+              const char* mine = static_cast<const char*>(vo.data) + rank * vx.bytes;
+              inPlace = c == Collective::AllGather && vx.data == mine && vx.bytes;
+              if (!inPlace && overlaps(vx, vo))
+                throw py::value_error(std::string("out: overlaps x") + (c == Collective::AllGather
+                    ? " other than as its block for this rank (in place, x must be out's block number rank)"
+                    : "; gather is out of place"));
+              b = {vx.data, vx.bytes, vo.data, vo.bytes, vx.count, vx.dtype, op, {}, {}};
+              keepOut = vo.keep;
+            } else {
+              b = {vx.data, vx.bytes, stage(vx.bytes * n), vx.bytes * n, vx.count, vx.dtype, op, {}, {}};
+            }
+            keepX = vx.keep;
+            break;
+          }
+          case Collective::ReduceScatter: case Collective::Scatter: {
+            ArrayView vo = viewArray(out, "out", true);
+            const bool hasIn = c == Collective::ReduceScatter || rank == root;
+            if (hasIn) {
+              ArrayView vx = viewArray(x, "x", false);
+              sameType(vx, "x", vo, "out");
+              if (vx.count != vo.count * n) sizeError("x", vx.count, vo.count * n, "the size of out times " + std::to_string(n) + " ranks");
+              const char* mine = static_cast<const char*>(vx.data) + rank * vo.bytes;
+              inPlace = c == Collective::ReduceScatter && vo.data == mine && vo.bytes;
+              if (!inPlace && overlaps(vx, vo))
+                throw py::value_error(std::string("out: overlaps x") + (c == Collective::ReduceScatter
+                    ? " other than as its block for this rank (in place, out must be x's block number rank)"
+                    : "; scatter is out of place"));
+              b = {vx.data, vx.bytes, vo.data, vo.bytes, vo.count, vo.dtype, op, {}, {}};
+              keepX = vx.keep;
+            } else {
+              b = {stage(vo.bytes * n), vo.bytes * n, vo.data, vo.bytes, vo.count, vo.dtype, op, {}, {}};
+            }
+            keepOut = vo.keep;
+            break;
+          }
+          case Collective::AllToAll: {
+            ArrayView vx = viewArray(x, "x", out.is(x));
+            ArrayView vo = out.is(x) ? vx : viewArray(out, "out", true);
+            sameType(vx, "x", vo, "out");
+            inPlace = vo.data == vx.data && vx.bytes;
+            if (!inPlace && overlaps(vx, vo)) throw py::value_error("out: overlaps x without being the same memory");
+            if (variable) {
+              if (inPlace) throw py::value_error("out: all_to_all_v is out of place; pass an out that does not overlap x");
+              b.inCounts = splits(inSplits, "in_splits", n);
+              b.outCounts = splits(outSplits, "out_splits", n);
+              uint64_t inTotal = 0, outTotal = 0;
+              for (int r = 0; r < n; ++r) inTotal += b.inCounts[r], outTotal += b.outCounts[r];
+              if (inTotal != vx.count) sizeError("x", vx.count, inTotal, "the sum of in_splits");
+              if (outTotal != vo.count) sizeError("out", vo.count, outTotal, "the sum of out_splits");
+              b.count = 0;
+            } else {
+              if (vo.count != vx.count) sizeError("out", vo.count, vx.count, "the size of x");
+              if (vx.count % n)
+                throw py::value_error("x: has " + count(vx.count) + ", which does not divide into " + std::to_string(n) +
+                                      " equal blocks (one per rank); use all_to_all_v for uneven splits");
+              b.count = vx.count / n;
+            }
+            b.input = vx.data;
+            b.inputBytes = vx.bytes;
+            b.output = vo.data;
+            b.outputBytes = vo.bytes;
+            b.dtype = vx.dtype;
+            keepX = vx.keep;
+            keepOut = vo.keep;
+            break;
+          }
+          case Collective::SendRecv:
+            throw py::value_error("collective: sendrecv is a plan collective; use send() and recv()");
+        }
+        std::shared_ptr<const CompiledPlan> chosen =
+            choosePlan(pe, c, collName, variable, algo, root, inPlace, std::max(b.inputBytes, b.outputBytes));
+        if (!asyncOp) {
+          py::gil_scoped_release r;
+          e.run(*chosen, b);
+          return py::reinterpret_borrow<py::object>(result);
+        }
+        auto work = e.submit(chosen, b, scratch);
+        return finish(pe, work, py::make_tuple(keepX, keepOut), py::reinterpret_borrow<py::object>(result));
+}
+
+}  // namespace
+
+void bindCollectives(py::module_& m) {
+  py::class_<Work, std::shared_ptr<Work>>(m, "Work");
+  py::class_<PyWork>(m, "WorkHandle")
+      .def("wait", [](PyWork& w) {
+        {
+          py::gil_scoped_release r;
+          w.work->wait();
+        }
+        w.keep = py::none();
+        return w.result;
+      }, "Block until the call finished (raising its error, if any); returns its result array.")
+      .def("is_completed", [](PyWork& w) { return w.work->completed(); })
+      .def("__repr__", [](PyWork& w) {
+        return std::string("<forestcc.Work ") + (w.work->completed() ? "completed>" : "pending>");
+      });
+
+  py::class_<CompiledPlan, std::shared_ptr<CompiledPlan>>(m, "CompiledPlan")
+      .def_property_readonly("name", [](const CompiledPlan& p) { return p.name; })
+      .def_property_readonly("collective", [](const CompiledPlan& p) { return std::string(plan::name(p.collective)); })
+      .def_property_readonly("in_place", [](const CompiledPlan& p) { return p.inPlace; })
+      .def_property_readonly("root", [](const CompiledPlan& p) { return p.root; })
+      .def_property_readonly("workers", [](const CompiledPlan& p) { return p.workers.size(); });
+
+  py::handle none = py::none();
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init([](std::shared_ptr<Communicator> comm, py::object resolver) {
+        return PyEngine{std::make_shared<Engine>(std::move(comm)), std::move(resolver), py::list(), {}};
+      }))
+      .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string>>& rows) {
+        std::vector<TuningRule> rules;
+        for (const auto& [coll, lo, hi, minB, maxB, algo] : rows) {
+          TuningRule r;
+          r.collective = parseCollective(coll);
+          r.minRanks = lo;
+          r.maxRanks = hi;
+          r.minBytes = minB;
+          r.maxBytes = maxB;
+          r.algorithm = algo;
+          rules.push_back(r);
+        }
+        pe.engine->setTuning(std::move(rules));
+      })
+      .def("choose", [](PyEngine& pe, const std::string& coll, uint64_t bytes) { return pe.engine->choose(parseCollective(coll), bytes); })
+      .def("compile", [](PyEngine& pe, const py::dict& d) {
+        plan::Plan p = dictToPlan(d);
+        py::gil_scoped_release r;
+        return std::const_pointer_cast<CompiledPlan>(pe.engine->compile(p));
+      })
+      .def("builtin", [](PyEngine& pe, const std::string& algo, const std::string& coll, int root, bool inPlace) {
+        Collective c = parseCollective(coll);
+        py::gil_scoped_release r;
+        return std::const_pointer_cast<CompiledPlan>(pe.engine->builtin(algo, c, root, inPlace));
+      }, py::arg("algo"), py::arg("collective"), py::arg("root") = -1, py::arg("in_place") = false)
+      // Positional arguments in the order of the Python methods (forestcc/collectives.py).
+      .def("all_reduce", [none](PyEngine& pe, py::handle x, py::handle op, py::handle out, py::handle algo, bool a) {
+        return callCollective(pe, "all_reduce", x, out, op, -1, algo, a, none, none, out.is_none() ? x : out);
+      })
+      .def("all_gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, bool a) {
+        return callCollective(pe, "all_gather", x, out, none, -1, algo, a, none, none, out);
+      })
+      .def("reduce_scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle op, py::handle algo, bool a) {
+        return callCollective(pe, "reduce_scatter", x, out, op, -1, algo, a, none, none, out);
+      })
+      .def("all_to_all", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, bool a) {
+        return callCollective(pe, "all_to_all", x, out, none, -1, algo, a, none, none, out);
+      })
+      .def("all_to_all_v", [none](PyEngine& pe, py::handle out, py::handle x, py::handle outSplits, py::handle inSplits,
+                                  py::handle algo, bool a) {
+        return callCollective(pe, kAllToAllV, x, out, none, -1, algo, a, outSplits, inSplits, out);
+      })
+      .def("broadcast", [none](PyEngine& pe, py::handle x, int root, py::handle algo, bool a) {
+        return callCollective(pe, "broadcast", x, none, none, root, algo, a, none, none, x);
+      })
+      .def("reduce", [none](PyEngine& pe, py::handle x, int root, py::handle op, py::handle out, py::handle algo, bool a) {
+        return callCollective(pe, "reduce", x, out, op, root, algo, a, none, none, out.is_none() ? x : out);
+      })
+      .def("gather", [none](PyEngine& pe, py::handle out, py::handle x, int root, py::handle algo, bool a) {
+        return callCollective(pe, "gather", x, out, none, root, algo, a, none, none, out);
+      })
+      .def("scatter", [none](PyEngine& pe, py::handle out, py::handle x, int root, py::handle algo, bool a) {
+        return callCollective(pe, "scatter", x, out, none, root, algo, a, none, none, out);
+      })
+      .def("barrier", [none](PyEngine& pe, py::handle algo, bool a) {
+        return callCollective(pe, "barrier", none, none, none, -1, algo, a, none, none, none);
+      })
+      .def("send", [](PyEngine& pe, py::handle x, int peer, bool asyncOp) -> py::object {
+        ArrayView v = viewArray(x, "x", false);
+        std::shared_ptr<Work> work;
+        {
+          py::gil_scoped_release r;
+          work = pe.engine->send(v.data, v.bytes, peer, asyncOp);
+        }
+        return work ? finish(pe, work, v.keep, py::none()) : py::none();
+      })
+      .def("recv", [](PyEngine& pe, py::handle out, int peer, bool asyncOp) -> py::object {
+        ArrayView v = viewArray(out, "out", true);
+        std::shared_ptr<Work> work;
+        {
+          py::gil_scoped_release r;
+          work = pe.engine->recv(v.data, v.bytes, peer, asyncOp);
+        }
+        return work ? finish(pe, work, v.keep, py::reinterpret_borrow<py::object>(out))
+                    : py::reinterpret_borrow<py::object>(out);
+      })
+      .def("drain", [](PyEngine& pe) {
+        py::gil_scoped_release r;
+        pe.engine->drain();
+      });
+}
+
+}  // namespace forestcc::python

@@ -1,0 +1,293 @@
+"""--tune: measure every built-in forestcc algorithm at every size and write the tuning table
+that ``algo="auto"`` reads (format: forestcc.tuning; version 1, first matching rule wins).
+
+For each collective (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce,
+gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.plan.algorithms()``),
+each size of -b/-e/-f is measured the way a table row is (forestcc_perf.runner: -w warm-ups,
+-n × -m timed operations, -a across ranks, -c checked operations), --tune-repeats times with the
+algorithms interleaved (checked the first time only); an algorithm's cost at a size is its
+out-of-place plus its in-place time (out of place alone where forestcc has no in-place form), the
+lowest of the repeats, so that a burst of load from other processes does not decide. The cheapest
+wins, except that the algorithm chosen at the previous size is kept while
+it is within TOLERANCE of the cheapest: noise on a loaded machine then does not flip the choice
+back and forth between neighbouring sizes. Consecutive sizes with the same choice become one
+rule whose byte range reaches halfway (geometrically) to the neighbouring measured sizes; the
+first rule starts at 0 bytes and the last is unbounded. An algorithm that gives a wrong result
+(#wrong > 0) is never chosen, and the run exits 1.
+
+Rules carry min_ranks = max_ranks = the rank count measured (--tune-ranks MIN:MAX widens
+them). Writing merges: rules already in the output file for other collectives or for rank
+ranges that are not inside this one are kept, so ``-n 2`` and ``-n 4`` runs into one file give
+one table for both.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from forestcc_perf import __version__
+from forestcc_perf.backends.forestcc_backend import ForestccBackend, builtin_algorithms
+from forestcc_perf.collectives import COLLECTIVES, DataType, find_collective
+from forestcc_perf.runner import AVERAGE_MODES, Progress, Runner, Settings, combine_times
+from forestcc_perf.sizes import format_size
+
+TUNED = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+         "gather", "scatter", "barrier")
+TOLERANCE = 0.05   # keep the previous size's choice while it is within 5% of the cheapest
+
+
+def find_tuned(name: str | None) -> list[str] | None:
+    """The collectives ``forestcc-perf [NAME] --tune`` tunes: all of them for None or "all"."""
+    if name is None or name.strip().lower() == "all":
+        return list(TUNED)
+    key = name.strip().lower()
+    if key == "barrier":
+        return ["barrier"]
+    coll = find_collective(key)
+    return [coll.name] if coll is not None and coll.name in TUNED else None
+
+
+# -- measuring ------------------------------------------------------------------------------------
+class Sweep:
+    """Times of every (collective, algorithm, size) on one communicator."""
+
+    def __init__(self, backend: ForestccBackend, settings: Settings, dtype: DataType, op: str,
+                 root: int, repeats: int = 1):
+        self.b, self.s, self.dtype, self.op, self.root = backend, settings, dtype, op, root
+        self.repeats = repeats
+        self.wrong: list[str] = []   # what gave a wrong result
+
+    def collective(self, name: str, algos: list[str], sizes: list[int],
+                   progress: Progress) -> dict[int, dict[str, float]]:
+        """size (bytes of the larger buffer, as the engine matches rules) -> algorithm -> us."""
+        coll = COLLECTIVES[name]
+        runners = {a: Runner(self.b.with_algo(a), coll, self.s, a, a) for a in algos}
+        unchecked = Settings(**{**vars(self.s), "check_iters": 0})
+        again = {a: Runner(self.b.with_algo(a), coll, unchecked, a, a) for a in algos}
+        bad: set[str] = set()
+        # one untimed call per algorithm first: plan generation and connections stay out of
+        # the first size's times
+        if sizes:
+            for a in algos:
+                runners[a].measure(sizes[0], self.dtype, self.op, self.root)
+        out: dict[int, dict[str, float]] = {}
+        for size in sizes:
+            progress.step(f"{name} {format_size(size)}")
+            if coll.count_for_size(size, self.dtype.itemsize, self.b.size) == 0:
+                continue   # nothing to move at this size on this many ranks
+            for repeat in range(self.repeats):
+                for a in algos:
+                    if a in bad:
+                        continue
+                    row = (again if repeat else runners)[a].measure(size, self.dtype, self.op,
+                                                                    self.root)
+                    cells = row.measurements()
+                    wrong = sum(m.wrong or 0 for m in cells)
+                    if wrong:
+                        bad.add(a)
+                        out.get(row.size, {}).pop(a, None)
+                        self.wrong.append(f"{name} algorithm {a} at {row.size} B: "
+                                          f"#wrong {wrong}")
+                        continue
+                    cost = sum(m.time_us for m in cells)
+                    times = out.setdefault(row.size, {})
+                    times[a] = min(cost, times.get(a, cost))
+        return out
+
+    def barrier(self, algos: list[str]) -> dict[int, dict[str, float]]:
+        s, comm = self.s, self.b.comm
+        times: dict[str, float] = {}
+        for _ in range(self.repeats):
+            for a in algos:
+                for _ in range(s.warmup_iters + 1):
+                    comm.barrier(algo=a)
+                self.b.barrier()
+                start = time.perf_counter()
+                for _ in range(s.iters * s.agg_iters):
+                    comm.barrier(algo=a)
+                local = (time.perf_counter() - start) * 1e6 / (s.iters * s.agg_iters)
+                cost = combine_times(self.b, s.average, local)
+                times[a] = min(cost, times.get(a, cost))
+        return {0: times}
+
+
+# -- choosing -------------------------------------------------------------------------------------
+def choose(times: dict[int, dict[str, float]],
+           tolerance: float = TOLERANCE) -> list[tuple[int, str]]:
+    """(size, algorithm) per measured size, smallest first (see the module docstring)."""
+    chosen: list[tuple[int, str]] = []
+    previous = None
+    for size in sorted(times):
+        row = times[size]
+        if not row:
+            continue
+        best = min(row, key=row.get)
+        if previous in row and row[previous] <= row[best] * (1 + tolerance):
+            best = previous
+        chosen.append((size, best))
+        previous = best
+    return chosen
+
+
+def _boundary(a: int, b: int) -> int:
+    """First byte count of the range that belongs to size b rather than size a (a < b)."""
+    return max(a + 1, min(b, math.isqrt(a * b) + 1 if a else 1))
+
+
+def rules_for(collective: str, chosen: list[tuple[int, str]],
+              ranks: tuple[int, int]) -> list[dict]:
+    """Consecutive sizes with one choice merged into byte ranges covering 0..unbounded."""
+    rules: list[dict] = []
+    for i, (size, algo) in enumerate(chosen):
+        lo = 0 if i == 0 else _boundary(chosen[i - 1][0], size)
+        hi = None if i == len(chosen) - 1 else _boundary(size, chosen[i + 1][0]) - 1
+        if rules and rules[-1]["algorithm"] == algo:
+            rules[-1]["max_bytes"] = hi
+            continue
+        rules.append({"collective": collective, "min_ranks": ranks[0], "max_ranks": ranks[1],
+                      "min_bytes": lo, "max_bytes": hi, "algorithm": algo})
+    return rules
+
+
+def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
+    """The table to write: the new rules, plus the old ones they do not replace (another
+    collective, or a rank range not inside the new one). Rules of one collective stay in an
+    order where the first match is the intended one: by rank range where the ranges are
+    disjoint or equal, else the new rules first."""
+    spans = {r["collective"]: (r["min_ranks"], r["max_ranks"]) for r in new_rules}
+
+    def replaced_by_new(rule: dict) -> bool:
+        span = spans.get(rule["collective"])
+        return span is not None and span[0] <= rule["min_ranks"] and rule["max_ranks"] <= span[1]
+
+    kept = [r for r in (old or {}).get("rules", []) if not replaced_by_new(r)]
+    rules = new_rules + kept
+    order = {c: i for i, c in enumerate(TUNED)}
+    by_coll: dict[str, list[dict]] = {}
+    for r in rules:
+        by_coll.setdefault(r["collective"], []).append(r)
+    out: list[dict] = []
+    for coll in sorted(by_coll, key=lambda c: order.get(c, len(order))):
+        group = by_coll[coll]
+        ranges = {(r["min_ranks"], r["max_ranks"]) for r in group}
+        nested = any(a != b and a[0] <= b[1] and b[0] <= a[1] for a in ranges for b in ranges)
+        if not nested:   # a stable sort by rank range keeps byte order within each range
+            group = sorted(group, key=lambda r: (r["min_ranks"], r["max_ranks"]))
+        out.extend(group)
+    sources = [] if old is None else [p for p in str(old.get("source", "")).split("; ")
+                                      if p.startswith("forestcc-perf --tune")]
+    tag = source.split(":", 1)[0]   # "forestcc-perf --tune (N ranks)" replaces its own entry
+    sources = [p for p in sources if p.split(":", 1)[0] != tag] + [source]
+    return {"version": 1, "source": "; ".join(sources), "rules": out}
+
+
+def format_table(table: dict) -> str:
+    """JSON with one rule per line (readable and diffable)."""
+    lines = ["{", f'  "version": {table["version"]},',
+             f'  "source": {json.dumps(table["source"])},', '  "rules": [']
+    rules = [json.dumps(r) for r in table["rules"]]
+    lines += [f"    {r}," for r in rules[:-1]] + ([f"    {rules[-1]}"] if rules else [])
+    return "\n".join(lines + ["  ]", "}"]) + "\n"
+
+
+# -- the command ----------------------------------------------------------------------------------
+def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
+    """Run the sweep on every rank; rank 0 prints and writes the table. Returns the exit code."""
+    rank, n = backend.rank, backend.size
+    settings = Settings(iters=args.iters, warmup_iters=args.warmup_iters,
+                        agg_iters=args.agg_iters, average=args.average,
+                        check_iters=args.check, blocking=bool(args.blocking),
+                        timeout_s=args.timeout)
+    dtype, op = plan["dtypes"][0], plan["ops"][0]
+    ranks = plan["tune_ranks"] or (n, n)
+    algorithms = builtin_algorithms()
+    sweep = Sweep(backend, settings, dtype, op, root, args.tune_repeats)
+    say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
+    say(f"# forestcc-perf {__version__} --tune: {backend.version()}; {n} ranks; "
+        f"{dtype.name} {op} root {root}; -b {args.minbytes} -e {args.maxbytes} "
+        f"-f {args.stepfactor} -n {args.iters} -w {args.warmup_iters} -m {args.agg_iters} "
+        f"-a {AVERAGE_MODES[args.average]} -c {args.check} --tune-repeats {args.tune_repeats}")
+    say("# cost: time per operation in us, out-of-place + in-place (out-of-place alone for "
+        "gather, scatter), best of the repeats; * marks the choice")
+    new_rules: list[dict] = []
+    current = ""
+    try:
+        progress = Progress(len(plan["tuned"]) * len(plan["sizes"]), enabled=rank == 0)
+        for name in plan["tuned"]:
+            current = name
+            algos = [a for a, colls in algorithms.items() if name in colls]
+            if not algos:
+                say(f"# {name}: no built-in algorithm")
+                continue
+            if name == "barrier":
+                times = sweep.barrier(algos)
+            else:
+                times = sweep.collective(name, algos, plan["sizes"], progress)
+            progress.clear()
+            chosen = choose(times)
+            for line in _matrix(name, algos, times, dict(chosen)):
+                say(line)
+            new_rules += rules_for(name, chosen, ranks)
+    except KeyboardInterrupt:
+        backend.abort(130)
+    except Exception as e:   # one rank's failure ends the job, with the reason
+        print(f"forestcc-perf: rank {rank}: --tune {current}: {type(e).__name__}: {e}",
+              file=sys.stderr, flush=True)
+        backend.abort(1)
+    for what in sweep.wrong:
+        say(f"# WRONG RESULTS (never chosen): {what}")
+    if rank == 0:
+        try:
+            path = _write(new_rules, args.tune_output, ranks)
+        except (OSError, ValueError) as e:
+            print(f"forestcc-perf: --tune: cannot write the table: {e}", file=sys.stderr,
+                  flush=True)
+            return 1
+        say(f"# tuning table written to {path} (algo='auto' reads it; FORESTCC_TUNING "
+            f"overrides the path):")
+        say(path.read_text().rstrip("\n"))
+    return 1 if sweep.wrong else 0
+
+
+def _matrix(name: str, algos: list[str], times: dict[int, dict[str, float]],
+            chosen: dict[int, str]) -> list[str]:
+    width = max(12, *(len(a) + 2 for a in algos))
+    lines = [f"# {name}", "# " + f"{'bytes':>12}" + "".join(f"{a:>{width}}" for a in algos)]
+    for size in sorted(times):
+        cells = []
+        for a in algos:
+            t = times[size].get(a)
+            text = "wrong" if t is None else f"{t:.2f}" + ("*" if chosen.get(size) == a else " ")
+            cells.append(f"{text:>{width}}")
+        lines.append("# " + f"{size:>12}" + "".join(cells))
+    return lines
+
+
+def _write(new_rules: list[dict], output: str | None, ranks: tuple[int, int]) -> Path:
+    from forestcc import tuning
+    path = Path(output) if output else tuning.user_path()
+    old = None
+    if path.exists():
+        try:
+            old = tuning.validate_table(json.loads(path.read_text()), str(path))
+        except (ValueError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path} exists but is not a tuning table ({e}); remove it or "
+                             f"choose another --tune-output") from None
+    span = f"{ranks[0]} ranks" if ranks[0] == ranks[1] else f"{ranks[0]}-{ranks[1]} ranks"
+    when = datetime.datetime.now().strftime("%Y-%m-%d")
+    source = (f"forestcc-perf --tune ({span}): {socket.gethostname()}, {os.cpu_count()} CPUs, "
+              f"{when}")
+    table = merge(old, new_rules, source)
+    tuning.validate_table(table, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(format_table(table))
+    os.replace(tmp, path)
+    return path

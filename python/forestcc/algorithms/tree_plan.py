@@ -1,0 +1,480 @@
+"""Spanning trees -> plans: all_gather down the trees, reduce_scatter up them, all_reduce up then down.
+
+The input is a list of ``TreeSpec``: a root, its arcs (parent, child) with parents before children,
+the chunks the tree carries and, optionally, the physical route of every arc. ForestColl forests
+(forest_plan.py) and the double binary tree baseline (baselines.py) compile through here.
+
+Chunks. all_gather and reduce_scatter trees carry parts ``first .. first+count-1`` of their root's
+block (chunks_per_block = k parts per block); all_reduce trees carry vector chunks
+``first .. first+count-1`` (one block of chunks_per_block chunks). A tree's data is never split:
+the trees of one root tile its block, so each chunk travels down (or up) exactly one tree.
+
+Segments. Consecutive trees (in list order) of one root that carry adjacent chunks and share an
+arc p -> c with the same route travel that arc as one put: a *segment*. At the root the segments
+are runs of its trees per child; a rank forwards each segment it receives as runs per child of the
+trees in it. Every segment is one put_signal one way (down) or one reduce+put+signal the other way
+(up), so a forest of many trees per root needs far fewer ops than arcs x trees.
+
+Phases. Down (all_gather, second half of all_reduce): a rank waits for a segment from its parent
+and puts the runs on to its children, straight from output to output. Up (reduce_scatter, first
+half of all_reduce): a rank waits for its children's partial sums of a segment (landing in its
+scratch, one slot per child segment, aligned with the data's parts so chunk sizes match), reduces
+them with its own input and puts the result into its parent's slot; the root reduces into its
+output. Reductions take at most MAX_REDUCE_SOURCES sources per op (longer ones are folded).
+
+Workers ("mode"):
+
+* ``"pipelined"`` (default): per rank, one worker per depth the rank has in the trees, which
+  receives what arrives at that depth and forwards it (in the up phase: reduces and sends it
+  up), plus a root sender (and, for the up phase, a root reducer). A segment's trees share their
+  path from the root, so all of a worker's segments are equally deep and arrive at about the
+  same time: finishing a slice never waits for much deeper data, and slices pipeline down and up
+  the trees. all_reduce's root sender starts after the root's reducer, through a loopback pair.
+  A worker processes its segments by tree; everyone orders them (depth, tree) down and
+  (-depth, tree) up, so each wait depends only on earlier items: deadlock-free. About two
+  workers per tree level and rank: GPU thread blocks rather than CPU threads.
+* ``"compact"``: one worker per rank does everything in the same order (the up phase first),
+  plus the doorman below: two threads per rank, for CPUs and small messages. A rank finishes a
+  slice before starting the next, so its deepest data holds back the next slice: big messages
+  move slower, and compact plans get one slice unless told otherwise.
+
+Entry and exit. Each rank that receives puts has a *doorman* worker whose only ops are signals,
+one on an entry channel to every worker that puts into the rank; that worker waits on it before
+its first put to the rank. The doorman never waits, so it runs through all slices at once: entry
+costs one latency per call and never holds a later slice back (slices touch disjoint sub-ranges of
+every chunk, so they need no flow control; an entry handshake per slice would allow only one
+slice in flight per channel and add a round trip to every slice). Every put is followed by a
+signal that the receiver waits for, so all writes into a rank are done before it returns.
+Signals and waits balance per channel pair and slice.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..plan import PlanBuilder
+from ..plan import ops as plan_ops
+
+__all__ = ["MODES", "TreeSpec", "compile_trees"]
+
+IN, OUT, SCR = plan_ops.INPUT, plan_ops.OUTPUT, plan_ops.SCRATCH
+MODES = ("pipelined", "compact")
+COLLECTIVES = (plan_ops.ALL_GATHER, plan_ops.REDUCE_SCATTER, plan_ops.ALL_REDUCE)
+# The C++ op record holds at most this many reduction sources (plan.hpp kMaxReduceSources).
+MAX_REDUCE_SOURCES = 8
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """One tree: ``arcs`` (parent, child) with parents before children, carrying chunks
+    ``first .. first+count-1``; ``routes[i]`` is arc i's physical node path from parent to child
+    (None: let the runtime or the simulator choose)."""
+    root: int
+    arcs: tuple[tuple[int, int], ...]
+    first: int
+    count: int
+    routes: tuple[tuple[str, ...], ...] | None = None
+
+
+@dataclass(eq=False)
+class _Segment:
+    """Trees ``trees`` (consecutive, adjacent chunks lo..hi-1) crossing the arc sender -> receiver
+    (down direction) as one put. ``parent`` is the segment that brought them to the sender."""
+    sender: int
+    receiver: int
+    trees: list
+    lo: int
+    hi: int
+    route: tuple | None
+    parent: _Segment | None
+    depth: int = 1  # the receiver's depth in these trees
+    children: list = field(default_factory=list)
+
+
+def _runs(tree_ids, trees, children, routes, node, child):
+    """Maximal runs of consecutive trees in tree_ids where `child` is a child of `node`, with the
+    same route and adjacent chunks: [(trees, route)]."""
+    runs = []
+    for t in tree_ids:
+        if child not in children[t].get(node, ()):
+            continue
+        route = routes[t].get((node, child))
+        if runs:
+            last_trees, last_route = runs[-1]
+            prev = trees[last_trees[-1]]
+            if (last_trees[-1] == t - 1 and last_route == route
+                    and prev.first + prev.count == trees[t].first):
+                last_trees.append(t)
+                continue
+        runs.append(([t], route))
+    return runs
+
+
+def _segments(trees: Sequence[TreeSpec]):
+    """Root segments per root, built outwards; returns the list of all segments (parents first)."""
+    children = []  # tree -> node -> [children in arc order]
+    routes = []    # tree -> (parent, child) -> route
+    for spec in trees:
+        kids: dict = {}
+        arc_routes: dict = {}
+        for i, (p, c) in enumerate(spec.arcs):
+            kids.setdefault(p, []).append(c)
+            arc_routes[(p, c)] = tuple(spec.routes[i]) if spec.routes is not None else None
+        children.append(kids)
+        routes.append(arc_routes)
+    by_root: dict = {}
+    for t, spec in enumerate(trees):
+        by_root.setdefault(spec.root, []).append(t)
+    out = []
+
+    def make(sender, receiver, run, route, parent):
+        seg = _Segment(sender, receiver, run, trees[run[0]].first,
+                       trees[run[-1]].first + trees[run[-1]].count, route, parent,
+                       parent.depth + 1 if parent is not None else 1)
+        out.append(seg)
+        if parent is not None:
+            parent.children.append(seg)
+        return seg
+
+    frontier = []
+    for root, ids in by_root.items():
+        first_seen = []
+        for t in ids:
+            for c in children[t].get(root, ()):
+                if c not in first_seen:
+                    first_seen.append(c)
+        for c in first_seen:
+            for run, route in _runs(ids, trees, children, routes, root, c):
+                frontier.append(make(root, c, run, route, None))
+    while frontier:
+        next_frontier = []
+        for seg in frontier:
+            x = seg.receiver
+            first_seen = []
+            for t in seg.trees:
+                for c in children[t].get(x, ()):
+                    if c not in first_seen:
+                        first_seen.append(c)
+            for c in first_seen:
+                for run, route in _runs(seg.trees, trees, children, routes, x, c):
+                    next_frontier.append(make(x, c, run, route, seg))
+        frontier = next_frontier
+    return out
+
+
+class _ScratchSlots:
+    """Per-rank scratch allocation in whole blocks per part, so a slot for parts lo..hi-1 lies at
+    parts lo..hi-1 of some scratch block and its chunks have the data's sizes."""
+
+    def __init__(self, nranks: int, k: int):
+        self.k = k
+        self.next_block = [[0] * k for _ in range(nranks)]
+
+    def alloc(self, rank: int, lo: int, hi: int) -> int:
+        free = self.next_block[rank]
+        block = max(free[lo:hi])
+        for p in range(lo, hi):
+            free[p] = block + 1
+        return block * self.k + lo
+
+
+class _Program:
+    """Abstract per-worker op lists; channels created on first use, entry handshakes added last."""
+
+    def __init__(self, builder: PlanBuilder, mode: str):
+        self.b = builder
+        self.mode = mode
+        self.worker_ids: dict = {}   # (rank, key) -> worker id
+        self.items: dict = {}        # worker id per rank -> [(method, kwargs)]
+        self.channels: dict = {}     # channel key -> (ch on a, ch on b)
+        self.owner: dict = {}        # (rank, ch) -> worker id
+        self.sends_to: set = set()   # (rank, worker, peer): the worker puts into the peer
+        self.peer_of: dict = {}      # (rank, ch) -> peer rank
+        self.routes: dict = {}       # (rank, ch) -> route from rank to peer
+        self.loopbacks: dict = {}    # (rank, from worker, to worker) -> loopback pair
+
+    def worker(self, rank: int, key) -> int:
+        if self.mode == "compact":
+            key = 0
+        wid = self.worker_ids.get((rank, key))
+        if wid is None:
+            wid = self.worker_ids[(rank, key)] = self.b.worker(rank)
+            self.items[(rank, wid)] = []
+        return wid
+
+    def channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
+        """The channel pair joining worker wa of rank a and worker wb of rank b whose data a -> b
+        takes route_ab (b -> a: its reverse); (ch on a, ch on b)."""
+        flip = (b, wb) < (a, wa)
+        if flip:
+            key = ((b, wb), (a, wa), tuple(reversed(route_ab)) if route_ab else None)
+        else:
+            key = ((a, wa), (b, wb), route_ab)
+        pair = self.channels.get(key)
+        if pair is None:
+            (x, wx), (y, wy), _ = key
+            pair = self.channels[key] = self.b.channel_pair(x, y)
+            self.owner[(x, pair[0])] = wx
+            self.owner[(y, pair[1])] = wy
+            self.peer_of[(x, pair[0])], self.peer_of[(y, pair[1])] = y, x
+        return (pair[1], pair[0]) if flip else pair
+
+    def handover(self, rank: int, from_worker: int, to_worker: int) -> None:
+        """from_worker signals to_worker over a loopback pair of its rank (nothing when they are
+        the same worker: program order is enough)."""
+        if from_worker == to_worker:
+            return
+        pair = self.loopbacks.get((rank, from_worker, to_worker))
+        if pair is None:
+            pair = self.loopbacks[(rank, from_worker, to_worker)] = self.b.channel_pair(rank, rank)
+            self.owner[(rank, pair[0])], self.owner[(rank, pair[1])] = from_worker, to_worker
+        self.add(rank, from_worker, "signal", ch=pair[0])
+        self.add(rank, to_worker, "wait", ch=pair[1])
+
+    def add(self, rank: int, wid: int, method: str, **kwargs) -> None:
+        self.items[(rank, wid)].append((method, kwargs))
+
+    def note_put(self, rank: int, ch: int, route) -> None:
+        self.sends_to.add((rank, self.owner[(rank, ch)], self.peer_of[(rank, ch)]))
+        if route is not None:
+            self.routes[(rank, ch)] = route
+
+    def emit(self) -> None:
+        """Writes the ops into the builder, with the entry handshake: every rank that receives
+        puts gets a doorman worker that only signals, once per slice, on an entry channel to each
+        worker that puts into it; that worker waits on it before its first put to the rank. With
+        no waits of its own the doorman runs through all slices at once, so entry costs one
+        latency per call and never holds back a later slice (slices use disjoint sub-ranges of
+        every chunk, so they need no flow control)."""
+        entry: dict = {}  # (rank, worker, peer) -> entry channel on rank
+        doormen: dict = {}
+        for rank, wid, peer in sorted(self.sends_to):
+            door = doormen.get(peer)
+            if door is None:
+                door = doormen[peer] = self.b.worker(peer)
+                self.items[(peer, door)] = []
+            mine, theirs = self.b.channel_pair(rank, peer)
+            entry[(rank, wid, peer)] = mine
+            self.items[(peer, door)].append(("signal", {"ch": theirs}))
+        for (rank, wid), items in self.items.items():
+            entered = set()
+            for method, kwargs in items:
+                if method in ("put", "put_signal", "reduce_put"):
+                    peer = self.peer_of[(rank, kwargs["ch"])]
+                    if peer not in entered:
+                        entered.add(peer)
+                        self.b.wait(rank, wid, entry[(rank, wid, peer)])
+                getattr(self.b, method)(rank, wid, **kwargs)
+
+
+def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
+                  chunks_per_block: int, *, mode: str = "pipelined", in_place: bool = False,
+                  name: str | None = None) -> tuple[PlanBuilder, dict]:
+    """Builds the plan's ranks into a PlanBuilder; returns it with the channel routes
+    ({(rank, ch): node path}) for the provenance. The caller calls builder.build(...)."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"tree plans implement {', '.join(COLLECTIVES)}, not {collective!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    k = chunks_per_block
+    _check_tiling(collective, nranks, trees, k)
+    b = PlanBuilder(collective, nranks, chunks_per_block=k, in_place=in_place,
+                    name=name or f"tree_{collective}_{nranks}")
+    prog = _Program(b, mode)
+    segments = _segments(trees)
+    root_of = {id(s): trees[s.trees[0]].root for s in segments}
+    send_key, recv_key = _down_keys(segments)
+    if collective != plan_ops.ALL_GATHER:
+        _up_phase(prog, collective, nranks, segments, root_of, k, in_place, recv_key)
+    if collective != plan_ops.REDUCE_SCATTER:
+        _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key)
+    prog.emit()
+    return b, prog.routes
+
+
+def _check_tiling(collective, nranks, trees, k):
+    """Every chunk is carried by exactly one tree (per root for all_gather/reduce_scatter), and
+    every tree spans all ranks."""
+    covered: dict = {}
+    for t, spec in enumerate(trees):
+        reached = {spec.root}
+        for p, c in spec.arcs:
+            if p not in reached or c in reached:
+                raise ValueError(f"tree {t}: arc {p}->{c} out of order")
+            reached.add(c)
+        if reached != set(range(nranks)):
+            raise ValueError(f"tree {t} (root {spec.root}) does not span all {nranks} ranks")
+        if spec.count < 1 or spec.first < 0 or spec.first + spec.count > k:
+            raise ValueError(f"tree {t}: chunks {spec.first}..{spec.first + spec.count - 1} "
+                             f"outside 0..{k - 1}")
+        owner = None if collective == plan_ops.ALL_REDUCE else spec.root
+        for chunk in range(spec.first, spec.first + spec.count):
+            if (owner, chunk) in covered:
+                raise ValueError(f"trees {covered[(owner, chunk)]} and {t} both carry chunk "
+                                 f"{chunk}" + (f" of rank {owner}" if owner is not None else ""))
+            covered[(owner, chunk)] = t
+    owners = [None] if collective == plan_ops.ALL_REDUCE else range(nranks)
+    for owner in owners:
+        missing = [c for c in range(k) if (owner, c) not in covered]
+        if missing:
+            raise ValueError(f"no tree carries chunk {missing[0]}"
+                             + (f" of rank {owner}" if owner is not None else ""))
+
+
+def _result_ref(collective, root, chunk, k):
+    """Where a chunk's final value lives on every rank (all_reduce, all_gather), or on the root
+    (reduce_scatter)."""
+    if collective == plan_ops.ALL_GATHER:
+        return (OUT, root * k + chunk)
+    return (OUT, chunk)
+
+
+def _input_ref(collective, root, chunk, k):
+    """A rank's own contribution to a chunk of `root`'s tree."""
+    if collective == plan_ops.REDUCE_SCATTER:
+        return (IN, root * k + chunk)
+    return (IN, chunk)
+
+
+def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key):
+    """Partial sums flow child -> parent; the root reduces into its output.
+
+    The up worker that mirrors a down channel takes, for each segment S that came down it, the
+    partial sums of S's child segments (each from the up worker of the child's down channel),
+    reduces every piece of S's chunks that has some into the first one's slot, and puts every
+    piece (reduced, or its own input where no child contributes) into the slot S's sender keeps
+    for S, then signals. The root's reducer does the same into the output."""
+    slots = _ScratchSlots(nranks, k)
+    slot_of = {id(seg): slots.alloc(seg.sender, seg.lo, seg.hi) for seg in segments}
+    by_root: dict = {}
+    for seg in segments:
+        if seg.parent is None:
+            by_root.setdefault(seg.sender, []).append(seg)
+    # (last tree, rank, segment sent up or None at the root, contributions, lo, hi, root)
+    # Deepest first, then by last tree: the order partial sums arrive in, and deadlock-free (an
+    # item waits only for items one level deeper, which come earlier everywhere).
+    items = [((-seg.depth, seg.trees[-1]), seg.receiver, seg, seg.children, seg.lo, seg.hi,
+              root_of[id(seg)]) for seg in segments]
+    for root, segs in by_root.items():
+        items.append(((0, max(s.trees[-1] for s in segs)), root, None, segs,
+                      min(s.lo for s in segs), max(s.hi for s in segs), root))
+    items.sort(key=lambda item: (item[0], item[1]))
+    for _, x, sent, contributions, lo, hi, root in items:
+        w = prog.worker(x, _up_key(sent, down_key))
+        incoming = sorted(contributions, key=lambda s: (s.trees[-1], s.receiver))
+        for child in incoming:
+            _, ch = prog.channel(child.receiver, prog.worker(child.receiver, _up_key(child, down_key)),
+                                 x, w, _reverse(child.route))
+            prog.add(x, w, "wait", ch=ch)
+        bounds = sorted({lo, hi} | {s.lo for s in incoming} | {s.hi for s in incoming})
+        pieces = []  # (first chunk, chunks, slots of the contributions)
+        for a, z in zip(bounds, bounds[1:]):
+            srcs = [(SCR, slot_of[id(s)] + a - s.lo) for s in incoming if s.lo <= a and z <= s.hi]
+            pieces.append((a, z - a, srcs))
+        if sent is None:  # the root: reduce into the output
+            for a, n, srcs in pieces:
+                own, dst = _input_ref(collective, root, a, k), _result_ref(collective, root, a, k)
+                if srcs:
+                    _reduce(prog, x, w, dst, [own] + srcs, n)
+                elif not in_place:
+                    prog.add(x, w, "copy", src=own, dst=dst, n=n)
+            continue
+        parent_w = prog.worker(sent.sender, _up_key(sent.parent, down_key))
+        ch_up, _ = prog.channel(x, w, sent.sender, parent_w, _reverse(sent.route))
+        for a, n, srcs in pieces:
+            own = _input_ref(collective, root, a, k)
+            remote = (SCR, slot_of[id(sent)] + a - sent.lo)
+            if srcs:
+                _reduce(prog, x, w, srcs[0], srcs + [own], n, ch=ch_up, remote=remote)
+            else:
+                prog.add(x, w, "put", ch=ch_up, src=own, dst=remote, n=n)
+        prog.note_put(x, ch_up, _reverse(sent.route))
+        _signal_after(prog, x, w, ch_up)
+
+
+def _up_key(seg, down_key):
+    """The up worker at seg.receiver that sends seg's partial sums (it mirrors the down channel
+    seg arrived on); None: the reducer of the root whose trees seg's parent chain starts at."""
+    return ("up-root",) if seg is None else ("up",) + down_key[id(seg)][1:]
+
+
+def _down_keys(segments):
+    """Worker keys of the down phase: a root sends its own chunks from one worker; every rank has
+    one worker per depth it has in the trees, which receives what arrives at that depth and
+    forwards it. Returns ({segment: key of the worker at seg.sender that puts it}, {segment: key of
+    the worker at seg.receiver that receives it})."""
+    send, recv = {}, {}
+    for seg in segments:  # parents come before their children
+        send[id(seg)] = ("root",) if seg.parent is None else recv[id(seg.parent)]
+        recv[id(seg)] = ("down", seg.depth)
+    return send, recv
+
+
+def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key):
+    """Data flows parent -> child from output to output; the root sends from its input
+    (all_gather) or its reduced output (all_reduce)."""
+    roots: dict = {}
+    for seg in segments:
+        if seg.parent is None:
+            roots.setdefault(seg.sender, []).append(prog.worker(seg.sender, send_key[id(seg)]))
+    for root, senders in roots.items():
+        if collective == plan_ops.ALL_REDUCE:  # each sender starts after the root's reduction
+            for w in dict.fromkeys(senders):
+                prog.handover(root, prog.worker(root, ("up-root",)), w)
+        if collective == plan_ops.ALL_GATHER and not in_place:
+            prog.add(root, senders[0], "copy", src=(IN, 0), dst=(OUT, root * k), n=k)
+    # Shallowest first, then by first tree: the order data arrives in, and deadlock-free (an item
+    # waits only for an item one level up, which comes earlier everywhere).
+    items = []  # (order, rank, incoming segment or None, outgoing segments)
+    for seg in segments:
+        items.append(((seg.depth, seg.trees[0]), seg.receiver, seg, seg.children))
+        if seg.parent is None:
+            items.append(((0, seg.trees[0]), seg.sender, None, [seg]))
+    items.sort(key=lambda item: (item[0], item[1]))
+    for _, x, incoming, outgoing in items:
+        if incoming is not None:
+            w = prog.worker(x, recv_key[id(incoming)])
+            _, ch = prog.channel(incoming.sender, prog.worker(incoming.sender,
+                                                              send_key[id(incoming)]),
+                                 x, w, incoming.route)
+            prog.add(x, w, "wait", ch=ch)
+        for seg in sorted(outgoing, key=lambda s: (s.trees[0], s.receiver)):
+            root = root_of[id(seg)]
+            w = prog.worker(x, send_key[id(seg)])
+            ch, _ = prog.channel(x, w, seg.receiver, prog.worker(seg.receiver, recv_key[id(seg)]),
+                                 seg.route)
+            if incoming is None and collective == plan_ops.ALL_GATHER:
+                src = (IN, seg.lo)
+            else:
+                src = _result_ref(collective, root, seg.lo, k)
+            prog.add(x, w, "put_signal", ch=ch, src=src,
+                     dst=_result_ref(collective, root, seg.lo, k), n=seg.hi - seg.lo)
+            prog.note_put(x, ch, seg.route)
+
+
+def _reverse(route):
+    return tuple(reversed(route)) if route is not None else None
+
+
+def _reduce(prog, rank, w, dst, srcs, n, ch=None, remote=None):
+    """dst = reduction of srcs (dst may be srcs[0]); with ch, then put dst to the peer's remote.
+    More sources than one op holds are folded into dst first."""
+    srcs = list(srcs)
+    while len(srcs) > MAX_REDUCE_SOURCES:
+        head, srcs = srcs[:MAX_REDUCE_SOURCES], srcs[MAX_REDUCE_SOURCES:]
+        prog.add(rank, w, "reduce", dst=dst, srcs=head, n=n)
+        srcs = [dst] + srcs
+    if ch is None:
+        prog.add(rank, w, "reduce", dst=dst, srcs=srcs, n=n)
+    else:
+        prog.add(rank, w, "reduce_put", ch=ch, dst=dst, srcs=srcs, remote=remote, n=n)
+
+
+def _signal_after(prog, rank, w, ch):
+    """Signal on ch, fused into the worker's last op when that is a plain put on ch."""
+    items = prog.items[(rank, w)]
+    method, kwargs = items[-1]
+    if method == "put" and kwargs.get("ch") == ch:
+        items[-1] = ("put_signal", kwargs)
+    else:
+        prog.add(rank, w, "signal", ch=ch)

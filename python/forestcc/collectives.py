@@ -1,0 +1,109 @@
+"""Collective calls on a Communicator (torch.distributed-style names).
+
+Every method checks its arguments in the native engine before any rank communicates, picks a
+plan (``algo="auto"``: the tuning table, see :mod:`forestcc.tuning`; a built-in algorithm name;
+a path to a plan file; or a plan dict) and runs it with the GIL released. Arrays are numpy
+arrays, PyTorch CPU tensors, JAX CPU arrays (as inputs: they are immutable) or anything with the
+buffer protocol or DLPack. With ``async_op=True`` a call returns a work handle at once
+(``wait()`` returns the result array, ``is_completed()`` polls); calls on one communicator run one
+at a time in call order, synchronous ones after queued ones.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["CollectivesMixin"]
+
+
+class CollectivesMixin:
+    """The collective methods of :class:`forestcc.Communicator` (needs ``self._engine``)."""
+
+    _engine: Any
+    _plan_files: dict
+
+    # -- selection -----------------------------------------------------------------------
+
+    def _resolve_plan(self, algo):
+        """The engine's callback for an ``algo`` that is not a built-in name: a plan file path,
+        a plan dict or a compiled plan; compiled once per file version."""
+        if isinstance(algo, dict):
+            from forestcc import plan as plan_module
+            return self._engine.compile(plan_module.validate(algo, "<algo dict>"))
+        if isinstance(algo, (str, os.PathLike)):
+            path = os.fspath(algo)
+            if not os.path.exists(path):
+                from forestcc import tuning
+                raise ValueError(f"algo: {algo!r} is neither 'auto', a built-in algorithm "
+                                 f"({', '.join(sorted(tuning.builtin_algorithms()))}) nor an "
+                                 f"existing plan file")
+            key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+            compiled = self._plan_files.get(key)
+            if compiled is None:
+                from forestcc import plan as plan_module
+                compiled = self._engine.compile(plan_module.load(path))
+                self._plan_files[key] = compiled
+            return compiled
+        raise TypeError(f"algo: expected 'auto', an algorithm name, a plan file path or a plan "
+                        f"dict, got {type(algo).__name__}")
+
+    # -- collectives ---------------------------------------------------------------------
+
+    def all_reduce(self, x, op: str = "sum", out=None, algo="auto", async_op: bool = False):
+        """Reduce ``x`` over all ranks with ``op`` (sum, prod, min, max, avg); the result lands
+        in ``out`` (default: in ``x``, in place) on every rank. Returns the result array."""
+        return self._engine.all_reduce(x, op, out, algo, async_op)
+
+    def all_gather(self, out, x, algo="auto", async_op: bool = False):
+        """``out`` (size × len(x)) receives every rank's ``x`` in rank order. In place when
+        ``x`` is ``out``'s block number ``rank``."""
+        return self._engine.all_gather(out, x, algo, async_op)
+
+    def reduce_scatter(self, out, x, op: str = "sum", algo="auto", async_op: bool = False):
+        """``x`` (size × len(out)) is reduced over all ranks; rank r gets block r in ``out``.
+        In place when ``out`` is ``x``'s block number ``rank``."""
+        return self._engine.reduce_scatter(out, x, op, algo, async_op)
+
+    def all_to_all(self, out, x, algo="auto", async_op: bool = False):
+        """Block p of ``x`` goes to rank p, which stores it as block ``rank`` of its ``out``.
+        ``x`` is split into size equal blocks; ``out`` may be ``x`` (in place)."""
+        return self._engine.all_to_all(out, x, algo, async_op)
+
+    def all_to_all_v(self, out, x, out_splits, in_splits, algo="auto", async_op: bool = False):
+        """all_to_all with uneven blocks: ``in_splits[p]`` elements of ``x`` go to rank p, and
+        ``out_splits[p]`` elements arrive from rank p (blocks packed in rank order)."""
+        return self._engine.all_to_all_v(out, x, out_splits, in_splits, algo, async_op)
+
+    def broadcast(self, x, root: int, algo="auto", async_op: bool = False):
+        """Every rank's ``x`` becomes the root's ``x`` (in place)."""
+        return self._engine.broadcast(x, root, algo, async_op)
+
+    def reduce(self, x, root: int, op: str = "sum", out=None, algo="auto",
+               async_op: bool = False):
+        """Like all_reduce, but only ``root`` is guaranteed the result (in ``out``, default
+        ``x``). In place, ``x`` on the other ranks may be used as scratch; pass ``out`` (on every
+        rank) to keep it intact."""
+        return self._engine.reduce(x, root, op, out, algo, async_op)
+
+    def gather(self, out, x, root: int, algo="auto", async_op: bool = False):
+        """The root's ``out`` (size × len(x)) receives every rank's ``x``; other ranks may pass
+        ``out=None``."""
+        return self._engine.gather(out, x, root, algo, async_op)
+
+    def scatter(self, out, x, root: int, algo="auto", async_op: bool = False):
+        """Rank r receives block r of the root's ``x`` (size × len(out)) in ``out``; other
+        ranks may pass ``x=None``."""
+        return self._engine.scatter(out, x, root, algo, async_op)
+
+    def barrier(self, algo="auto", async_op: bool = False):
+        """Return once every rank has entered the barrier."""
+        return self._engine.barrier(algo, async_op)
+
+    def send(self, x, peer: int, async_op: bool = False):
+        """Send ``x`` to ``peer``, which calls ``recv`` with an array of the same size. Blocks
+        until the receiver has the data (a rendezvous): exchange with async_op=True."""
+        return self._engine.send(x, peer, async_op)
+
+    def recv(self, out, peer: int, async_op: bool = False):
+        """Receive into ``out`` what ``peer`` sends; returns ``out``."""
+        return self._engine.recv(out, peer, async_op)

@@ -1,0 +1,95 @@
+"""The tuning table that ``algo="auto"`` reads: which built-in algorithm serves which
+collective at which message size and rank count.
+
+Where it comes from, first found wins:
+1. the file named by ``FORESTCC_TUNING`` (environment);
+2. ``$XDG_CONFIG_HOME/forestcc/tuning.json`` (default ``~/.config/forestcc/tuning.json``), which
+   ``forestcc-perf --tune`` writes for this machine;
+3. the defaults shipped with forestcc (``forestcc/data/tuning.json``), measured on a 2-core
+   development machine (see README, "Choosing algorithms").
+
+Format: ``{"version": 1, "source": str, "rules": [{"collective", "min_ranks", "max_ranks",
+"min_bytes", "max_bytes" (null: unbounded), "algorithm"}, ...]}``; the first rule that matches
+(collective, rank count, bytes = the larger of input and output) wins; no match means "direct".
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+__all__ = ["builtin_algorithms", "default_path", "user_path", "load", "rules_for_engine",
+           "validate_table"]
+
+VERSION = 1
+RULE_KEYS = ("collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm")
+
+
+@functools.lru_cache(maxsize=None)
+def builtin_algorithms() -> frozenset:
+    """Names of the built-in (C++) generators."""
+    from forestcc import _C
+    return frozenset(name for name, _ in _C.plan.algorithms())
+
+
+def default_path() -> Path:
+    return Path(__file__).parent / "data" / "tuning.json"
+
+
+def user_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "forestcc" / "tuning.json"
+
+
+def active_path() -> Path:
+    """The file ``algo="auto"`` uses now."""
+    env = os.environ.get("FORESTCC_TUNING")
+    if env:
+        return Path(env)
+    user = user_path()
+    return user if user.exists() else default_path()
+
+
+def validate_table(table, source: str = "<tuning>") -> dict:
+    """Checks a tuning table; raises ValueError naming the source and rule."""
+    if not isinstance(table, dict) or table.get("version") != VERSION:
+        raise ValueError(f"{source}: not a forestcc tuning table (need version {VERSION})")
+    rules = table.get("rules")
+    if not isinstance(rules, list):
+        raise ValueError(f"{source}: 'rules' must be a list")
+    from forestcc.plan import ops
+    known = builtin_algorithms()
+    for i, rule in enumerate(rules):
+        where = f"{source}: rule {i}"
+        if not isinstance(rule, dict) or set(rule) != set(RULE_KEYS):
+            raise ValueError(f"{where}: needs exactly the keys {', '.join(RULE_KEYS)}")
+        if rule["collective"] not in ops.COLLECTIVES and rule["collective"] != "all_to_all_v":
+            raise ValueError(f"{where}: unknown collective {rule['collective']!r}")
+        if rule["algorithm"] not in known:
+            raise ValueError(f"{where}: unknown algorithm {rule['algorithm']!r} "
+                             f"(built-in: {', '.join(sorted(known))})")
+        for key in ("min_ranks", "max_ranks", "min_bytes"):
+            if not isinstance(rule[key], int) or rule[key] < 0:
+                raise ValueError(f"{where}: {key} must be a non-negative integer")
+        if rule["max_bytes"] is not None and (not isinstance(rule["max_bytes"], int)
+                                              or rule["max_bytes"] < rule["min_bytes"]):
+            raise ValueError(f"{where}: max_bytes must be null or an integer >= min_bytes")
+    return table
+
+
+def load(path=None) -> dict:
+    path = Path(path) if path is not None else active_path()
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the tuning table ({exc})") from exc
+    return validate_table(table, str(path))
+
+
+def rules_for_engine(table: dict) -> list:
+    """Rows for the native engine: (collective, min_ranks, max_ranks, min_bytes, max_bytes
+    (-1: unbounded), algorithm). all_to_all_v shares all_to_all's rules."""
+    return [(r["collective"], r["min_ranks"], r["max_ranks"], r["min_bytes"],
+             -1 if r["max_bytes"] is None else r["max_bytes"], r["algorithm"])
+            for r in table["rules"] if r["collective"] != "all_to_all_v"]

@@ -1,0 +1,61 @@
+"""Collectives on real processes against numpy references: every collective x dtype x op x
+layout, rank counts 1..8, sizes 0 / 1 / uneven / large, async handles, two communicators at
+once, and every argument error."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_job
+
+pytest.importorskip("ml_dtypes")
+
+# Block element counts: empty, one element, counts that do not divide by any rank count.
+SMALL = "0,1,7,1001"
+
+
+def _ok(result, n):
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    checked = result.lines("CHECKED")
+    assert len(checked) == n, result.stdout[-2000:]
+    assert all(int(c.split()[1]) > 0 for c in checked)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_every_collective_dtype_op_and_algorithm(n):
+    # every dtype x op through algo="auto"; every built-in algorithm on three of the dtypes
+    _ok(run_job(n, "collectives_check.py", "all", SMALL,
+                "--algo-dtypes", "float32,int64,bfloat16"), n)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_forestcc_allocated_memory(n):
+    _ok(run_job(n, "collectives_check.py", "auto", "0,5,4099", "--memory", "forestcc"), n)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_64_mib_messages(n):
+    # 16 Mi float32 elements per block = 64 MiB (all_gather/reduce_scatter: per rank block)
+    count = str(16 * 1024 * 1024 // n)
+    _ok(run_job(n, "collectives_check.py", "auto", count, "--dtypes", "float32",
+                "--collectives", "all_reduce,all_gather,reduce_scatter,all_to_all"), n)
+
+
+def test_errors_are_refused_before_communicating():
+    result = run_job(2, "collectives_errors.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(result.lines("OK")) == 2
+
+
+@pytest.mark.parametrize("what", ["count", "collective", "root", "dtype"])
+def test_debug_cross_check_reports_mismatch(what):
+    result = run_job(2, "collectives_debug.py", what, env={"FORESTCC_DEBUG": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.lines("MISMATCH")
+    assert len(lines) == 2, result.stdout
+    assert all("rank 0" in ln and "rank 1" in ln for ln in lines)
+
+
+def test_two_communicators_concurrently():
+    result = run_job(4, "collectives_split.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(result.lines("OK")) == 4
