@@ -64,9 +64,17 @@ void unlinkOwnedOnSignal(int sig) {
   raise(sig);
 }
 
+// A normal exit also unlinks: Python does not promise to destroy module globals (the default
+// communicator) at interpreter exit, and not every launcher sweeps after the job (mpirun).
+void unlinkOwnedAtExit() {
+  for (int i = 0; i < kMaxOwned; ++i)
+    if (gOwned[i][0] != '\0') shm_unlink(gOwned[i]);
+}
+
 void installSignalCleanup() {
   static std::once_flag once;
   std::call_once(once, [] {
+    std::atexit(unlinkOwnedAtExit);
     for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(int); ++i) {
       struct sigaction sa {};
       sa.sa_handler = unlinkOwnedOnSignal;

@@ -62,6 +62,8 @@ MODES = ("pipelined", "compact")
 COLLECTIVES = (plan_ops.ALL_GATHER, plan_ops.REDUCE_SCATTER, plan_ops.ALL_REDUCE)
 # The C++ op record holds at most this many reduction sources (plan.hpp kMaxReduceSources).
 MAX_REDUCE_SOURCES = 8
+# The executor takes at most this many channels from a rank to one peer (kMaxPlanChannelsPerPeer).
+MAX_CHANNELS_PER_PEER = 32
 
 
 @dataclass(frozen=True)
@@ -269,9 +271,11 @@ class _Program:
 
 def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
                   chunks_per_block: int, *, mode: str = "pipelined", in_place: bool = False,
-                  name: str | None = None) -> tuple[PlanBuilder, dict]:
+                  name: str | None = None,
+                  max_channels_per_peer: int = MAX_CHANNELS_PER_PEER) -> tuple[PlanBuilder, dict]:
     """Builds the plan's ranks into a PlanBuilder; returns it with the channel routes
-    ({(rank, ch): node path}) for the provenance. The caller calls builder.build(...)."""
+    ({(rank, ch): node path}) for the provenance. The caller calls builder.build(...).
+    Pipelined workers span as few tree levels as keep max_channels_per_peer."""
     if collective not in COLLECTIVES:
         raise ValueError(f"tree plans implement {', '.join(COLLECTIVES)}, not {collective!r}")
     if mode not in MODES:
@@ -283,7 +287,16 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
     prog = _Program(b, mode)
     segments = _segments(trees)
     root_of = {id(s): trees[s.trees[0]].root for s in segments}
-    send_key, recv_key = _down_keys(segments)
+    # Fewest levels per worker (1: a worker per depth) that keeps every peer within the
+    # executor's channel limit.
+    levels = 1
+    while True:
+        send_key, recv_key = _down_keys(segments, levels)
+        if (mode == "compact" or _channels_per_peer(collective, segments, send_key, recv_key,
+                                                    mode) <= max_channels_per_peer
+                or levels > max(s.depth for s in segments)):
+            break
+        levels += 1
     if collective != plan_ops.ALL_GATHER:
         _up_phase(prog, collective, nranks, segments, root_of, k, in_place, recv_key)
     if collective != plan_ops.REDUCE_SCATTER:
@@ -398,16 +411,40 @@ def _up_key(seg, down_key):
     return ("up-root",) if seg is None else ("up",) + down_key[id(seg)][1:]
 
 
-def _down_keys(segments):
+def _down_keys(segments, levels: int = 1):
     """Worker keys of the down phase: a root sends its own chunks from one worker; every rank has
-    one worker per depth it has in the trees, which receives what arrives at that depth and
-    forwards it. Returns ({segment: key of the worker at seg.sender that puts it}, {segment: key of
-    the worker at seg.receiver that receives it})."""
+    one worker per `levels` consecutive depths it has in the trees, which receives what arrives
+    there and forwards it. Returns ({segment: key of the worker at seg.sender that puts it},
+    {segment: key of the worker at seg.receiver that receives it})."""
     send, recv = {}, {}
     for seg in segments:  # parents come before their children
         send[id(seg)] = ("root",) if seg.parent is None else recv[id(seg.parent)]
-        recv[id(seg)] = ("down", seg.depth)
+        recv[id(seg)] = ("down", (seg.depth - 1) // levels)
     return send, recv
+
+
+def _channels_per_peer(collective, segments, send_key, recv_key, mode) -> int:
+    """The most channels any rank would have to one peer (data and entry channels, both
+    directions), without building the plan."""
+    def norm(key):
+        return 0 if mode == "compact" else key
+    pairs: dict = {}  # unordered rank pair -> set of channel keys
+
+    def add(a, wa, b, wb, route):
+        if (b, wb) < (a, wa):
+            a, wa, b, wb, route = b, wb, a, wa, _reverse(route)
+        pairs.setdefault((a, b), set()).add((wa, wb, route))
+
+    for seg in segments:
+        x, c = seg.sender, seg.receiver
+        if collective != plan_ops.REDUCE_SCATTER:
+            add(x, norm(send_key[id(seg)]), c, norm(recv_key[id(seg)]), seg.route)
+            add(x, ("entry", norm(send_key[id(seg)])), c, "doorman", None)
+        if collective != plan_ops.ALL_GATHER:
+            up_here = norm(_up_key(seg, recv_key))
+            add(c, up_here, x, norm(_up_key(seg.parent, recv_key)), _reverse(seg.route))
+            add(c, ("entry", up_here), x, "doorman", None)
+    return max((len(keys) for keys in pairs.values()), default=0)
 
 
 def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key):

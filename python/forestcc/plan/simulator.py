@@ -46,7 +46,7 @@ _SIZE_TIMES_N = frozenset({ops.ALL_GATHER, ops.REDUCE_SCATTER, ops.ALL_TO_ALL, o
                            ops.SCATTER})
 
 # Event kinds, ordered so that simultaneous events resolve deterministically.
-_LINK, _DATA, _SIGNAL, _RESUME = 0, 1, 2, 3
+_LINK, _SIGNAL, _RESUME = 0, 1, 2
 # Decoded op kinds.
 _K_WAIT, _K_SIGNAL, _K_XFER, _K_FLUSH, _K_LOCAL = 0, 1, 2, 3, 4
 
@@ -249,9 +249,8 @@ class _Simulation:
                     self.partner[cid[(r, a)]] = cid[(p, b)]
 
         self.queue = [deque() for _ in range(n_ch)]   # pending channel ops
-        self.busy = [False] * n_ch                    # a transfer is being served
+        self.busy = [False] * n_ch                    # ops queued or a transfer in service
         self.last_arrival = [0.0] * n_ch              # in-order arrival on the channel
-        self.outstanding = [0] * n_ch                 # issued, not yet arrived
         self.inbound = [0] * n_ch                     # signals arrived at this side
         self.waited = [0] * n_ch
         self.waiter = [-1] * n_ch                     # worker blocked in wait on this channel
@@ -264,8 +263,9 @@ class _Simulation:
         self.vtime = [0.0] * n_links
         self.vstamp = [0.0] * n_links
         self.finishing = [[] for _ in range(n_links)]  # heaps of (virtual finish, transfer id)
-        self.version = [0] * n_links
-        self.flows: list = []    # transfer id -> [hops left, channel, arrival latency]
+        self.next_event = [math.inf] * n_links
+        self.flows: list = []      # transfer id -> (channel, arrival latency, signal after)
+        self.hops_left: list = []  # transfer id -> links still serving it
 
         # Workers with decoded ops.
         self.workers = []
@@ -301,11 +301,9 @@ class _Simulation:
             return [(_K_FLUSH, c, 0, 0)]
         if name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
             a, b = sizes((op["src"][1], n))
-            # A get's bytes travel from the peer: the partner side's route.
-            out = [(_K_XFER, c, a, b, name == ops.GET)]
-            if name == ops.PUT_SIGNAL:
-                out.append((_K_SIGNAL, c, 0, 0))
-            return out
+            # A get's bytes travel from the peer: the partner side's route. put_signal's signal
+            # travels behind its data, so it rides on the transfer.
+            return [(_K_XFER, c, a, b, name == ops.GET, name == ops.PUT_SIGNAL)]
         if name == ops.COPY:
             a, b = sizes((op["src"][1], n))
             return [(_K_LOCAL, -1, a, b)]
@@ -314,91 +312,115 @@ class _Simulation:
             srcs = len(op["srcs"])
             out = [(_K_LOCAL, -1, a * srcs, b * srcs)]
             if name == ops.REDUCE_PUT:
-                out.append((_K_XFER, c, a, b, False))
+                out.append((_K_XFER, c, a, b, False, False))
             return out
         raise SimulationError(f"the simulator has no rule for op {name!r}")
 
     # -- events -----------------------------------------------------------------------------
-    def _push(self, time, kind, a, b=0):
-        self.seq += 1
-        heapq.heappush(self.events, (time, kind, self.seq, a, b))
+    # Link events are pushed only when a link's next completion moves earlier; one that fires
+    # early (the link got busier since) finds nothing done and reschedules itself.
 
-    def _advance(self, link, now):
+    def _reschedule(self, link, now):
+        heap = self.finishing[link]
+        if not heap:
+            self.next_event[link] = math.inf
+            return
+        when = now + (heap[0][0] - self.vtime[link]) * self.active[link] / self.bw[link]
+        if when < now:
+            when = now
+        if when < self.next_event[link]:
+            self.next_event[link] = when
+            self.seq += 1
+            heapq.heappush(self.events, (when, _LINK, self.seq, link, 0))
+
+    def _start_channel(self, c):
+        """Starts the queued ops of channel c until one occupies links. A queued op is (bytes,
+        links, latency, signal after); bytes -1: a signal alone."""
+        queue = self.queue[c]
+        now = self.now
+        while queue:
+            nbytes, links, latency, signal = queue.popleft()
+            if nbytes <= 0 or not links:
+                arrival = now + latency
+                if arrival < self.last_arrival[c]:
+                    arrival = self.last_arrival[c]
+                self.last_arrival[c] = arrival
+                if signal:
+                    self.seq += 1
+                    heapq.heappush(self.events, (arrival, _SIGNAL, self.seq, c, 0))
+                continue
+            fid = len(self.flows)
+            self.flows.append((c, latency, signal))
+            self.hops_left.append(len(links))
+            self.transfers += 1
+            active, vtime, vstamp, bw, finishing = (self.active, self.vtime, self.vstamp, self.bw,
+                                                    self.finishing)
+            for link in links:
+                n = active[link]
+                if n:
+                    vtime[link] += (now - vstamp[link]) * bw[link] / n
+                vstamp[link] = now
+                heapq.heappush(finishing[link], (vtime[link] + nbytes, fid))
+                active[link] = n + 1
+                self._reschedule(link, now)
+            return
+        self.busy[c] = False
+        w = self.flusher[c]
+        if w >= 0:  # the channel has nothing left to send: the flush ends at the last arrival
+            self.flusher[c] = -1
+            self.seq += 1
+            heapq.heappush(self.events, (max(now, self.last_arrival[c]), _RESUME, self.seq, w, 0))
+
+    def _link_event(self, link):
+        now = self.now
+        self.next_event[link] = math.inf
         n = self.active[link]
         if n:
             self.vtime[link] += (now - self.vstamp[link]) * self.bw[link] / n
         self.vstamp[link] = now
-
-    def _reschedule(self, link):
-        self.version[link] += 1
         heap = self.finishing[link]
-        if heap:
-            when = self.vstamp[link] + (heap[0][0] - self.vtime[link]) * self.active[link] \
-                / self.bw[link]
-            self._push(max(when, self.now), _LINK, link, self.version[link])
-
-    def _start_channel(self, c):
-        """Starts queued ops of channel c until one occupies its links."""
-        queue = self.queue[c]
-        now = self.now
-        while queue and not self.busy[c]:
-            kind, nbytes, links, latency = queue.popleft()
-            if kind == _K_SIGNAL or nbytes == 0 or not links:
-                arrival = max(now + latency, self.last_arrival[c])
-                self.last_arrival[c] = arrival
-                self._push(arrival, _SIGNAL if kind == _K_SIGNAL else _DATA, c)
-                continue
-            fid = len(self.flows)
-            self.flows.append([len(links), c, latency])
-            self.transfers += 1
-            for link in links:
-                self._advance(link, now)
-                heapq.heappush(self.finishing[link], (self.vtime[link] + nbytes, fid))
-                self.active[link] += 1
-                self._reschedule(link)
-            self.busy[c] = True
-
-    def _link_event(self, link, version):
-        if version != self.version[link]:
-            return
-        self._advance(link, self.now)
-        heap = self.finishing[link]
+        hops_left = self.hops_left
         limit = self.vtime[link] * (1 + 1e-12) + 1e-9
         while heap and heap[0][0] <= limit:
             _, fid = heapq.heappop(heap)
             self.active[link] -= 1
-            flow = self.flows[fid]
-            flow[0] -= 1
-            if flow[0] == 0:  # sent: it arrives one latency later, in channel order
-                c = flow[1]
-                arrival = max(self.now + flow[2], self.last_arrival[c])
+            hops_left[fid] -= 1
+            if hops_left[fid] == 0:  # sent: it arrives one latency later, in channel order
+                c, latency, signal = self.flows[fid]
+                arrival = now + latency
+                if arrival < self.last_arrival[c]:
+                    arrival = self.last_arrival[c]
                 self.last_arrival[c] = arrival
-                self._push(arrival, _DATA, c)
-                self.busy[c] = False
+                if signal:
+                    self.seq += 1
+                    heapq.heappush(self.events, (arrival, _SIGNAL, self.seq, c, 0))
                 self._start_channel(c)
-        self._reschedule(link)
+        self._reschedule(link, now)
 
-    def _arrived(self, c, is_signal):
-        self.outstanding[c] -= 1
-        if is_signal:
-            p = self.partner[c]
-            self.inbound[p] += 1
-            w = self.waiter[p]
-            if w >= 0:
-                self.waiter[p] = -1
-                self._run(w)
-        if self.outstanding[c] == 0 and self.flusher[c] >= 0:
-            w = self.flusher[c]
-            self.flusher[c] = -1
+    def _signal_arrived(self, c):
+        p = self.partner[c]
+        self.inbound[p] += 1
+        w = self.waiter[p]
+        if w >= 0:
+            self.waiter[p] = -1
             self._run(w)
 
     # -- workers ----------------------------------------------------------------------------
+    def _enqueue(self, c, item):
+        self.queue[c].append(item)
+        if not self.busy[c]:
+            self.busy[c] = True  # _start_channel clears it when the queue drains
+            self._start_channel(c)
+
     def _run(self, w):
         worker = self.workers[w]
         decoded = worker[1]
         length = len(decoded)
         pc, s = worker[2], worker[3]
-        small, big = self.small[s] if s < self.slices else 0, self.big[s] if s < self.slices else 0
+        if s >= self.slices:
+            return
+        small, big = self.small[s], self.big[s]
+        inbound, waited = self.inbound, self.waited
         while True:
             if pc == length:
                 s += 1
@@ -412,38 +434,35 @@ class _Simulation:
             op = decoded[pc]
             kind, c = op[0], op[1]
             if kind == _K_WAIT:
-                if self.inbound[c] > self.waited[c]:
-                    self.waited[c] += 1
+                if inbound[c] > waited[c]:
+                    waited[c] += 1
                 else:
                     self.waiter[c] = w
                     worker[2], worker[3] = pc, s
                     return
             elif kind == _K_XFER:
-                nbytes = op[2] * small + op[3] * big
-                if op[4]:  # get: the peer's side sends
-                    p = self.partner[c]
-                    item = (_K_XFER, nbytes, self.links_of[p], self.latency_of[p])
-                else:
-                    item = (_K_XFER, nbytes, self.links_of[c], self.latency_of[c])
-                self.outstanding[c] += 1
-                self.queue[c].append(item)
-                if not self.busy[c]:
-                    self._start_channel(c)
+                src = self.partner[c] if op[4] else c  # a get's bytes come from the peer
+                self._enqueue(c, (op[2] * small + op[3] * big, self.links_of[src],
+                                  self.latency_of[src], op[5]))
             elif kind == _K_SIGNAL:
-                self.outstanding[c] += 1
-                self.queue[c].append((_K_SIGNAL, 0, self.links_of[c], self.latency_of[c]))
-                if not self.busy[c]:
-                    self._start_channel(c)
+                self._enqueue(c, (-1, self.links_of[c], self.latency_of[c], True))
             elif kind == _K_FLUSH:
-                if self.outstanding[c]:
+                if self.busy[c]:
                     self.flusher[c] = w
-                    worker[2], worker[3] = pc, s
+                    worker[2], worker[3] = pc + 1, s
+                    return
+                if self.last_arrival[c] > self.now:
+                    worker[2], worker[3] = pc + 1, s
+                    self.seq += 1
+                    heapq.heappush(self.events, (self.last_arrival[c], _RESUME, self.seq, w, 0))
                     return
             else:  # local copy / reduce
                 nbytes = op[2] * small + op[3] * big
                 if self.mem_bw and nbytes:
                     worker[2], worker[3] = pc + 1, s
-                    self._push(self.now + nbytes / self.mem_bw, _RESUME, w)
+                    self.seq += 1
+                    heapq.heappush(self.events, (self.now + nbytes / self.mem_bw, _RESUME,
+                                                 self.seq, w, 0))
                     return
             pc += 1
 
@@ -451,15 +470,15 @@ class _Simulation:
         for w in range(len(self.workers)):
             self._run(w)
         events = self.events
+        pop = heapq.heappop
         while events:
-            time, kind, _, a, b = heapq.heappop(events)
+            time, kind, _, a, _ = pop(events)
             self.now = time
             if kind == _LINK:
-                self._link_event(a, b)
-            elif kind == _DATA:
-                self._arrived(a, False)
+                if time == self.next_event[a]:
+                    self._link_event(a)
             elif kind == _SIGNAL:
-                self._arrived(a, True)
+                self._signal_arrived(a)
             else:
                 self._run(a)
         if self.done_workers != len(self.workers):
@@ -467,7 +486,8 @@ class _Simulation:
                      for wk in self.workers if wk[3] < self.slices][:5]
             raise SimulationError("the plan deadlocks in simulation (run forestcc plan verify): "
                                   + "; ".join(stuck))
-        return self.now
+        # Everything sent has arrived by the last arrival on any channel.
+        return max([self.now] + self.last_arrival)
 
 
 def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | None = None

@@ -1,0 +1,144 @@
+"""``forestcc plan report``: the forest against ring, tree and hierarchical baselines and the bound.
+
+    from forestcc import topology
+    from forestcc.plan.report import make_report, format_report, draw_report
+    report = make_report(topology.preset("dgx-a100x2"), "all_reduce")
+    print(format_report(report)); draw_report(report, "report.png")
+
+Every algorithm's plan is generated for the topology (forestcc.algorithms: forest_plan, and the
+baselines ring_plan, double_binary_tree_plan, hierarchical_plan) and simulated
+(simulator.simulate) at each size; the bound is the topology's exact throughput optimum for the
+collective (forestcc.algorithms.throughput_bound), a bandwidth that no schedule exceeds at any
+size. Algorithms that do not apply (the tree is an all_reduce; the hierarchical plan needs boxes
+with rails) are shown as n/a.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .simulator import SimResult, simulate
+
+__all__ = ["ALGORITHMS", "DEFAULT_SIZES", "Report", "draw_report", "format_report", "make_report"]
+
+ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
+# 1 MiB .. 1 GiB, doubling (nccl-tests' -b 1M -e 1G -f 2).
+DEFAULT_SIZES = tuple(1 << p for p in range(20, 31))
+
+
+@dataclass
+class Report:
+    """Simulated results per algorithm (None: n/a, with the reason in ``skipped``)."""
+    topology_name: str
+    collective: str
+    nranks: int
+    sizes: list
+    bound_algbw: Fraction
+    forest_summary: str
+    results: dict = field(default_factory=dict)   # algorithm -> [SimResult per size] or None
+    skipped: dict = field(default_factory=dict)   # algorithm -> why n/a
+    notes: list = field(default_factory=list)
+
+
+def _plans(topo, collective, k):
+    from ..algorithms.baselines import (double_binary_tree_plan, hierarchical_plan,
+                                        ring_plan)
+    from ..algorithms.forest_plan import forest_plan
+    plan, forest = forest_plan(topo, collective, k)
+    summary = forest.report()
+    makers = {"ring": ring_plan, "tree": double_binary_tree_plan,
+              "hierarchical": hierarchical_plan}
+    plans, skipped = {"forest": plan}, {}
+    for name, make in makers.items():
+        try:
+            plans[name] = make(topo, collective)
+        except ValueError as err:
+            skipped[name] = str(err)
+    return plans, skipped, summary
+
+
+def make_report(topo, collective: str = "all_reduce", sizes=DEFAULT_SIZES, k: int | None = None,
+                progress=None) -> Report:
+    """Generates every algorithm's plan for `topo` and simulates it at each size (bytes, the
+    nccl-tests size). progress(algorithm, size) is called before each simulation."""
+    from ..algorithms.forest import throughput_bound
+    bound, _ = throughput_bound(topo, collective)
+    plans, skipped, summary = _plans(topo, collective, k)
+    report = Report(topo.name, collective, topo.num_ranks, list(sizes), bound, summary,
+                    skipped=skipped)
+    for name in ALGORITHMS:
+        if name not in plans:
+            report.results[name] = None
+            continue
+        rows: list[SimResult] = []
+        for size in sizes:
+            if progress is not None:
+                progress(name, size)
+            rows.append(simulate(plans[name], topo, size))
+        report.results[name] = rows
+        for note in dict.fromkeys(n for row in rows for n in row.notes):
+            report.notes.append(f"{name}: {note}")
+    return report
+
+
+def format_report(report: Report) -> str:
+    """The report as an nccl-tests-like table of algbw (GB/s) per size, with a summary."""
+    bound = float(report.bound_algbw)
+    lines = [
+        f"# forestcc plan report: {report.collective} on {report.topology_name} "
+        f"({report.nranks} ranks), simulated",
+        "# algbw in GB/s (size / time, nccl-tests); bound: the topology's throughput optimum "
+        f"{bound:.2f} GB/s (= {report.bound_algbw})",
+        f"# {'size (B)':>12} " + " ".join(f"{name:>12}" for name in ALGORITHMS)
+        + f" {'bound':>10}",
+    ]
+    for i, size in enumerate(report.sizes):
+        cells = []
+        for name in ALGORITHMS:
+            rows = report.results.get(name)
+            cells.append(f"{rows[i].algbw:12.2f}" if rows else f"{'n/a':>12}")
+        actual = next((rows[i].size for rows in report.results.values() if rows), size)
+        lines.append(f"  {actual:>12} " + " ".join(cells) + f" {bound:10.2f}")
+    forest = report.results.get("forest")
+    if forest:
+        last = len(report.sizes) - 1
+        best = max(((rows[last].algbw, name) for name, rows in report.results.items()
+                    if rows and name != "forest"), default=None)
+        summary = (f"# at {forest[last].size} B the forest reaches "
+                   f"{forest[last].algbw / bound * 100:.1f}% of the bound")
+        if best is not None:
+            summary += (f" and {forest[last].algbw / best[0]:.2f}x the best baseline "
+                        f"({best[1]}, {best[0]:.2f} GB/s)")
+        lines.append(summary)
+    for name, why in report.skipped.items():
+        lines.append(f"# {name}: n/a ({why})")
+    for note in report.notes:
+        lines.append(f"# note: {note}")
+    return "\n".join(lines)
+
+
+def draw_report(report: Report, path) -> None:
+    """algbw against size (log x), one line per algorithm and the bound dashed, to an image."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    markers = {"forest": "o", "ring": "s", "tree": "^", "hierarchical": "D"}
+    for name in ALGORITHMS:
+        rows = report.results.get(name)
+        if rows:
+            ax.plot([r.size for r in rows], [r.algbw for r in rows], marker=markers[name],
+                    label=name)
+    ax.axhline(float(report.bound_algbw), linestyle="--", color="gray",
+               label=f"bound ({float(report.bound_algbw):.1f} GB/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes)")
+    ax.set_ylabel("algbw (GB/s)")
+    ax.set_title(f"{report.collective} on {report.topology_name} ({report.nranks} ranks), "
+                 "simulated")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
