@@ -322,6 +322,28 @@ def _build(b: PlanBuilder, algorithm: str, topo: Topology, max_slices=1, **param
                    topology_fingerprint=topo.fingerprint())
 
 
+def _one_ring(b: PlanBuilder, ring: _Ring, collective: str, i: int, k: int) -> None:
+    """Ring i of a ring plan: it carries part i of every block (all_gather, reduce_scatter) or
+    chunks i*n .. i*n+n-1 of the vector (all_reduce). Units are blocks, named by their rank, and
+    the rank at each position of the ring owns its own."""
+    n = len(ring.ranks)
+    owned = list(ring.ranks)
+    if collective == plan_ops.ALL_GATHER:
+        if not b.in_place:
+            for r in ring.ranks:
+                b.copy(r, ring.worker[r], (IN, i), (OUT, r * k + i))
+        ring.all_gather(owned, lambda r, u: [((OUT, u * k + i), 1)])
+    elif collective == plan_ops.REDUCE_SCATTER:
+        ring.reduce_scatter(owned, lambda r, u: [((IN, u * k + i), 1)],
+                            lambda r, u: [((OUT, i), 1)],
+                            lambda r, u: [((SCR, u * k + i), 1)])
+    else:
+        ring.reduce_scatter(owned, lambda r, u: [((IN, i * n + u), 1)],
+                            lambda r, u: [((OUT, i * n + u), 1)],
+                            lambda r, u: [((SCR, i * n + u), 1)])
+        ring.all_gather(owned, lambda r, u: [((OUT, i * n + u), 1)])
+
+
 def ring_plan(topo: Topology, collective: str = "all_reduce", in_place: bool = False) -> dict:
     """Rings from ring_orders, the data split evenly over them, one worker per ring and rank."""
     n = topo.num_ranks
@@ -336,25 +358,7 @@ def ring_plan(topo: Topology, collective: str = "all_reduce", in_place: bool = F
     b = PlanBuilder(collective, n, chunks_per_block=k, in_place=in_place,
                     name=f"ring_{collective}_{topo.name}")
     for i, order in enumerate(rings):
-        ring = _Ring(b, order, {r: b.worker(r) for r in range(n)})
-        units = list(range(n))  # units are blocks, by the rank they belong to
-        pos_unit = [order[p] for p in range(n)]
-        if collective == plan_ops.ALL_GATHER:
-            if not in_place:
-                for r in range(n):
-                    b.copy(r, ring.worker[r], (IN, i), (OUT, r * k + i))
-            ring.all_gather(pos_unit, lambda r, u: [((OUT, u * k + i), 1)])
-        elif collective == plan_ops.REDUCE_SCATTER:
-            ring.reduce_scatter(pos_unit, lambda r, u: [((IN, u * k + i), 1)],
-                                lambda r, u: [((OUT, i), 1)],
-                                lambda r, u: [((SCR, u * k + i), 1)])
-        else:
-            def chunk(u):
-                return i * n + units[u]
-            ring.reduce_scatter(pos_unit, lambda r, u: [((IN, chunk(u)), 1)],
-                                lambda r, u: [((OUT, chunk(u)), 1)],
-                                lambda r, u: [((SCR, chunk(u)), 1)])
-            ring.all_gather(pos_unit, lambda r, u: [((OUT, chunk(u)), 1)])
+        _one_ring(b, _Ring(b, order, {r: b.worker(r) for r in range(n)}), collective, i, k)
     return _build(b, "ring", topo, rings=len(rings))
 
 

@@ -14,7 +14,10 @@ workers and channels is tree_plan.py's business.
 
 Large messages pipeline: the executor runs the op lists once per slice (``pipeline``), and slice
 s+1 of a tree enters at the root while slice s moves further down, so the deep trees cost only a
-few slices of fill. The routes of the trees (paths through switches) are recorded in the
+few slices of fill. mode "pipelined" (default) spreads a rank's work over workers per tree level;
+"compact" uses two per rank (see tree_plan.py). The optimal k is exact on paper, but many trees
+make many small transfers: a smaller k (1 or 2) often realizes more of the links in simulation
+at a small, printed loss (``forestcc plan report`` picks the faster). The routes of the trees (paths through switches) are recorded in the
 provenance for the simulator: ``params.routes`` lists node paths, ``params.channel_routes[r][c]``
 is the index of the path that data sent by rank r on channel c takes (-1: none recorded).
 """
@@ -28,13 +31,13 @@ from .forest import Forest, generate_forest
 from .tree_plan import TreeSpec, compile_trees
 
 __all__ = ["DEFAULT_MAX_SLICES", "DEFAULT_MIN_SLICE_BYTES", "PREDICTION_BYTES", "compile_forest",
-           "forest_plan", "record_routes"]
+           "forest_plan", "forest_tree_specs", "record_routes"]
 
 GENERATOR = "forestcc.forest"
 # Pipelining: up to this many slices, each at least this big (per chunk). Deep trees need many
-# slices to fill; slices below ~64 KiB spend more on signalling than they gain.
+# slices to fill; much smaller slices spend more on signalling than they gain.
 DEFAULT_MAX_SLICES = 64
-DEFAULT_MIN_SLICE_BYTES = 64 * 1024
+DEFAULT_MIN_SLICE_BYTES = 32 * 1024
 # predicted_time_us is given for this size (nccl-tests' size: the whole buffer).
 PREDICTION_BYTES = 1 << 30
 

@@ -24,14 +24,15 @@ output. Reductions take at most MAX_REDUCE_SOURCES sources per op (longer ones a
 
 Workers ("mode"):
 
-* ``"pipelined"`` (default): per rank, one worker per depth the rank has in the trees, which
-  receives what arrives at that depth and forwards it (in the up phase: reduces and sends it
-  up), plus a root sender (and, for the up phase, a root reducer). A segment's trees share their
-  path from the root, so all of a worker's segments are equally deep and arrive at about the
-  same time: finishing a slice never waits for much deeper data, and slices pipeline down and up
-  the trees. all_reduce's root sender starts after the root's reducer, through a loopback pair.
-  A worker processes its segments by tree; everyone orders them (depth, tree) down and
-  (-depth, tree) up, so each wait depends only on earlier items: deadlock-free. About two
+* ``"pipelined"`` (default): per rank, one worker per depth the rank has in the trees (or per
+  group of consecutive depths, as few as keep every rank within MAX_CHANNELS_PER_PEER channels
+  to a peer), which receives what arrives there and forwards it (in the up phase: reduces and
+  sends it up), plus a root sender (and, for the up phase, a root reducer). A segment's trees
+  share their path from the root, so a worker's segments are (about) equally deep and arrive at
+  about the same time: finishing a slice never waits for much deeper data, and slices pipeline
+  down and up the trees. all_reduce's root sender starts after the root's reducer, through a
+  loopback pair. Every worker orders its segments (depth, tree) down and (-depth, tree) up, so
+  each wait depends only on items earlier in that order everywhere: deadlock-free. About two
   workers per tree level and rank: GPU thread blocks rather than CPU threads.
 * ``"compact"``: one worker per rank does everything in the same order (the up phase first),
   plus the doorman below: two threads per rank, for CPUs and small messages. A rank finishes a
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field
 from ..plan import PlanBuilder
 from ..plan import ops as plan_ops
 
-__all__ = ["MODES", "TreeSpec", "compile_trees"]
+__all__ = ["MAX_CHANNELS_PER_PEER", "MAX_REDUCE_SOURCES", "MODES", "TreeSpec", "compile_trees"]
 
 IN, OUT, SCR = plan_ops.INPUT, plan_ops.OUTPUT, plan_ops.SCRATCH
 MODES = ("pipelined", "compact")

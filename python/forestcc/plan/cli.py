@@ -1,6 +1,7 @@
 """Command-line subcommands for plans: `forestcc plan verify FILE...`, and for the built-in
 generators `plan verify --algo NAME --nranks N`, `plan dump` and `plan algorithms`
-(builtin_cli.py).
+(builtin_cli.py); for topologies `plan generate forest`, `plan simulate` and `plan report`
+(forest_cli.py).
 
 `forestcc plan ...` calls plan_main with the arguments after "plan"; a parser of one's own can
 take the verify subcommand with add_verify_arguments + verify_main; `python -m forestcc.plan`
@@ -14,7 +15,7 @@ import argparse
 import json
 import sys
 
-from . import builtin_cli
+from . import builtin_cli, forest_cli
 from . import format as plan_format
 from .verifier import verify
 
@@ -84,6 +85,7 @@ def build_parser(prog: str = "python -m forestcc.plan") -> argparse.ArgumentPars
                                                                "and their collectives")
     builtin_cli.add_algorithms_arguments(algorithms_parser)
     algorithms_parser.set_defaults(func=builtin_cli.algorithms_main)
+    forest_cli.add_commands(commands)  # generate forest, simulate, report
     return parser
 
 

@@ -25,6 +25,11 @@ The model, in the words of the plan format (``schedules/README.md``):
   everything sent before it on its channel.
 * The time is when the last worker has finished and everything it sent has arrived.
 
+Each link shares on its own (a transfer held back by one hop keeps its share of the others until
+it has been served there too, where max-min fairness would hand it on), which keeps an event
+O(hops x log) and every link work-conserving. Workers issue channel ops without cost: the model
+is a GPU's or a proxy's, not the CPU executor's, whose worker threads copy each put themselves.
+
 Sizes follow nccl-tests: ``size`` is the whole buffer (the output of all_gather, the input of
 reduce_scatter, the vector of all_reduce); algbw = size / time, busbw = algbw x factor.
 """
@@ -38,8 +43,14 @@ from dataclasses import dataclass, field
 from . import format as plan_format
 from . import geometry, ops
 
-__all__ = ["SimulationError", "SimResult", "bus_factor", "element_count", "plan_routes",
-           "simulate"]
+__all__ = [
+    "SimResult",
+    "SimulationError",
+    "bus_factor",
+    "element_count",
+    "plan_routes",
+    "simulate",
+]
 
 # Collectives whose nccl-tests size is count x nranks (count per rank or per peer).
 _SIZE_TIMES_N = frozenset({ops.ALL_GATHER, ops.REDUCE_SCATTER, ops.ALL_TO_ALL, ops.GATHER,
@@ -212,7 +223,6 @@ class _Simulation:
     def __init__(self, plan, net, count, elem_size, slices, mem_bw, notes):
         self.net = net
         self.slices = slices
-        nranks = plan["nranks"]
         k = plan["chunks_per_block"]
         # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
         # lengths are q or q+1 (q = count // k), so two tables give every op's bytes per slice.
@@ -326,8 +336,7 @@ class _Simulation:
             self.next_event[link] = math.inf
             return
         when = now + (heap[0][0] - self.vtime[link]) * self.active[link] / self.bw[link]
-        if when < now:
-            when = now
+        when = max(when, now)
         if when < self.next_event[link]:
             self.next_event[link] = when
             self.seq += 1
@@ -342,8 +351,7 @@ class _Simulation:
             nbytes, links, latency, signal = queue.popleft()
             if nbytes <= 0 or not links:
                 arrival = now + latency
-                if arrival < self.last_arrival[c]:
-                    arrival = self.last_arrival[c]
+                arrival = max(arrival, self.last_arrival[c])
                 self.last_arrival[c] = arrival
                 if signal:
                     self.seq += 1
@@ -388,8 +396,7 @@ class _Simulation:
             if hops_left[fid] == 0:  # sent: it arrives one latency later, in channel order
                 c, latency, signal = self.flows[fid]
                 arrival = now + latency
-                if arrival < self.last_arrival[c]:
-                    arrival = self.last_arrival[c]
+                arrival = max(arrival, self.last_arrival[c])
                 self.last_arrival[c] = arrival
                 if signal:
                     self.seq += 1

@@ -1,0 +1,75 @@
+"""Forest plans run on the CPU executor (issue 5, item 6): all_gather and all_reduce plans generated
+for a 4-rank and an 8-rank topology, written to files and run by real processes under
+forestcc-run through ``comm.all_gather(out, x, algo=path)`` / ``comm.all_reduce(x, algo=path)``,
+checked against numpy (tests/programs/forest_plan_check.py)."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from conftest import run_job
+
+from forestcc import topology
+from forestcc.plan import save
+from forestcc.topology import Link, Node, Topology
+
+
+def _collectives_available() -> bool:
+    try:
+        import forestcc
+        return hasattr(forestcc.Communicator, "all_gather")
+    except Exception:  # noqa: BLE001 - the native module may be missing or older
+        return False
+
+
+pytestmark = [
+    pytest.mark.skipif(not _collectives_available(), reason="collectives API not built yet"),
+]
+pytest.importorskip("forestcc._graph", reason="the C++ graph core is not built")
+
+# Counts: one element, uneven (not divisible by the chunks), several slices of the pipeline.
+COUNTS = "1,1001,300007"
+
+
+def two_boxes(per_box: int) -> Topology:
+    """Two boxes of `per_box` ranks on a switch each (100 GB/s), every rank also on one network
+    switch (10 GB/s): forests use both, through switches."""
+    nodes, links = [], []
+    for b in range(2):
+        nodes.append(Node(f"b{b}.sw", "switch", box=b))
+        for g in range(per_box):
+            name = f"b{b}.r{g}"
+            nodes.append(Node(name, "compute", rank=b * per_box + g, box=b, rail=g))
+            for src, dst, bw in ((name, f"b{b}.sw", 100), (name, "net", 10)):
+                links += [Link(src, dst, Fraction(bw), Fraction(1)),
+                          Link(dst, src, Fraction(bw), Fraction(1))]
+    nodes.append(Node("net", "switch"))
+    return Topology(f"two-boxes-{2 * per_box}", nodes, links)
+
+
+TOPOLOGIES = {4: two_boxes(2), 8: topology.preset("dgx-a100x1")}
+
+
+def _write_plans(tmp_path, topo, mode):
+    from forestcc.algorithms.forest_plan import forest_plan
+    specs = []
+    for collective, in_place in (("all_gather", False), ("all_gather", True),
+                                 ("all_reduce", True), ("all_reduce", False)):
+        plan, _ = forest_plan(topo, collective, mode=mode, in_place=in_place,
+                              max_slices=4, min_slice_bytes=4096)
+        layout = "in_place" if in_place else "out_of_place"
+        path = tmp_path / f"{collective}_{layout}_{mode}.json"
+        save(plan, path)
+        specs.append(f"{collective}:{layout}:{path}")
+    return specs
+
+
+@pytest.mark.parametrize("mode", ["compact", "pipelined"])
+@pytest.mark.parametrize("n", [4, 8])
+def test_forest_plans_run_on_the_cpu_executor(tmp_path, no_new_shm, n, mode):
+    specs = _write_plans(tmp_path, TOPOLOGIES[n], mode)
+    result = run_job(n, "forest_plan_check.py", COUNTS, *specs)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    checked = result.lines("CHECKED")
+    assert len(checked) == n, result.stdout[-2000:]
+    assert all(c.split()[1] == str(len(specs) * 3) and c.split()[3] == "0" for c in checked)
