@@ -258,6 +258,11 @@ def test_tune_choice_and_rules():
     assert [(r["min_bytes"], r["max_bytes"], r["algorithm"]) for r in rules] == \
         [(0, 181, "a"), (182, None, "b")]
     assert all(r["min_ranks"] == r["max_ranks"] == 2 for r in rules)
+    # a lone winner between two sizes that agree must win by more than 25%
+    blip = {8: {"a": 10.0, "b": 12.0}, 64: {"a": 12.0, "b": 10.0}, 512: {"a": 10.0, "b": 12.0}}
+    assert [a for _, a in tune.choose(blip)] == ["a", "a", "a"]
+    blip[64]["a"] = 13.0
+    assert [a for _, a in tune.choose(blip)] == ["a", "b", "a"]
 
 
 def test_tune_merge_keeps_other_rank_counts():

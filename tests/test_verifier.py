@@ -240,6 +240,44 @@ def test_unfinished_put_is_caught():
     assert v.UNFINISHED in verify(b.build()).kinds()
 
 
+def _get_reduce_all_reduce(entry=True, exit_signal=True, peer_writes_early=False):
+    """2-rank all_reduce by get_reduce (k = 2 parts): rank r reduces part r reading the peer's
+    part r in place, then puts it into the peer's output."""
+    b = PlanBuilder(ops.ALL_REDUCE, 2, chunks_per_block=2)
+    c01, c10 = b.channel_pair(0, 1)
+    for r, ch in ((0, c01), (1, c10)):
+        w = b.worker(r)
+        if peer_writes_early and r == 1:    # writes where rank 0's get_reduce writes, unordered
+            b.signal(r, w, ch)
+            b.wait(r, w, ch)
+            b.put(r, w, ch, (IN, 0), (OUT, 0))
+        elif entry:
+            b.signal(r, w, ch)
+            b.wait(r, w, ch)
+        b.get_reduce(r, w, ch, (OUT, r), [(IN, r)], (IN, r))
+        b.put(r, w, ch, (OUT, r), (OUT, r))
+        if exit_signal:
+            b.signal(r, w, ch)
+            b.wait(r, w, ch)
+    return b.build(validate=False)
+
+
+def test_get_reduce_reads_the_peer_in_place():
+    result = verify(_get_reduce_all_reduce())
+    assert result.ok, str(result)
+    no_entry = verify(_get_reduce_all_reduce(entry=False))
+    assert v.EARLY in no_entry.kinds(), str(no_entry)
+    assert "(get_reduce)" in str(no_entry)
+    # without the last signal the peer may return while this rank still reads its input
+    assert v.UNFINISHED in verify(_get_reduce_all_reduce(exit_signal=False)).kinds()
+
+
+def test_get_reduce_read_races_with_the_peers_write():
+    result = verify(_get_reduce_all_reduce(peer_writes_early=True))
+    assert v.RACE in result.kinds(), str(result)
+    assert "rank 0, worker 0, step 2 (get_reduce)" in str(result)
+
+
 def test_input_write_uninitialized_overlap_and_double_count():
     # chunk refs of one op share their part (index mod 2), as validation requires
     b = PlanBuilder(ops.ALL_REDUCE, 1, chunks_per_block=2, scratch=6)

@@ -94,8 +94,10 @@ def expected_output(coll: Collective, op: str, dtype: DataType, rank: int, nrank
     return exact.astype(dtype.host)
 
 
-def count_wrong(output: np.ndarray, expected: np.ndarray, op: str) -> int:
-    """Elements of ``output`` that differ from ``expected`` (2 ulp allowed for float avg)."""
+def count_wrong(output: np.ndarray, expected: np.ndarray, op: str,
+                dtype_name: str | None = None) -> int:
+    """Elements of ``output`` that differ from ``expected`` (2 ulp allowed for float avg; the
+    ulp of bfloat16, whose values are compared as float32, is 2**16 float32 ulps)."""
     if os.environ.get(CORRUPT_ENV) == "1" and output.size:
         output = output.copy()
         output[0] += 1
@@ -104,6 +106,8 @@ def count_wrong(output: np.ndarray, expected: np.ndarray, op: str) -> int:
     if op == "avg" and np.issubdtype(expected.dtype, np.floating):
         wide = expected.astype(np.float64)
         tolerance = 2 * np.spacing(np.abs(expected)).astype(np.float64)
+        if dtype_name == "bfloat16":   # 7 mantissa bits where float32 has 23
+            tolerance *= 2.0 ** 16
         bad = ~(np.abs(output.astype(np.float64) - wide) <= tolerance)
         return int(np.count_nonzero(bad))
     return int(np.count_nonzero(output != expected))

@@ -133,7 +133,8 @@ class Runner:
                 expected = check.expected_output(coll, op, dtype, b.rank, b.size, count, root,
                                                  seed)
                 if expected is not None and result is not None:
-                    local_wrong += check.count_wrong(b.to_host(result), expected, op)
+                    local_wrong += check.count_wrong(b.to_host(result), expected, op,
+                                                     dtype.name)
             wrong = round(b.allreduce_number(float(local_wrong), "sum"))
         return Measurement(time_us, algbw_gbps(size, time_us),
                            busbw_gbps(coll.name, size, time_us, b.size), wrong)

@@ -10,7 +10,8 @@ out-of-place plus its in-place time (out of place alone where forestcc has no in
 lowest of the repeats, so that a burst of load from other processes does not decide. The cheapest
 wins, except that the algorithm chosen at the previous size is kept while
 it is within TOLERANCE of the cheapest: noise on a loaded machine then does not flip the choice
-back and forth between neighbouring sizes. Consecutive sizes with the same choice become one
+back and forth between neighbouring sizes; and a winner at a single size, between two sizes that
+chose the same other algorithm, must beat that algorithm by more than BLIP there. Consecutive sizes with the same choice become one
 rule whose byte range reaches halfway (geometrically) to the neighbouring measured sizes; the
 first rule starts at 0 bytes and the last is unbounded. An algorithm that gives a wrong result
 (#wrong > 0) is never chosen, and the run exits 1.
@@ -41,6 +42,7 @@ from forestcc_perf.sizes import format_size
 TUNED = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
          "gather", "scatter", "barrier")
 TOLERANCE = 0.05   # keep the previous size's choice while it is within 5% of the cheapest
+BLIP = 0.25        # a one-size winner between two equal neighbours must win by more than 25%
 
 
 def find_tuned(name: str | None) -> list[str] | None:
@@ -119,8 +121,8 @@ class Sweep:
 
 
 # -- choosing -------------------------------------------------------------------------------------
-def choose(times: dict[int, dict[str, float]],
-           tolerance: float = TOLERANCE) -> list[tuple[int, str]]:
+def choose(times: dict[int, dict[str, float]], tolerance: float = TOLERANCE,
+           blip: float = BLIP) -> list[tuple[int, str]]:
     """(size, algorithm) per measured size, smallest first (see the module docstring)."""
     chosen: list[tuple[int, str]] = []
     previous = None
@@ -133,6 +135,11 @@ def choose(times: dict[int, dict[str, float]],
             best = previous
         chosen.append((size, best))
         previous = best
+    for i in range(1, len(chosen) - 1):   # a lone winner between two equal neighbours
+        (_, before), (size, mine), (_, after) = chosen[i - 1:i + 2]
+        row = times[size]
+        if before == after != mine and before in row and row[before] <= row[mine] * (1 + blip):
+            chosen[i] = (size, before)
     return chosen
 
 

@@ -23,6 +23,7 @@ std::string nodeId();           // FORESTCC_NODE_ID (empty: use the hostname)
 std::string rendezvousDir();    // FORESTCC_RDZV_DIR
 std::string shmPrefix();        // FORESTCC_SHM_PREFIX
 double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait starts yielding
+double streamingBytes();        // FORESTCC_STREAMING_BYTES: calls this large copy with streaming stores
 }  // namespace config
 
 // Reads a knob from the table (the environment overrides the default); throws on a bad value.

@@ -26,7 +26,7 @@ constexpr int kFormatVersion = 1;
 #define FORESTCC_PLAN_OPS(X)                                                  \
   X(Put, "put") X(Get, "get") X(Signal, "signal") X(Wait, "wait")            \
   X(Flush, "flush") X(Copy, "copy") X(Reduce, "reduce")                      \
-  X(ReducePut, "reduce_put") X(PutSignal, "put_signal")
+  X(ReducePut, "reduce_put") X(PutSignal, "put_signal") X(GetReduce, "get_reduce")
 
 #define FORESTCC_ENUM_ENTRY(name, text) name,
 enum class Collective : uint8_t { FORESTCC_PLAN_COLLECTIVES(FORESTCC_ENUM_ENTRY) };
@@ -64,13 +64,14 @@ constexpr int kMaxReduceSources = 8;
 // One operation, plain data so the same array serves CPU threads and GPU thread blocks.
 struct Op {
   OpCode code;
-  uint8_t sourceCount;  // reduce / reduce_put: entries used in `sources`
+  uint8_t sourceCount;  // reduce / reduce_put / get_reduce: entries used in `sources`
   uint16_t channel;     // index into the rank's channels (put, get, signal, wait, flush, *_put)
   uint32_t count;       // contiguous chunks ("n")
-  ChunkRef src;         // put, get (on the peer), copy, put_signal
-  ChunkRef dst;         // put (on the peer), get, copy, reduce, reduce_put, put_signal (on the peer)
+  ChunkRef src;         // put, get (on the peer), copy, put_signal, get_reduce (on the peer)
+  ChunkRef dst;         // put (on the peer), get, copy, reduce, reduce_put, put_signal (on the peer),
+                        // get_reduce
   ChunkRef remote;      // reduce_put: where the result lands on the peer
-  ChunkRef sources[kMaxReduceSources];
+  ChunkRef sources[kMaxReduceSources];  // local; get_reduce adds the peer's src as one more
 };
 
 // A whole plan (every rank), the in-memory form of a format-v1 file. Generators build it, the

@@ -25,10 +25,11 @@ std::vector<Ref> refsOf(const plan::Op& op) {
     case plan::OpCode::Put: case plan::OpCode::Get: case plan::OpCode::Copy:
     case plan::OpCode::PutSignal:
       return {op.src, op.dst};
-    case plan::OpCode::Reduce: case plan::OpCode::ReducePut: {
+    case plan::OpCode::Reduce: case plan::OpCode::ReducePut: case plan::OpCode::GetReduce: {
       std::vector<Ref> refs(op.sources, op.sources + op.sourceCount);
       refs.push_back(op.dst);
       if (op.code == plan::OpCode::ReducePut) refs.push_back(op.remote);
+      if (op.code == plan::OpCode::GetReduce) refs.push_back(op.src);
       return refs;
     }
     default:
@@ -150,6 +151,17 @@ void PlanBuilder::reducePut(int rank, int worker, int ch, Ref dst, const std::ve
   plan::Op op = makeOp(plan::OpCode::ReducePut, ch);
   op.dst = dst, op.remote = remote, op.count = n, op.sourceCount = static_cast<uint8_t>(last.size());
   std::copy(last.begin(), last.end(), op.sources);
+  append(rank, worker, op);
+}
+
+void PlanBuilder::getReduce(int rank, int worker, int ch, Ref dst, const std::vector<Ref>& srcs, Ref remote,
+                            uint32_t n) {
+  if (srcs.empty() || srcs.size() > size_t(plan::kMaxReduceSources - 1))
+    throw Error(ErrorCode::Internal, "PlanBuilder: get_reduce takes 1.." + std::to_string(plan::kMaxReduceSources - 1) +
+                                         " local sources");
+  plan::Op op = makeOp(plan::OpCode::GetReduce, ch);
+  op.dst = dst, op.src = remote, op.count = n, op.sourceCount = static_cast<uint8_t>(srcs.size());
+  std::copy(srcs.begin(), srcs.end(), op.sources);
   append(rank, worker, op);
 }
 

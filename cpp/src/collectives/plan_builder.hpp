@@ -62,6 +62,9 @@ class PlanBuilder {
   void reducePut(int rank, int worker, int ch, Ref dst, const std::vector<Ref>& srcs, Ref remote,
                  uint32_t n = 1);
   void putSignal(int rank, int worker, int ch, Ref src, Ref dst, uint32_t n = 1);
+  // dst = op(srcs..., the peer's remote chunks), reading the peer's memory directly (one pass
+  // where get + reduce takes two). 1..kMaxReduceSources-1 local sources.
+  void getReduce(int rank, int worker, int ch, Ref dst, const std::vector<Ref>& srcs, Ref remote, uint32_t n = 1);
 
   // -- result ------------------------------------------------------------------------------
   struct BuildOptions {

@@ -21,6 +21,9 @@ const std::vector<ConfigEntry>& configTable() {
        "Prefix of POSIX shared-memory names (/dev/shm/<prefix>-<pid>-...)."},
       {"FORESTCC_SPIN_US", "float", "50",
        "Microseconds a wait busy-polls before it yields the core and then sleeps."},
+      {"FORESTCC_STREAMING_BYTES", "float", "12582912",
+       "Collectives whose largest buffer reaches this many bytes copy with streaming (non-temporal) "
+       "stores, which skip the cache: faster once the data no longer fits in it."},
       {"FORESTCC_ROOT_ADDR", "string", "",
        "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
   };
@@ -60,6 +63,7 @@ std::string nodeId() { return configString("FORESTCC_NODE_ID"); }
 std::string rendezvousDir() { return configString("FORESTCC_RDZV_DIR"); }
 std::string shmPrefix() { return configString("FORESTCC_SHM_PREFIX"); }
 double spinMicroseconds() { return parseFloat("FORESTCC_SPIN_US"); }
+double streamingBytes() { return parseFloat("FORESTCC_STREAMING_BYTES"); }
 }  // namespace config
 
 }  // namespace forestcc

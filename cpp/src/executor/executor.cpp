@@ -5,7 +5,9 @@
 #include <cstring>
 #include <sstream>
 
+#include "executor/copy_kernels.hpp"
 #include "executor/reduce_kernels.hpp"
+#include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 #include "transport/remote_memory.hpp"
 
@@ -33,6 +35,7 @@ struct Executor::Call {
   char* local[3] = {nullptr, nullptr, nullptr};
   uint64_t localBytes[3] = {0, 0, 0};
   bool variable = false;  // all_to_all_v block layout
+  bool streaming = false;  // copy with streaming stores (large calls, copy_kernels.hpp)
   const uint64_t* localOffsets[2] = {nullptr, nullptr};
 };
 
@@ -46,6 +49,10 @@ namespace {
 struct Range {
   uint64_t begin, end;  // elements
 };
+
+// get_reduce reads unmapped peer memory (cross-process reads) in tiles this large, so the tile
+// is still in L2 when it is reduced.
+constexpr uint64_t kBounceBytes = 256 << 10;
 
 // Chunk `index` of a buffer, slice `slice` of `slices` (schedules/README.md, "Buffers and chunks"
 // and "Pipelining"). `offsets` is non-null for all_to_all_v blocks.
@@ -77,7 +84,8 @@ std::string stepName(const CompiledPlan& p, int worker, size_t step, const plan:
 
 // ---- construction and compilation ----------------------------------------------------------
 
-Executor::Executor(std::shared_ptr<Communicator::State> state) : state_(std::move(state)) {
+Executor::Executor(std::shared_ptr<Communicator::State> state)
+    : state_(std::move(state)), streamingBytes_(static_cast<uint64_t>(config::streamingBytes())) {
   expected_.assign(static_cast<size_t>(kMaxLocalRanks) * kMaxPlanChannelsPerPeer, 0);
 }
 
@@ -300,11 +308,14 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   call.localBytes[0] = buffers.inputBytes;
   call.localBytes[1] = buffers.outputBytes;
   call.localBytes[2] = scratchBytes;
+  call.streaming = std::max(buffers.inputBytes, buffers.outputBytes) >= streamingBytes_;
   call.sequence = ++sequence_;
 
   const int workers = static_cast<int>(p.workers.size());
-  if (static_cast<int>(views_.size()) < std::max(workers, 1))
+  if (static_cast<int>(views_.size()) < std::max(workers, 1)) {
     views_.resize(std::max(workers, 1), std::vector<PeerView>(s.size));
+    bounce_.resize(views_.size());
+  }
   publish(call);
   if (workers == 1) {
     runWorker(call, 0);
@@ -447,8 +458,8 @@ void Executor::runWorker(Call& call, int worker) {
       if (there.bytes != bytes) mismatch(peer, bytes, there.bytes, write ? "sends" : "receives");
       if (!bytes) continue;
       if (there.mapped) {
-        if (write) std::memcpy(there.mapped, here, bytes);
-        else std::memcpy(here, there.mapped, bytes);
+        if (write) copyBytes(there.mapped, here, bytes, call.streaming);
+        else copyBytes(here, there.mapped, bytes, call.streaming);
       } else {
         RemoteMemory rm;
         rm.pid = s.peers[peer].pid;
@@ -474,6 +485,49 @@ void Executor::runWorker(Call& call, int worker) {
           throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "plan '" + p.name + "': reduce of unequal chunks", s.rank);
       }
       reduceElements(dst, srcs, op.sourceCount, bytes / elem, dtype, rop);
+    }
+  };
+  // dst = op(local sources..., the peer's src), one pass: a mapped peer buffer is read in place;
+  // unmapped memory comes over in L2-sized tiles (cross-process reads) that are reduced at once.
+  auto getReduce = [&](const plan::Op& op, uint32_t slice) {
+    const int peer = p.channels[op.channel].peer;
+    const uint32_t pieces = slices == 1 ? 1 : op.count;
+    const uint32_t span = slices == 1 ? op.count : 1;
+    const int n = op.sourceCount + 1;
+    const void* srcs[plan::kMaxReduceSources];
+    for (uint32_t j = 0; j < pieces; ++j) {
+      uint64_t bytes, srcBytes;
+      char* dst = localSpan(op.dst, j, span, slice, bytes);
+      for (int i = 0; i < op.sourceCount; ++i) {
+        srcs[i] = localSpan(op.sources[i], j, span, slice, srcBytes);
+        if (srcBytes != bytes)
+          throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "plan '" + p.name + "': reduce of unequal chunks", s.rank);
+      }
+      const RemoteSpan there = remoteSpan(peer, op.src, j, span, slice);
+      if (there.bytes != bytes) mismatch(peer, bytes, there.bytes, "reduces");
+      if (!bytes) continue;
+      if (there.mapped) {
+        srcs[n - 1] = there.mapped;
+        reduceElements(dst, srcs, n, bytes / elem, dtype, rop);
+        continue;
+      }
+      std::vector<char>& bounce = bounce_[worker];
+      const uint64_t tile = std::max<uint64_t>(1, kBounceBytes / elem) * elem;
+      if (bounce.size() < tile) bounce.resize(tile);
+      RemoteMemory rm;
+      rm.pid = s.peers[peer].pid;
+      rm.address = there.address;
+      rm.size = bytes;
+      rm.rank = s.rank;
+      rm.peer = peer;
+      const void* tileSrcs[plan::kMaxReduceSources];
+      for (uint64_t off = 0; off < bytes; off += tile) {
+        const uint64_t len = std::min(tile, bytes - off);
+        rm.read(off, bounce.data(), len);
+        for (int i = 0; i < op.sourceCount; ++i) tileSrcs[i] = static_cast<const char*>(srcs[i]) + off;
+        tileSrcs[n - 1] = bounce.data();
+        reduceElements(dst + off, tileSrcs, n, len / elem, dtype, rop);
+      }
     }
   };
   auto signal = [&](const plan::Op& op) {
@@ -511,12 +565,16 @@ void Executor::runWorker(Call& call, int worker) {
               uint64_t bytes, srcBytes;
               char* dst = localSpan(op.dst, j, span, slice, bytes);
               char* src = localSpan(op.src, j, span, slice, srcBytes);
-              if (bytes && dst != src) std::memmove(dst, src, std::min(bytes, srcBytes));
+              const uint64_t n = std::min(bytes, srcBytes);
+              if (!n || dst == src) continue;
+              if (dst + n <= src || src + n <= dst) copyBytes(dst, src, n, call.streaming);
+              else std::memmove(dst, src, n);
             }
             break;
           }
           case OpCode::Reduce: reduce(op, slice); break;
           case OpCode::ReducePut: reduce(op, slice); transfer(op, op.dst, op.remote, true, slice); break;
+          case OpCode::GetReduce: getReduce(op, slice); break;
         }
       } catch (const Error& e) {
         if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Remote || e.code() == ErrorCode::Aborted ||

@@ -83,10 +83,12 @@ class Executor {
   void ensureScratch(uint64_t bytes);
 
   std::shared_ptr<Communicator::State> state_;
+  uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
   std::vector<uint64_t> expected_;           // [local index][pair index]
   std::shared_ptr<ShmSegment> scratch_;
   uint64_t sequence_ = 0;
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
+  std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
   std::mutex segmentsMu_;
   std::map<uint64_t, std::shared_ptr<ShmSegment>> segments_;  // peers' segments we mapped
 

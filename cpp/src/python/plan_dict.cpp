@@ -51,8 +51,9 @@ py::dict opToDict(const plan::Op& op) {
       d["src"] = refToList(op.src);
       d["dst"] = refToList(op.dst);
       break;
-    case OpCode::Reduce: case OpCode::ReducePut: {
-      if (op.code == OpCode::ReducePut) d["ch"] = op.channel;
+    case OpCode::Reduce: case OpCode::ReducePut: case OpCode::GetReduce: {
+      if (op.code != OpCode::Reduce) d["ch"] = op.channel;
+      if (op.code == OpCode::GetReduce) d["src"] = refToList(op.src);
       d["dst"] = refToList(op.dst);
       py::list srcs;
       for (int i = 0; i < op.sourceCount; ++i) srcs.append(refToList(op.sources[i]));
@@ -76,10 +77,12 @@ plan::Op dictToOp(const py::dict& d) {
   if (d.contains("remote")) op.remote = listToRef(d["remote"]);
   if (d.contains("srcs")) {
     py::sequence srcs = d["srcs"];
-    if (srcs.size() > static_cast<size_t>(plan::kMaxReduceSources))
-      throw Error(ErrorCode::InvalidUsage, "plan: a reduce has " + std::to_string(srcs.size()) +
-                                               " sources; the executor takes at most " +
-                                               std::to_string(plan::kMaxReduceSources) + " (chain reduces)");
+    // get_reduce's remote source takes one of the executor's source slots.
+    const size_t limit = plan::kMaxReduceSources - (op.code == OpCode::GetReduce ? 1 : 0);
+    if (srcs.size() > limit)
+      throw Error(ErrorCode::InvalidUsage, std::string("plan: a ") + plan::name(op.code) + " has " +
+                                               std::to_string(srcs.size()) + " local sources; the executor takes at most " +
+                                               std::to_string(limit) + " (chain reduces)");
     op.sourceCount = static_cast<uint8_t>(srcs.size());
     for (size_t i = 0; i < srcs.size(); ++i) op.sources[i] = listToRef(srcs[i]);
   }

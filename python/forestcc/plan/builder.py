@@ -119,6 +119,13 @@ class PlanBuilder:
                                     "srcs": [list(s) for s in srcs], "remote": list(remote),
                                     "n": n})
 
+    def get_reduce(self, rank: int, worker: int, ch: int, dst: Ref, srcs: Sequence[Ref],
+                   remote: Ref, n: int = 1) -> None:
+        """Local dst = op(srcs..., the channel peer's remote chunks), reading the peer's memory
+        as part of the op (synchronous: no flush needed before dst is used)."""
+        self._append(rank, worker, {"op": ops.GET_REDUCE, "ch": ch, "src": list(remote),
+                                    "dst": list(dst), "srcs": [list(s) for s in srcs], "n": n})
+
     def put_signal(self, rank: int, worker: int, ch: int, src: Ref, dst: Ref, n: int = 1) -> None:
         """put, then signal on the same channel."""
         self._append(rank, worker, {"op": ops.PUT_SIGNAL, "ch": ch, "src": list(src),

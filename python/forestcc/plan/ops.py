@@ -45,6 +45,7 @@ COPY = "copy"
 REDUCE_OP = "reduce"  # the op; REDUCE above is the collective of the same name
 REDUCE_PUT = "reduce_put"
 PUT_SIGNAL = "put_signal"
+GET_REDUCE = "get_reduce"
 
 # op name -> its fields besides "op", in canonical order. A field listed in OPTIONAL_FIELDS
 # may be left out; every other listed field is required, and unlisted fields are errors.
@@ -58,6 +59,7 @@ OP_FIELDS = {
     REDUCE_OP: ("dst", "srcs", "n"),
     REDUCE_PUT: ("dst", "srcs", "ch", "remote", "n"),
     PUT_SIGNAL: ("ch", "src", "dst", "n"),
+    GET_REDUCE: ("ch", "src", "dst", "srcs", "n"),
 }
 OPS = tuple(OP_FIELDS)
 OPTIONAL_FIELDS = frozenset({"n"})
@@ -76,6 +78,7 @@ REMOTE_REF_FIELDS = {
     PUT_SIGNAL: frozenset({"dst"}),
     GET: frozenset({"src"}),
     REDUCE_PUT: frozenset({"remote"}),
+    GET_REDUCE: frozenset({"src"}),
 }
 
 # Top-level keys in canonical order, and which of them may be left out.

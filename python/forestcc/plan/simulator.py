@@ -10,7 +10,8 @@ The model, in the words of the plan format (``schedules/README.md``):
 * A worker runs its op list once per slice (the plan's ``pipeline``), blocking only at ``wait``
   (until the partner's matching signal has arrived), at ``flush`` (until the channel's ops are
   delivered) and for local work: ``copy`` and ``reduce`` take bytes x sources / ``mem_bw`` (free
-  when ``mem_bw`` is None). ``put``, ``get``, ``signal`` and the put of ``reduce_put`` are handed
+  when ``mem_bw`` is None; ``get_reduce`` is a get, a flush and a reduce). ``put``, ``get``,
+  ``signal`` and the put of ``reduce_put`` are handed
   to their channel and carried out asynchronously, one after the other in channel order, as a
   proxy thread or a DMA engine does.
 * A transfer follows a physical path: the route the plan's provenance records for that channel
@@ -317,6 +318,13 @@ class _Simulation:
         if name == ops.COPY:
             a, b = sizes((op["src"][1], n))
             return [(_K_LOCAL, -1, a, b)]
+        if name == ops.GET_REDUCE:
+            # the peer's chunks come over (as a get, on the partner side's route), then the
+            # worker reduces them with its local sources
+            a, b = sizes((op["dst"][1], n))
+            srcs = len(op["srcs"]) + 1
+            return [(_K_XFER, c, a, b, True, False), (_K_FLUSH, c, 0, 0),
+                    (_K_LOCAL, -1, a * srcs, b * srcs)]
         if name in (ops.REDUCE_OP, ops.REDUCE_PUT):
             a, b = sizes((op["dst"][1], n))
             srcs = len(op["srcs"])

@@ -6,7 +6,8 @@ are done; workers left waiting are a deadlock, and since waits are the only bloc
 signals only ever add up, one schedule finds every deadlock.
 
 Happens-before uses vector clocks with one component per worker and one per channel "lane".
-Local ops (copy, reduce) are events of their worker. Channel ops (put, get, the put of
+Local ops (copy, reduce) are events of their worker, and so is get_reduce, whose worker reads
+the peer's memory itself while it reduces. Channel ops (put, get, the put of
 reduce_put, signal) are events of the channel's lane: they are issued in worker program order
 but carried out asynchronously, in order within the channel, as a TCP proxy does. Hence:
 
@@ -213,10 +214,14 @@ class _Verifier:
         for key, value in zip(dst_keys, values):
             self._write(key, value, clock, comp, stamp, info)
 
-    def _reduce(self, rank, op, clock, comp, stamp, info) -> None:
+    def _reduce(self, rank, op, clock, comp, stamp, info, remote=None) -> None:
+        """dst = combine(srcs); ``remote`` (get_reduce) adds the peer's chunks as the last
+        source, read by this worker itself."""
         count = ops.op_count(op)
         dst = self._keys(rank, op["dst"], count)
         srcs = [self._keys(rank, ref, count) for ref in op["srcs"]]
+        if remote is not None:
+            srcs.append(remote)
         for src in srcs:
             self._check_overlap(src, dst, info, allow_identical=True)
         for j in range(count):
@@ -297,6 +302,16 @@ class _Verifier:
             src, dst = self._keys(rank, op["src"], count), self._keys(rank, op["dst"], count)
             self._check_overlap(src, dst, info, allow_identical=True)
             self._move(src, dst, clock, wcomp, int(clock[wcomp]), info)
+        elif name == ops.GET_REDUCE:
+            # The worker reads the peer's memory itself, synchronously: a worker event (no
+            # lane, no flush), which must come after the peer entered.
+            clock[wcomp] += 1
+            peer = self.peer[rank][ch]
+            remote = self._keys(peer, op["src"], ops.op_count(op))
+            first, end = self.rank_comps[peer]
+            if peer != rank and not clock[first:end].any():
+                self._race(EARLY, info, None, remote[0])
+            self._reduce(rank, op, clock, wcomp, int(clock[wcomp]), info, remote)
         elif name in (ops.REDUCE_OP, ops.REDUCE_PUT):
             clock[wcomp] += 1
             self._reduce(rank, op, clock, wcomp, int(clock[wcomp]), info)

@@ -5,18 +5,18 @@
 // peer's signal.
 //
 // Per rank (n as in gen_ring.cpp; "copies" = bytes this rank's worker moves):
-//   all_reduce      2 steps: reduce-scatter of N parts into peers' scratch, reduce, put the
-//                   reduced part into every peer's output; sends 2(N-1)/N n, reduces n.
-//                   Scratch: N-1 parts, (N-1)/N n touched; since a part has the same size only
-//                   in the same place of a block, they lie in N-1 blocks ((N-1) n of address
-//                   space, sparse).
+//   all_reduce      2 steps: rank r reduces part r of the vector reading every peer's part r
+//                   in place (get_reduce), then puts it into every peer's output; reads
+//                   (N-1)/N n from peers, sends (N-1)/N n, no scratch. On mapped memory this
+//                   is one pass over the data where put-to-scratch + reduce took two.
 //   all_gather      1 step, puts its block into every peer: sends (N-1)/N n.
-//   reduce_scatter  1 step, block p into rank p's scratch: sends (N-1)/N n, scratch N-1 blocks.
+//   reduce_scatter  1 step, rank r reduces block r reading the peers' blocks r in place
+//                   (get_reduce): reads (N-1)/N n from peers, no scratch.
 //   all_to_all      1 step, block p into rank p's output: sends (N-1)/N n (in place: a local
 //                   copy of the input to scratch first, N-1 blocks).
 //   broadcast       1 step, every non-root gets the root's input: n per non-root.
-//   reduce          2 steps: reduce-scatter as all_reduce, then each part to the root:
-//                   sends 2(N-1)/N n at most, the root receives 2(N-1)/N n.
+//   reduce          2 steps: rank r reduces part r as in all_reduce, then puts it into the
+//                   root: reads (N-1)/N n from peers, the root receives (N-1)/N n.
 //   gather          1 step, puts into the root: n/N per rank. scatter: 1 step, gets: n/N.
 //   sendrecv        1 step (the ring shift). barrier: 1 round of N-1 signals.
 // direct_small (all_reduce, reduce): for tiny messages, one step: every rank puts its whole
@@ -31,9 +31,12 @@ namespace {
 
 constexpr const char* kName = "direct";
 constexpr const char* kSmallName = "direct_small";
-// Slicing keeps each piece in cache between the put and the peer's reduce.
+// Slicing keeps each reduced piece in cache until it is put to the peers.
 const PlanBuilder::BuildOptions kPipelined{0, -1, 32, 64 << 10};
 const PlanBuilder::BuildOptions kSmall{0, 64 << 10, 1, 0};
+// Plans that only move data: one slice, so each transfer is one copy (or one cross-process
+// call) and one handshake; nothing reads the data again for a slice to keep in cache.
+const PlanBuilder::BuildOptions kMoving{0, -1, 1, 0};
 
 void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
   for (int p : ch.peers(r)) b.signal(r, w, ch.at(r, p));
@@ -51,22 +54,14 @@ std::vector<Ref> receivedSlots(int n, uint32_t k, uint32_t part) {
   return slots;
 }
 
-// Phase 1 of all_reduce and reduce (k = N parts): rank r puts part p of its input into rank p's
-// scratch slot for r (block slotOf(r, p) of scratch, part p), then waits for the N-1 copies of
-// its own part. Returns the sources of part r.
-std::vector<Ref> scatterParts(PlanBuilder& b, const AllPairs& ch, int r, int w) {
-  const int n = b.nranks();
-  const uint32_t k = b.chunksPerBlock();
-  signalAll(b, ch, r, w);
+// Part r of the reduction, pulled: dst = first (op) every peer's input part r, read in place
+// (get_reduce). Call once every peer has said it entered.
+void pullParts(PlanBuilder& b, const AllPairs& ch, int r, int w, Ref dst, Ref first, Ref remote) {
+  bool started = false;
   for (int p : ch.peers(r)) {
-    b.wait(r, w, ch.at(r, p));
-    b.putSignal(r, w, ch.at(r, p), in(uint32_t(p)), scr(uint32_t(slotOf(r, p)) * k + uint32_t(p)));
+    b.getReduce(r, w, ch.at(r, p), dst, {started ? dst : first}, remote);
+    started = true;
   }
-  waitAll(b, ch, r, w);
-  std::vector<Ref> srcs{out(uint32_t(r))};  // in place out[r] is in[r]; else replaced below
-  if (!b.inPlace()) srcs[0] = in(uint32_t(r));
-  for (Ref s : receivedSlots(n, k, uint32_t(r))) srcs.push_back(s);
-  return srcs;
 }
 
 plan::Plan allReduce(const GenerateRequest& req) {
@@ -76,7 +71,9 @@ plan::Plan allReduce(const GenerateRequest& req) {
   for (int r = 0; r < n; ++r) {
     const int w = b.worker(r);
     const Ref part = out(uint32_t(r));
-    b.reduce(r, w, part, scatterParts(b, ch, r, w));
+    signalAll(b, ch, r, w);
+    waitAll(b, ch, r, w);
+    pullParts(b, ch, r, w, part, req.inPlace ? part : in(uint32_t(r)), in(uint32_t(r)));
     for (int p : ch.peers(r)) b.putSignal(r, w, ch.at(r, p), part, part);
     waitAll(b, ch, r, w);
   }
@@ -90,14 +87,15 @@ plan::Plan reduce(const GenerateRequest& req) {
   for (int r = 0; r < n; ++r) {
     const int w = b.worker(r);
     const Ref part = out(uint32_t(r));  // the root's part r; scratch-like on other ranks
-    std::vector<Ref> srcs = scatterParts(b, ch, r, w);
-    if (r == root) {
-      b.reduce(r, w, part, srcs);
-      for (int p : ch.peers(r)) b.wait(r, w, ch.at(r, p));
-    } else {
-      b.reducePut(r, w, ch.at(r, root), part, srcs, part);
-      b.signal(r, w, ch.at(r, root));
+    signalAll(b, ch, r, w);
+    waitAll(b, ch, r, w);
+    pullParts(b, ch, r, w, part, req.inPlace ? part : in(uint32_t(r)), in(uint32_t(r)));
+    // To the root: the part; to the others: done reading their inputs.
+    for (int p : ch.peers(r)) {
+      if (p == root) b.putSignal(r, w, ch.at(r, p), part, part);
+      else b.signal(r, w, ch.at(r, p));
     }
+    waitAll(b, ch, r, w);
   }
   return finishPlan(b, kName, kPipelined);
 }
@@ -116,7 +114,7 @@ plan::Plan allGather(const GenerateRequest& req) {
     if (!req.inPlace) b.copy(r, w, in(0), out(uint32_t(r)));
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kMoving);
 }
 
 plan::Plan reduceScatter(const GenerateRequest& req) {
@@ -126,14 +124,10 @@ plan::Plan reduceScatter(const GenerateRequest& req) {
   for (int r = 0; r < n; ++r) {
     const int w = b.worker(r);
     signalAll(b, ch, r, w);
-    for (int p : ch.peers(r)) {
-      b.wait(r, w, ch.at(r, p));
-      b.putSignal(r, w, ch.at(r, p), in(uint32_t(p)), scr(uint32_t(slotOf(r, p))));
-    }
     waitAll(b, ch, r, w);
-    std::vector<Ref> srcs{in(uint32_t(r))};
-    for (Ref s : receivedSlots(n, 1, 0)) srcs.push_back(s);
-    b.reduce(r, w, out(0), srcs);
+    pullParts(b, ch, r, w, out(0), in(uint32_t(r)), in(uint32_t(r)));
+    signalAll(b, ch, r, w);  // done reading the peers' inputs
+    waitAll(b, ch, r, w);
   }
   return finishPlan(b, kName, kPipelined);
 }
@@ -153,7 +147,7 @@ plan::Plan allToAll(const GenerateRequest& req) {
     if (!req.inPlace) b.copy(r, w, in(uint32_t(r)), out(uint32_t(r)));
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kMoving);
 }
 
 // broadcast and scatter: the root says it entered; every other rank gets its data from the
@@ -175,7 +169,7 @@ plan::Plan pullFromRoot(const GenerateRequest& req) {
       b.signal(r, w, ch.at(r, root));
     }
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kMoving);
 }
 
 // gather: the root says it entered; every other rank puts its input into the root's output.
@@ -194,7 +188,7 @@ plan::Plan gather(const GenerateRequest& req) {
       b.putSignal(r, w, ch.at(r, root), in(0), out(uint32_t(r)));
     }
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kMoving);
 }
 
 plan::Plan barrier(const GenerateRequest& req) {
