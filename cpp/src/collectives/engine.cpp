@@ -84,12 +84,6 @@ void OrderedQueue::drain() {
   idleCv_.wait(g, [&] { return queue_.empty() && !busy_; });
 }
 
-void OrderedQueue::runInline(const std::function<void()>& fn) {
-  drain();
-  std::lock_guard<std::mutex> r(runMu_);
-  fn();
-}
-
 // ---- Engine -----------------------------------------------------------------------------------
 
 Engine::Engine(std::shared_ptr<Communicator> comm)
@@ -102,14 +96,15 @@ Engine::~Engine() = default;
 
 void Engine::setTuning(std::vector<TuningRule> rules) { rules_ = std::move(rules); }
 
-std::string Engine::choose(plan::Collective c, uint64_t bytes) const {
+const std::string& Engine::choose(plan::Collective c, uint64_t bytes) const {
+  static const std::string kNone;
   const int n = comm_->size();
   for (const TuningRule& r : rules_) {
     if (r.collective != c || n < r.minRanks || n > r.maxRanks || bytes < r.minBytes) continue;
     if (r.maxBytes >= 0 && bytes > static_cast<uint64_t>(r.maxBytes)) continue;
     return r.algorithm;
   }
-  return "";
+  return kNone;
 }
 
 std::shared_ptr<const CompiledPlan> Engine::builtin(const std::string& algorithm, plan::Collective c, int root,

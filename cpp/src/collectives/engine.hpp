@@ -54,7 +54,13 @@ class OrderedQueue {
  public:
   ~OrderedQueue();
   std::shared_ptr<Work> submit(std::function<void()> fn);
-  void runInline(const std::function<void()>& fn);
+  // A template, not a std::function: a small blocking call must not allocate.
+  template <class F>
+  void runInline(F&& fn) {
+    drain();
+    std::lock_guard<std::mutex> r(runMu_);
+    fn();
+  }
   void drain();
 
  private:
@@ -80,7 +86,7 @@ class Engine {
 
   void setTuning(std::vector<TuningRule> rules);
   // The algorithm the tuning table picks ("" when no rule matches).
-  std::string choose(plan::Collective c, uint64_t bytes) const;
+  const std::string& choose(plan::Collective c, uint64_t bytes) const;
   // A built-in plan, generated and compiled once per (algorithm, collective, root, in place).
   std::shared_ptr<const CompiledPlan> builtin(const std::string& algorithm, plan::Collective c, int root, bool inPlace);
   std::shared_ptr<const CompiledPlan> compile(const plan::Plan& p);

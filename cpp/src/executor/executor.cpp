@@ -204,18 +204,27 @@ static void describe(BufferDescriptor& d, void* data, uint64_t bytes) {
 
 void Executor::publish(Call& call) {
   CallMailbox& mb = state_->control->mailbox;
-  describe(mb.buffers[0], call.local[0], call.localBytes[0]);
-  describe(mb.buffers[1], call.local[1], call.localBytes[1]);
+  const uint64_t generation = sharedAllocationGeneration();
+  for (int b = 0; b < 2; ++b) {
+    Published& last = published_[b];
+    const uint64_t address = reinterpret_cast<uint64_t>(call.local[b]);
+    if (last.generation == generation && last.address == address && last.bytes == call.localBytes[b]) continue;
+    describe(mb.buffers[b], call.local[b], call.localBytes[b]);
+    last = {address, call.localBytes[b], generation};
+  }
   BufferDescriptor& sd = mb.buffers[2];
   sd.address = reinterpret_cast<uint64_t>(call.local[2]);
   sd.bytes = call.localBytes[2];
-  if (scratch_) {
-    sd.segmentId = segmentIdOf(scratch_->name());
-    sd.segmentSize = scratch_->size();
-    sd.offset = 0;
-    std::snprintf(sd.segmentName, sizeof sd.segmentName, "%s", scratch_->name().c_str());
-  } else {
-    sd.segmentId = 0;
+  if (scratch_.get() != publishedScratch_) {
+    if (scratch_) {
+      sd.segmentId = segmentIdOf(scratch_->name());
+      sd.segmentSize = scratch_->size();
+      sd.offset = 0;
+      std::snprintf(sd.segmentName, sizeof sd.segmentName, "%s", scratch_->name().c_str());
+    } else {
+      sd.segmentId = 0;
+    }
+    publishedScratch_ = scratch_.get();
   }
   if (call.variable)
     for (int b = 0; b < 2; ++b)

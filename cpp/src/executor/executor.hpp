@@ -86,6 +86,12 @@ class Executor {
   uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
   std::vector<uint64_t> expected_;           // [local index][pair index]
   std::shared_ptr<ShmSegment> scratch_;
+  // What publish() last wrote into the mailbox, so an unchanged buffer is not described again
+  // (a registry lookup and a formatted name per call otherwise).
+  struct Published {
+    uint64_t address = 0, bytes = 0, generation = 0;
+  } published_[2];
+  const ShmSegment* publishedScratch_ = nullptr;
   uint64_t sequence_ = 0;
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory

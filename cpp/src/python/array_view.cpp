@@ -56,9 +56,13 @@ ArrayView fromNumpy(const py::array& a, const char* arg) {
     throw py::value_error(std::string(arg) + ": must be C-contiguous (pass a contiguous copy, e.g. numpy.ascontiguousarray)");
   py::dtype dt = a.dtype();
   const char kind = dt.kind();
-  v.dtype = fromKind(kind, static_cast<size_t>(dt.itemsize()), arg,
-                     kind == 'V' || kind == 'b' || kind == 'c' || dt.itemsize() == 2 ? std::string(py::str(dt.attr("name")))
-                                                                                      : std::string(1, kind) + std::to_string(dt.itemsize() * 8));
+  const size_t size = static_cast<size_t>(dt.itemsize());
+  // The common numeric kinds need no name (building one costs more than the rest of a small call).
+  const bool plain = (kind == 'i' || kind == 'u' || kind == 'f') && size != 2 && size <= 8;
+  v.dtype = fromKind(kind, size, arg,
+                     plain ? std::string()
+                     : kind == 'V' || kind == 'b' || kind == 'c' || size == 2 ? std::string(py::str(dt.attr("name")))
+                                                                             : std::string(1, kind) + std::to_string(size * 8));
   v.data = const_cast<void*>(a.data());
   v.count = static_cast<size_t>(a.size());
   v.bytes = v.count * static_cast<size_t>(dt.itemsize());

@@ -105,29 +105,35 @@ struct PyWork {
   py::object result;
 };
 
-std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const std::string& collName, bool variable,
+std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const char* collName, bool variable,
                                                py::handle algo, int root, bool inPlace, uint64_t bytes) {
   Engine& e = *pe.engine;
   std::shared_ptr<const CompiledPlan> chosen;
   if (PyUnicode_Check(algo.ptr())) {
-    std::string name = py::str(algo);
-    if (name == "auto") {
+    static const std::string kDirect = "direct";
+    std::string named;
+    const std::string* picked = &named;
+    if (PyUnicode_CompareWithASCIIString(algo.ptr(), "auto") == 0) {
       // all_to_all_v needs a plan without scratch (uneven blocks): direct.
-      name = variable ? "" : e.choose(c, bytes);
-      if (name.empty()) name = "direct";
+      picked = variable ? &kDirect : &e.choose(c, bytes);
+      if (picked->empty()) picked = &kDirect;
     } else {
+      named = py::str(algo);
+      const std::string& name = named;
       static const std::vector<std::string> builtins = collectives::algorithmNames();
       if (std::find(builtins.begin(), builtins.end(), name) == builtins.end())
         chosen = pe.resolver(algo).cast<std::shared_ptr<CompiledPlan>>();  // a plan file
     }
     if (!chosen) {
+      const std::string& name = *picked;
       PyEngine::Last& last = pe.last[static_cast<int>(c)];
       if (last.plan && last.algo == name && last.root == root && last.inPlace == inPlace) return last.plan;
+      const std::string algorithm = name;  // a copy: set_tuning may run while the GIL is released
       {
         py::gil_scoped_release r;
-        chosen = e.builtin(name, c, plan::rooted(c) ? root : -1, inPlace);
+        chosen = e.builtin(algorithm, c, plan::rooted(c) ? root : -1, inPlace);
       }
-      last = {name, root, inPlace, chosen};
+      last = {algorithm, root, inPlace, chosen};
       return chosen;
     }
   } else if (py::isinstance<CompiledPlan>(algo)) {
@@ -136,7 +142,8 @@ std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const
     chosen = pe.resolver(algo).cast<std::shared_ptr<CompiledPlan>>();
   }
   if (chosen->collective != c)
-    throw py::value_error("algo: plan '" + chosen->name + "' is a " + plan::name(chosen->collective) + " plan, not " + collName);
+    throw py::value_error("algo: plan '" + chosen->name + "' is a " + plan::name(chosen->collective) + " plan, not " +
+                          std::string(collName));
   if (chosen->inPlace != inPlace)
     throw py::value_error("algo: plan '" + chosen->name + "' is " + (chosen->inPlace ? "in place" : "out of place") +
                           " but this call is " + (inPlace ? "in place" : "out of place"));
@@ -159,11 +166,11 @@ py::object finish(PyEngine& pe, std::shared_ptr<Work> work, py::object keep, py:
 
 // Checks the arguments of one collective call (before anything is sent), picks the plan and
 // runs it, or queues it when asyncOp. Returns `result`, or a PyWork.
-py::object callCollective(PyEngine& pe, const char* collName, py::handle x, py::handle out, py::handle opObj, int root,
-                          py::handle algo, bool asyncOp, py::handle outSplits, py::handle inSplits, py::handle result) {
+py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle x, py::handle out, py::handle opObj,
+                          int root, py::handle algo, bool asyncOp, py::handle outSplits, py::handle inSplits,
+                          py::handle result) {
   Engine& e = *pe.engine;
-        const Collective c = parseCollective(collName);
-        const bool variable = std::string(collName) == kAllToAllV;
+        const char* collName = variable ? kAllToAllV : plan::name(c);
         const int n = e.size(), rank = e.rank();
         const ReduceOp op = c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce
                                  ? parseOp(opObj) : ReduceOp::Sum;
@@ -337,35 +344,35 @@ void bindCollectives(py::module_& m) {
       }, py::arg("algo"), py::arg("collective"), py::arg("root") = -1, py::arg("in_place") = false)
       // Positional arguments in the order of the Python methods (forestcc/collectives.py).
       .def("all_reduce", [none](PyEngine& pe, py::handle x, py::handle op, py::handle out, py::handle algo, bool a) {
-        return callCollective(pe, "all_reduce", x, out, op, -1, algo, a, none, none, out.is_none() ? x : out);
+        return callCollective(pe, Collective::AllReduce, false, x, out, op, -1, algo, a, none, none, out.is_none() ? x : out);
       })
       .def("all_gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, bool a) {
-        return callCollective(pe, "all_gather", x, out, none, -1, algo, a, none, none, out);
+        return callCollective(pe, Collective::AllGather, false, x, out, none, -1, algo, a, none, none, out);
       })
       .def("reduce_scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle op, py::handle algo, bool a) {
-        return callCollective(pe, "reduce_scatter", x, out, op, -1, algo, a, none, none, out);
+        return callCollective(pe, Collective::ReduceScatter, false, x, out, op, -1, algo, a, none, none, out);
       })
       .def("all_to_all", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, bool a) {
-        return callCollective(pe, "all_to_all", x, out, none, -1, algo, a, none, none, out);
+        return callCollective(pe, Collective::AllToAll, false, x, out, none, -1, algo, a, none, none, out);
       })
       .def("all_to_all_v", [none](PyEngine& pe, py::handle out, py::handle x, py::handle outSplits, py::handle inSplits,
                                   py::handle algo, bool a) {
-        return callCollective(pe, kAllToAllV, x, out, none, -1, algo, a, outSplits, inSplits, out);
+        return callCollective(pe, Collective::AllToAll, true, x, out, none, -1, algo, a, outSplits, inSplits, out);
       })
       .def("broadcast", [none](PyEngine& pe, py::handle x, int root, py::handle algo, bool a) {
-        return callCollective(pe, "broadcast", x, none, none, root, algo, a, none, none, x);
+        return callCollective(pe, Collective::Broadcast, false, x, none, none, root, algo, a, none, none, x);
       })
       .def("reduce", [none](PyEngine& pe, py::handle x, int root, py::handle op, py::handle out, py::handle algo, bool a) {
-        return callCollective(pe, "reduce", x, out, op, root, algo, a, none, none, out.is_none() ? x : out);
+        return callCollective(pe, Collective::Reduce, false, x, out, op, root, algo, a, none, none, out.is_none() ? x : out);
       })
       .def("gather", [none](PyEngine& pe, py::handle out, py::handle x, int root, py::handle algo, bool a) {
-        return callCollective(pe, "gather", x, out, none, root, algo, a, none, none, out);
+        return callCollective(pe, Collective::Gather, false, x, out, none, root, algo, a, none, none, out);
       })
       .def("scatter", [none](PyEngine& pe, py::handle out, py::handle x, int root, py::handle algo, bool a) {
-        return callCollective(pe, "scatter", x, out, none, root, algo, a, none, none, out);
+        return callCollective(pe, Collective::Scatter, false, x, out, none, root, algo, a, none, none, out);
       })
       .def("barrier", [none](PyEngine& pe, py::handle algo, bool a) {
-        return callCollective(pe, "barrier", none, none, none, -1, algo, a, none, none, none);
+        return callCollective(pe, Collective::Barrier, false, none, none, none, -1, algo, a, none, none, none);
       })
       .def("send", [](PyEngine& pe, py::handle x, int peer, bool asyncOp) -> py::object {
         ArrayView v = viewArray(x, "x", false);

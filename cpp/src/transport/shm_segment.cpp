@@ -153,8 +153,15 @@ std::shared_ptr<ShmSegment> ShmSegment::open(const std::string& name, size_t siz
   return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, false));
 }
 
+namespace {
+std::atomic<uint64_t> gAllocationGeneration{1};
+}  // namespace
+
+uint64_t sharedAllocationGeneration() { return gAllocationGeneration.load(std::memory_order_acquire); }
+
 ShmSegment::~ShmSegment() {
   munmap(data_, size_ ? size_ : 1);
+  gAllocationGeneration.fetch_add(1, std::memory_order_acq_rel);  // the address may be reused
   if (owner_) {
     shm_unlink(name_.c_str());
     removeOwned(name_);
@@ -192,6 +199,7 @@ std::shared_ptr<ShmSegment> allocateShared(size_t size) {
   for (auto it = gAllocations.begin(); it != gAllocations.end();)
     it = it->second.expired() ? gAllocations.erase(it) : std::next(it);
   gAllocations[reinterpret_cast<uintptr_t>(seg->data())] = seg;
+  gAllocationGeneration.fetch_add(1, std::memory_order_acq_rel);
   return seg;
 }
 

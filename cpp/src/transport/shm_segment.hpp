@@ -42,6 +42,9 @@ int ownedSegmentCount();
 // The segment and offset that contain [ptr, ptr+size), if it lies inside memory this process
 // allocated with allocateShared(); nullptr otherwise.
 std::shared_ptr<ShmSegment> findSharedAllocation(const void* ptr, size_t size, size_t* offset);
+// Changes whenever a shared allocation is made or any segment is unmapped, so a cached answer of
+// findSharedAllocation for an address stays valid while the generation is the same.
+uint64_t sharedAllocationGeneration();
 // Host memory a same-node peer can map: what forestcc.empty() returns.
 std::shared_ptr<ShmSegment> allocateShared(size_t size);
 
