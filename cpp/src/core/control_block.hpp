@@ -25,7 +25,7 @@ constexpr int kSemaphoreSlots = 4096;
 // Plan channels need no handshake: the semaphore of the i-th channel pair between two ranks sits
 // at a fixed place, [local index of the signalling rank][i], in the receiving rank's block.
 constexpr int kMaxLocalRanks = 128;
-constexpr int kMaxPlanChannelsPerPeer = 32;
+constexpr int kMaxPlanChannelsPerPeer = 64;  // forests on 64-rank topologies need 64 (tree_plan.py)
 
 // Where a rank's buffer of the current call lives, for peers that read or write it: a forestcc
 // shared segment (mapped by peers) or plain process memory (single-copy cross-process access).

@@ -64,7 +64,7 @@ COLLECTIVES = (plan_ops.ALL_GATHER, plan_ops.REDUCE_SCATTER, plan_ops.ALL_REDUCE
 # The C++ op record holds at most this many reduction sources (plan.hpp kMaxReduceSources).
 MAX_REDUCE_SOURCES = 8
 # The executor takes at most this many channels from a rank to one peer (kMaxPlanChannelsPerPeer).
-MAX_CHANNELS_PER_PEER = 32
+MAX_CHANNELS_PER_PEER = 64
 
 
 @dataclass(frozen=True)
