@@ -32,6 +32,14 @@ def test_forestcc_allocated_memory(n):
     _ok(run_job(n, "collectives_check.py", "auto", "0,5,4099", "--memory", "forestcc"), n)
 
 
+@pytest.mark.parametrize("memory", ["forestcc", "numpy"])
+def test_streaming_copies(memory):
+    # FORESTCC_STREAMING_BYTES=1: every copy of 64 KiB or more uses streaming stores, here with
+    # odd sizes (unaligned heads and tails); mapped peers (forestcc memory) and local copies
+    _ok(run_job(3, "collectives_check.py", "direct,ring", "0,5,100003", "--memory", memory,
+                "--dtypes", "float32,int8", env={"FORESTCC_STREAMING_BYTES": "1"}), 3)
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_64_mib_messages(n):
     # 16 Mi float32 elements per block = 64 MiB (all_gather/reduce_scatter: per rank block)

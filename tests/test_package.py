@@ -1,5 +1,6 @@
 """The package itself: public names documented, configuration table, CUDA build, arrays."""
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,9 @@ def test_config_table_lists_every_knob():
                          text=True, check=True).stdout
     for n in names:
         assert n in out
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    undocumented = [n for n in names if f"`{n}`" not in readme]
+    assert not undocumented, f"knobs missing from the README's configuration table: {undocumented}"
 
 
 def test_cuda_sources_compiled_when_nvcc_is_present():

@@ -65,8 +65,11 @@ bool overlaps(const ArrayView& a, const ArrayView& b) {
 
 // A rank's stand-in buffer where the collective has no user buffer (gather's output or
 // scatter's input away from the root): plans may still stage data there.
+// Uninitialized (new char[]): plans write before they read it, and zero-filling a large stand-in
+// on every call cost more than the collective.
 struct Scratch {
-  std::vector<char> bytes;
+  std::unique_ptr<char[]> bytes;
+  size_t size = 0;
 };
 
 std::vector<uint64_t> splits(py::handle obj, const char* arg, int n) {
@@ -89,6 +92,7 @@ struct PyEngine {
   std::shared_ptr<Engine> engine;
   py::object resolver;  // algo (path or dict) -> CompiledPlan, set by forestcc.Communicator
   py::list pending;     // PyWork of calls not yet known complete (they keep the arrays alive)
+  std::shared_ptr<Scratch> standIn;  // reused by blocking calls (they run one at a time)
   struct Last {
     std::string algo;
     int root = -2;
@@ -182,9 +186,16 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
         std::shared_ptr<Scratch> scratch;
         py::object keepX, keepOut;
         auto stage = [&](size_t bytes) {
-          scratch = std::make_shared<Scratch>();
-          scratch->bytes.resize(bytes ? bytes : 1);
-          return static_cast<void*>(scratch->bytes.data());
+          bytes = bytes ? bytes : 1;
+          // Blocking calls share one stand-in; a queued call keeps its own until it ran.
+          std::shared_ptr<Scratch>& slot = asyncOp ? scratch : pe.standIn;
+          if (!slot || slot->size < bytes) {
+            slot = std::make_shared<Scratch>();
+            slot->bytes.reset(new char[bytes]);
+            slot->size = bytes;
+          }
+          if (!asyncOp) scratch = slot;
+          return static_cast<void*>(slot->bytes.get());
         };
         switch (c) {
           case Collective::Barrier: break;
@@ -315,7 +326,7 @@ void bindCollectives(py::module_& m) {
   py::handle none = py::none();
   py::class_<PyEngine>(m, "Engine")
       .def(py::init([](std::shared_ptr<Communicator> comm, py::object resolver) {
-        return PyEngine{std::make_shared<Engine>(std::move(comm)), std::move(resolver), py::list(), {}};
+        return PyEngine{std::make_shared<Engine>(std::move(comm)), std::move(resolver), py::list(), nullptr, {}};
       }))
       .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string>>& rows) {
         std::vector<TuningRule> rules;
