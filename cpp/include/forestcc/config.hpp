@@ -22,7 +22,7 @@ bool debug();                   // FORESTCC_DEBUG
 std::string nodeId();           // FORESTCC_NODE_ID (empty: use the hostname)
 std::string rendezvousDir();    // FORESTCC_RDZV_DIR
 std::string shmPrefix();        // FORESTCC_SHM_PREFIX
-double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait starts yielding
+double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait yields; -1: auto
 double streamingBytes();        // FORESTCC_STREAMING_BYTES: calls this large copy with streaming stores
 }  // namespace config
 

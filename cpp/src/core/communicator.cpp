@@ -153,6 +153,12 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
     if (r == s.rank) s.localRank = static_cast<int>(s.localRanks.size());
     s.localRanks.push_back(r);
   }
+  if (s.spinUs < 0) {
+    // auto: spin while every rank of the node can have a core; when they outnumber the CPUs, a
+    // spinning rank would hold the core the rank it waits for needs, so yield almost at once.
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s.spinUs = cpus > 0 && static_cast<long>(s.localRanks.size()) > cpus ? 1 : 50;
+  }
   s.bootstrap = std::move(bootstrap);
   // Map every same-node peer's control block now, so abort() reaches all of them.
   for (int r : s.localRanks)

@@ -19,8 +19,10 @@ const std::vector<ConfigEntry>& configTable() {
        "Directory for the file rendezvous used under mpirun/srun on one node without an address."},
       {"FORESTCC_SHM_PREFIX", "string", "fcc",
        "Prefix of POSIX shared-memory names (/dev/shm/<prefix>-<pid>-...)."},
-      {"FORESTCC_SPIN_US", "float", "50",
-       "Microseconds a wait busy-polls before it yields the core and then sleeps."},
+      {"FORESTCC_SPIN_US", "float", "auto",
+       "Microseconds a wait busy-polls before it yields the core and then sleeps; auto: 50, or 1 "
+       "when the ranks on this node outnumber its online CPUs (a spinning rank would hold the core "
+       "the rank it waits for needs)."},
       {"FORESTCC_STREAMING_BYTES", "float", "12582912",
        "Collectives whose largest buffer reaches this many bytes copy with streaming (non-temporal) "
        "stores, which skip the cache: faster once the data no longer fits in it."},
@@ -62,7 +64,9 @@ bool debug() {
 std::string nodeId() { return configString("FORESTCC_NODE_ID"); }
 std::string rendezvousDir() { return configString("FORESTCC_RDZV_DIR"); }
 std::string shmPrefix() { return configString("FORESTCC_SHM_PREFIX"); }
-double spinMicroseconds() { return parseFloat("FORESTCC_SPIN_US"); }
+double spinMicroseconds() {
+  return configString("FORESTCC_SPIN_US") == "auto" ? -1 : parseFloat("FORESTCC_SPIN_US");
+}
 double streamingBytes() { return parseFloat("FORESTCC_STREAMING_BYTES"); }
 }  // namespace config
 
