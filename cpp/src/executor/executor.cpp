@@ -449,6 +449,16 @@ void Executor::runWorker(Call& call, int worker) {
     if (rb.mapped) return {rb.mapped + begin, 0, end - begin};
     return {nullptr, rb.address + begin, end - begin};
   };
+  // A peer's span that is not mapped here: reached with process_vm_readv/writev.
+  auto unmapped = [&](int peer, const RemoteSpan& there) {
+    RemoteMemory rm;
+    rm.pid = s.peers[peer].pid;
+    rm.address = there.address;
+    rm.size = there.bytes;
+    rm.rank = s.rank;
+    rm.peer = peer;
+    return rm;
+  };
   auto mismatch = [&](int peer, uint64_t mine, uint64_t theirs, const char* what) {
     throw Error(ErrorCode::InvalidUsage,
                 rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " + std::to_string(mine / elem) +
@@ -470,29 +480,31 @@ void Executor::runWorker(Call& call, int worker) {
         if (write) copyBytes(there.mapped, here, bytes, call.streaming);
         else copyBytes(here, there.mapped, bytes, call.streaming);
       } else {
-        RemoteMemory rm;
-        rm.pid = s.peers[peer].pid;
-        rm.address = there.address;
-        rm.size = bytes;
-        rm.rank = s.rank;
-        rm.peer = peer;
+        const RemoteMemory rm = unmapped(peer, there);
         if (write) rm.write(0, here, bytes);
         else rm.read(0, here, bytes);
       }
     }
+  };
+  // The local destination and sources of a reduce op's piece j; `bytes` is its length.
+  auto reduceSpans = [&](const plan::Op& op, uint32_t j, uint32_t span, uint32_t slice, const void** srcs,
+                         uint64_t& bytes) -> char* {
+    char* dst = localSpan(op.dst, j, span, slice, bytes);
+    for (int i = 0; i < op.sourceCount; ++i) {
+      uint64_t srcBytes;
+      srcs[i] = localSpan(op.sources[i], j, span, slice, srcBytes);
+      if (srcBytes != bytes)
+        throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "plan '" + p.name + "': reduce of unequal chunks", s.rank);
+    }
+    return dst;
   };
   auto reduce = [&](const plan::Op& op, uint32_t slice) {
     const uint32_t pieces = slices == 1 ? 1 : op.count;
     const uint32_t span = slices == 1 ? op.count : 1;
     const void* srcs[plan::kMaxReduceSources];
     for (uint32_t j = 0; j < pieces; ++j) {
-      uint64_t bytes, srcBytes;
-      char* dst = localSpan(op.dst, j, span, slice, bytes);
-      for (int i = 0; i < op.sourceCount; ++i) {
-        srcs[i] = localSpan(op.sources[i], j, span, slice, srcBytes);
-        if (srcBytes != bytes)
-          throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "plan '" + p.name + "': reduce of unequal chunks", s.rank);
-      }
+      uint64_t bytes;
+      char* dst = reduceSpans(op, j, span, slice, srcs, bytes);
       reduceElements(dst, srcs, op.sourceCount, bytes / elem, dtype, rop);
     }
   };
@@ -505,13 +517,8 @@ void Executor::runWorker(Call& call, int worker) {
     const int n = op.sourceCount + 1;
     const void* srcs[plan::kMaxReduceSources];
     for (uint32_t j = 0; j < pieces; ++j) {
-      uint64_t bytes, srcBytes;
-      char* dst = localSpan(op.dst, j, span, slice, bytes);
-      for (int i = 0; i < op.sourceCount; ++i) {
-        srcs[i] = localSpan(op.sources[i], j, span, slice, srcBytes);
-        if (srcBytes != bytes)
-          throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "plan '" + p.name + "': reduce of unequal chunks", s.rank);
-      }
+      uint64_t bytes;
+      char* dst = reduceSpans(op, j, span, slice, srcs, bytes);
       const RemoteSpan there = remoteSpan(peer, op.src, j, span, slice);
       if (there.bytes != bytes) mismatch(peer, bytes, there.bytes, "reduces");
       if (!bytes) continue;
@@ -523,12 +530,7 @@ void Executor::runWorker(Call& call, int worker) {
       std::vector<char>& bounce = bounce_[worker];
       const uint64_t tile = std::max<uint64_t>(1, kBounceBytes / elem) * elem;
       if (bounce.size() < tile) bounce.resize(tile);
-      RemoteMemory rm;
-      rm.pid = s.peers[peer].pid;
-      rm.address = there.address;
-      rm.size = bytes;
-      rm.rank = s.rank;
-      rm.peer = peer;
+      const RemoteMemory rm = unmapped(peer, there);
       const void* tileSrcs[plan::kMaxReduceSources];
       for (uint64_t off = 0; off < bytes; off += tile) {
         const uint64_t len = std::min(tile, bytes - off);
