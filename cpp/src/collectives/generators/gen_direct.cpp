@@ -19,7 +19,7 @@
 //                   root: reads (N-1)/N n from peers, the root receives (N-1)/N n.
 //   gather          1 step, puts into the root: n/N per rank. scatter: 1 step, gets: n/N.
 //   sendrecv        1 step (the ring shift). barrier: 1 round of N-1 signals.
-// direct_small (all_reduce, reduce): for tiny messages, one step: every rank puts its whole
+// direct_small (all_reduce, reduce): for small messages, one step: every rank puts its whole
 // input into every peer's (or the root's) scratch and reduces locally; sends (N-1) n, scratch
 // N-1 vectors.
 #include "collectives/generators/common.hpp"
@@ -33,7 +33,9 @@ constexpr const char* kName = "direct";
 constexpr const char* kSmallName = "direct_small";
 // Slicing keeps each reduced piece in cache until it is put to the peers.
 const PlanBuilder::BuildOptions kPipelined{0, -1, 32, 64 << 10};
-const PlanBuilder::BuildOptions kSmall{0, 64 << 10, 1, 0};
+// No upper bound: on private memory it beats `direct` up to a few MiB (no cross-process calls);
+// the tuning table decides where.
+const PlanBuilder::BuildOptions kSmall{0, -1, 1, 0};
 // Plans that only move data: one slice, so each transfer is one copy (or one cross-process
 // call) and one handshake; nothing reads the data again for a slice to keep in cache.
 const PlanBuilder::BuildOptions kMoving{0, -1, 1, 0};
