@@ -137,8 +137,20 @@ def test_pipelining_hints():
     ring = builtin.generate("ring", "all_reduce", 4)
     assert ring["pipeline"]["max_slices"] > 1 and ring["pipeline"]["min_slice_bytes"] > 0
     small = builtin.generate("direct_small", "all_reduce", 4)
-    assert small["size_range"]["max_bytes"] is not None
     assert small["pipeline"]["max_slices"] == 1
+    # direct pipelines its reductions but moves data in one piece
+    assert builtin.generate("direct", "all_reduce", 4)["pipeline"]["max_slices"] > 1
+    assert builtin.generate("direct", "all_gather", 4)["pipeline"]["max_slices"] == 1
+
+
+def test_direct_reductions_read_peers_in_place():
+    # get_reduce: no scratch, and every rank's part is reduced from all N-1 peers
+    for collective in ("all_reduce", "reduce_scatter", "reduce"):
+        plan = builtin.generate("direct", collective, 5, root=2 if collective == "reduce" else None)
+        assert plan["buffers"]["scratch"] == 0
+        for entry in plan["ranks"]:
+            gets = [op for op in entry["workers"][0]["ops"] if op["op"] == "get_reduce"]
+            assert len(gets) == 4
 
 
 def test_out_of_place_ring_all_reduce_needs_no_scratch():
