@@ -17,6 +17,10 @@
 
 namespace forestcc {
 
+// The longest sleep of a wait that has run past its spin and yield phases: a peer that was
+// descheduled for a few milliseconds is noticed within this much of its signal.
+constexpr long kMaxSleepNs = 200000;
+
 struct WaitPolicy {
   double timeoutSeconds;
   double spinMicroseconds;
@@ -64,7 +68,7 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p) {
     } else {
       timespec ts{0, sleepNs};
       nanosleep(&ts, nullptr);
-      sleepNs = sleepNs < 1000000 ? sleepNs * 2 : 1000000;
+      sleepNs = sleepNs < kMaxSleepNs ? sleepNs * 2 : kMaxSleepNs;
     }
   }
 }

@@ -78,7 +78,7 @@ class ForestccBackend(Backend):
 
     def set_algo(self, algo: str | None) -> None:
         self.algo = algo
-        self._algo_kw = {"algo": algo} if algo else {}
+        self._algo = algo or "auto"   # passed positionally, as the mpi backend passes its own
 
     def with_algo(self, algo: str | None) -> ForestccBackend:
         """This backend (the same communicator) calling every collective with ``algo``."""
@@ -119,37 +119,37 @@ class ForestccBackend(Backend):
     # -- communication -----------------------------------------------------------------------------
     def run(self, coll: Collective, send: Any, recv: Any, op: str, root: int,
             in_place: bool) -> Any:
-        comm, rank, kw, name = self.comm, self.rank, self._algo_kw, coll.name
+        comm, rank, algo, name = self.comm, self.rank, self._algo, coll.name
         if name == "all_reduce":
             if in_place:
-                comm.all_reduce(recv, op=op, **kw)
+                comm.all_reduce(recv, op, None, algo)
             else:
-                comm.all_reduce(send, op=op, out=recv, **kw)
+                comm.all_reduce(send, op, recv, algo)
             return recv
         if name == "all_gather":
-            comm.all_gather(recv, send, **kw)
+            comm.all_gather(recv, send, algo)
             return recv
         if name == "reduce_scatter":
-            comm.reduce_scatter(recv, send, op=op, **kw)
+            comm.reduce_scatter(recv, send, op, algo)
             return recv
         if name == "all_to_all":
-            comm.all_to_all(recv, send, **kw)
+            comm.all_to_all(recv, send, algo)
             return recv
         if name == "broadcast":
             buf = send if (rank == root and not in_place) else recv
-            comm.broadcast(buf, root, **kw)
+            comm.broadcast(buf, root, algo)
             return buf
         if name == "reduce":
             if in_place:
-                comm.reduce(recv, root, op=op, **kw)
+                comm.reduce(recv, root, op, None, algo)
             else:
-                comm.reduce(send, root, op=op, out=recv, **kw)
+                comm.reduce(send, root, op, recv, algo)
             return recv if rank == root else None
         if name == "gather":
-            comm.gather(recv, send, root, **kw)
+            comm.gather(recv, send, root, algo)
             return recv if rank == root else None
         if name == "scatter":
-            comm.scatter(recv, send, root, **kw)
+            comm.scatter(recv, send, root, algo)
             return recv
         if name == "sendrecv":
             nxt, prev = (rank + 1) % self.size, (rank - 1) % self.size
