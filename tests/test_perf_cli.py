@@ -281,6 +281,24 @@ def test_tune_merge_keeps_other_rank_counts():
     assert table["source"] == "forestcc-perf --tune (2 ranks): y"
 
 
+def test_tune_merge_by_memory_kind():
+    """A sweep on one memory kind replaces that kind's rules and memory-agnostic ones in its
+    rank range, and keeps the other kind's."""
+    def rule(algo, memory=None):
+        r = {"collective": "all_reduce", "min_ranks": 2, "max_ranks": 2, "min_bytes": 0,
+             "max_bytes": None, "algorithm": algo}
+        if memory:
+            r["memory"] = memory
+        return r
+    old = {"version": 1, "source": "x", "rules": [rule("ring"), rule("direct", "shared"),
+                                                 rule("tree", "private")]}
+    new = tune.rules_for("all_reduce", [(8, "direct_small")], (2, 2), "private")
+    assert new == [rule("direct_small", "private")]
+    table = tune.merge(old, new, "forestcc-perf --tune (2 ranks, private memory): y")
+    assert [(r["algorithm"], r.get("memory")) for r in table["rules"]] == \
+        [("direct_small", "private"), ("direct", "shared")]
+
+
 def _check_tuning_table(path: Path, nranks: int) -> dict:
     from forestcc import tuning
     table = tuning.validate_table(json.loads(path.read_text()), str(path))
@@ -307,7 +325,9 @@ def test_tune_writes_a_valid_table(tmp_path, no_new_shm):
     assert p.returncode == 0, p.stderr
     table = _check_tuning_table(out, 1)
     _check_tuning_table(out, 2)
-    assert "(1 ranks)" in table["source"] and "(2 ranks)" in table["source"]
+    assert "(1 ranks, private memory)" in table["source"]
+    assert "(2 ranks, private memory)" in table["source"]
+    assert all(r["memory"] == "private" for r in table["rules"])
     p = forestcc_run_perf(2, "all_reduce", *QUICK, env={"FORESTCC_TUNING": str(out)})
     assert p.returncode == 0, p.stderr
 

@@ -17,9 +17,11 @@ first rule starts at 0 bytes and the last is unbounded. An algorithm that gives 
 (#wrong > 0) is never chosen, and the run exits 1.
 
 Rules carry min_ranks = max_ranks = the rank count measured (--tune-ranks MIN:MAX widens
-them). Writing merges: rules already in the output file for other collectives or for rank
-ranges that are not inside this one are kept, so ``-n 2`` and ``-n 4`` runs into one file give
-one table for both.
+them) and the memory kind measured: ``"memory": "private"`` with --memory numpy (the default),
+``"shared"`` with --memory forestcc (forestcc.empty buffers, which peers map). Writing merges:
+rules already in the output file for other collectives, for rank ranges that are not inside
+this one, or for the other memory kind are kept, so ``-n 2`` and ``-n 4`` runs with both
+memories into one file give one table for all of them.
 """
 from __future__ import annotations
 
@@ -148,9 +150,14 @@ def _boundary(a: int, b: int) -> int:
     return max(a + 1, min(b, math.isqrt(a * b) + 1 if a else 1))
 
 
+# --memory of the sweep -> the rules' "memory" (forestcc.tuning).
+MEMORY_OF = {"numpy": "private", "forestcc": "shared"}
+
+
 def rules_for(collective: str, chosen: list[tuple[int, str]],
-              ranks: tuple[int, int]) -> list[dict]:
-    """Consecutive sizes with one choice merged into byte ranges covering 0..unbounded."""
+              ranks: tuple[int, int], memory: str | None = None) -> list[dict]:
+    """Consecutive sizes with one choice merged into byte ranges covering 0..unbounded; with
+    ``memory`` ("private" or "shared") the rules apply to that memory kind only."""
     rules: list[dict] = []
     for i, (size, algo) in enumerate(chosen):
         lo = 0 if i == 0 else _boundary(chosen[i - 1][0], size)
@@ -158,21 +165,27 @@ def rules_for(collective: str, chosen: list[tuple[int, str]],
         if rules and rules[-1]["algorithm"] == algo:
             rules[-1]["max_bytes"] = hi
             continue
-        rules.append({"collective": collective, "min_ranks": ranks[0], "max_ranks": ranks[1],
-                      "min_bytes": lo, "max_bytes": hi, "algorithm": algo})
+        rule = {"collective": collective, "min_ranks": ranks[0], "max_ranks": ranks[1],
+                "min_bytes": lo, "max_bytes": hi, "algorithm": algo}
+        if memory is not None:
+            rule["memory"] = memory
+        rules.append(rule)
     return rules
 
 
 def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
     """The table to write: the new rules, plus the old ones they do not replace (another
-    collective, or a rank range not inside the new one). Rules of one collective stay in an
-    order where the first match is the intended one: by rank range where the ranges are
-    disjoint or equal, else the new rules first."""
-    spans = {r["collective"]: (r["min_ranks"], r["max_ranks"]) for r in new_rules}
+    collective, a rank range not inside the new one, or the other memory kind; a rule for any
+    memory is replaced by rules for one kind). Rules of one collective stay in an order where the
+    first match is the intended one: by rank range where the ranges are disjoint or equal, else
+    the new rules first."""
+    spans = {r["collective"]: (r["min_ranks"], r["max_ranks"], r.get("memory"))
+             for r in new_rules}
 
     def replaced_by_new(rule: dict) -> bool:
         span = spans.get(rule["collective"])
-        return span is not None and span[0] <= rule["min_ranks"] and rule["max_ranks"] <= span[1]
+        return (span is not None and span[0] <= rule["min_ranks"] and rule["max_ranks"] <= span[1]
+                and rule.get("memory") in (None, span[2]))
 
     kept = [r for r in (old or {}).get("rules", []) if not replaced_by_new(r)]
     rules = new_rules + kept
@@ -241,7 +254,7 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
             chosen = choose(times)
             for line in _matrix(name, algos, times, dict(chosen)):
                 say(line)
-            new_rules += rules_for(name, chosen, ranks)
+            new_rules += rules_for(name, chosen, ranks, MEMORY_OF.get(backend.memory))
     except KeyboardInterrupt:
         backend.abort(130)
     except Exception as e:   # one rank's failure ends the job, with the reason
@@ -288,6 +301,9 @@ def _write(new_rules: list[dict], output: str | None, ranks: tuple[int, int]) ->
             raise ValueError(f"{path} exists but is not a tuning table ({e}); remove it or "
                              f"choose another --tune-output") from None
     span = f"{ranks[0]} ranks" if ranks[0] == ranks[1] else f"{ranks[0]}-{ranks[1]} ranks"
+    kinds = {r.get("memory") for r in new_rules} - {None}
+    if kinds:
+        span += ", " + "/".join(sorted(kinds)) + " memory"
     when = datetime.datetime.now().strftime("%Y-%m-%d")
     source = (f"forestcc-perf --tune ({span}): {socket.gethostname()}, {os.cpu_count()} CPUs, "
               f"{when}")

@@ -9,8 +9,13 @@ Where it comes from, first found wins:
    development machine (see README, "Choosing algorithms").
 
 Format: ``{"version": 1, "source": str, "rules": [{"collective", "min_ranks", "max_ranks",
-"min_bytes", "max_bytes" (null: unbounded), "algorithm"}, ...]}``; the first rule that matches
-(collective, rank count, bytes = the larger of input and output) wins; no match means "direct".
+"min_bytes", "max_bytes" (null: unbounded), "algorithm", optionally "memory"}, ...]}``; the first
+rule that matches (collective, rank count, bytes = the larger of input and output, memory) wins;
+no match means "direct". ``memory`` is ``"shared"`` (the call's buffers all come from
+``forestcc.empty``, so peers map them) or ``"private"`` (anything else: peers reach it with
+cross-process calls); a rule without it matches both. The best algorithm differs between them:
+on private memory, copying into the peers' mapped scratch (``direct_small``) beats cross-process
+calls up to a few MiB, on shared memory reading the peers in place (``direct``) wins.
 """
 from __future__ import annotations
 
@@ -24,6 +29,9 @@ __all__ = ["builtin_algorithms", "default_path", "user_path", "load", "rules_for
 
 VERSION = 1
 RULE_KEYS = ("collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm")
+OPTIONAL_RULE_KEYS = ("memory",)
+# A rule's "memory" and the engine's code for it (absent: -1, any memory).
+MEMORY_KINDS = {"private": 0, "shared": 1}
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,8 +70,13 @@ def validate_table(table, source: str = "<tuning>") -> dict:
     known = builtin_algorithms()
     for i, rule in enumerate(rules):
         where = f"{source}: rule {i}"
-        if not isinstance(rule, dict) or set(rule) != set(RULE_KEYS):
-            raise ValueError(f"{where}: needs exactly the keys {', '.join(RULE_KEYS)}")
+        if (not isinstance(rule, dict) or not set(RULE_KEYS) <= set(rule)
+                or not set(rule) <= set(RULE_KEYS + OPTIONAL_RULE_KEYS)):
+            raise ValueError(f"{where}: needs exactly the keys {', '.join(RULE_KEYS)} (and "
+                             f"optionally {', '.join(OPTIONAL_RULE_KEYS)})")
+        if "memory" in rule and rule["memory"] not in MEMORY_KINDS:
+            raise ValueError(f"{where}: memory must be one of {', '.join(MEMORY_KINDS)}, got "
+                             f"{rule['memory']!r}")
         if rule["collective"] not in ops.COLLECTIVES and rule["collective"] != "all_to_all_v":
             raise ValueError(f"{where}: unknown collective {rule['collective']!r}")
         if rule["algorithm"] not in known:
@@ -89,7 +102,9 @@ def load(path=None) -> dict:
 
 def rules_for_engine(table: dict) -> list:
     """Rows for the native engine: (collective, min_ranks, max_ranks, min_bytes, max_bytes
-    (-1: unbounded), algorithm). all_to_all_v shares all_to_all's rules."""
+    (-1: unbounded), algorithm, memory (-1 any, 0 private, 1 shared)). all_to_all_v shares
+    all_to_all's rules."""
     return [(r["collective"], r["min_ranks"], r["max_ranks"], r["min_bytes"],
-             -1 if r["max_bytes"] is None else r["max_bytes"], r["algorithm"])
+             -1 if r["max_bytes"] is None else r["max_bytes"], r["algorithm"],
+             MEMORY_KINDS.get(r.get("memory"), -1))
             for r in table["rules"] if r["collective"] != "all_to_all_v"]

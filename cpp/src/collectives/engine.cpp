@@ -94,13 +94,17 @@ Engine::Engine(std::shared_ptr<Communicator> comm)
 
 Engine::~Engine() = default;
 
-void Engine::setTuning(std::vector<TuningRule> rules) { rules_ = std::move(rules); }
+void Engine::setTuning(std::vector<TuningRule> rules) {
+  rules_ = std::move(rules);
+  tunedByMemory_ = std::any_of(rules_.begin(), rules_.end(), [](const TuningRule& r) { return r.memory != kAnyMemory; });
+}
 
-const std::string& Engine::choose(plan::Collective c, uint64_t bytes) const {
+const std::string& Engine::choose(plan::Collective c, uint64_t bytes, int memory) const {
   static const std::string kNone;
   const int n = comm_->size();
   for (const TuningRule& r : rules_) {
     if (r.collective != c || n < r.minRanks || n > r.maxRanks || bytes < r.minBytes) continue;
+    if (r.memory != kAnyMemory && r.memory != memory) continue;
     if (r.maxBytes >= 0 && bytes > static_cast<uint64_t>(r.maxBytes)) continue;
     return r.algorithm;
   }

@@ -31,8 +31,12 @@ struct TuningRule {
   int minRanks = 1, maxRanks = 1 << 30;
   uint64_t minBytes = 0;
   int64_t maxBytes = -1;
+  // Which memory the call's buffers are in: kAnyMemory, kPrivateMemory (ordinary process memory:
+  // peers reach it with cross-process calls) or kSharedMemory (forestcc.empty: peers map it).
+  int memory = -1;
   std::string algorithm;
 };
+constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
 
 // Completion of a queued call.
 class Work {
@@ -85,8 +89,11 @@ class Engine {
   int size() const { return comm_->size(); }
 
   void setTuning(std::vector<TuningRule> rules);
-  // The algorithm the tuning table picks ("" when no rule matches).
-  const std::string& choose(plan::Collective c, uint64_t bytes) const;
+  // True when some rule depends on the memory kind (the caller then works it out per call).
+  bool tunedByMemory() const { return tunedByMemory_; }
+  // The tuned algorithm for a call ("" when no rule matches); memory: kPrivateMemory,
+  // kSharedMemory, or kAnyMemory when unknown (then memory-specific rules do not match).
+  const std::string& choose(plan::Collective c, uint64_t bytes, int memory) const;
   // A built-in plan, generated and compiled once per (algorithm, collective, root, in place).
   std::shared_ptr<const CompiledPlan> builtin(const std::string& algorithm, plan::Collective c, int root, bool inPlace);
   std::shared_ptr<const CompiledPlan> compile(const plan::Plan& p);
@@ -115,6 +122,7 @@ class Engine {
   std::shared_ptr<Communicator> comm_;
   executor::Executor executor_;
   std::vector<TuningRule> rules_;
+  bool tunedByMemory_ = false;
   std::mutex cacheMu_;
   std::map<std::tuple<std::string, int, int, bool>, std::shared_ptr<const CompiledPlan>> cache_;
 

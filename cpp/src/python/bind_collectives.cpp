@@ -14,6 +14,7 @@
 #include "python/array_view.hpp"
 #include "python/module.hpp"
 #include "python/plan_dict.hpp"
+#include "transport/shm_segment.hpp"
 
 namespace py = pybind11;
 
@@ -109,8 +110,18 @@ struct PyWork {
   py::object result;
 };
 
+// kSharedMemory when the call's buffers all lie in forestcc.empty memory (peers map them),
+// else kPrivateMemory.
+int memoryKind(const CallBuffers& b) {
+  size_t offset;
+  auto shared = [&](const void* p, uint64_t bytes) { return !bytes || findSharedAllocation(p, bytes, &offset) != nullptr; };
+  return shared(b.input, b.inputBytes) && shared(b.output, b.outputBytes) ? collectives::kSharedMemory
+                                                                          : collectives::kPrivateMemory;
+}
+
 std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const char* collName, bool variable,
-                                               py::handle algo, int root, bool inPlace, uint64_t bytes) {
+                                               py::handle algo, int root, bool inPlace, const CallBuffers& b) {
+  const uint64_t bytes = std::max(b.inputBytes, b.outputBytes);
   Engine& e = *pe.engine;
   std::shared_ptr<const CompiledPlan> chosen;
   if (PyUnicode_Check(algo.ptr())) {
@@ -119,7 +130,7 @@ std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const
     const std::string* picked = &named;
     if (PyUnicode_CompareWithASCIIString(algo.ptr(), "auto") == 0) {
       // all_to_all_v needs a plan without scratch (uneven blocks): direct.
-      picked = variable ? &kDirect : &e.choose(c, bytes);
+      picked = variable ? &kDirect : &e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b) : collectives::kAnyMemory);
       if (picked->empty()) picked = &kDirect;
     } else {
       named = py::str(algo);
@@ -288,7 +299,7 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
             throw py::value_error("collective: sendrecv is a plan collective; use send() and recv()");
         }
         std::shared_ptr<const CompiledPlan> chosen =
-            choosePlan(pe, c, collName, variable, algo, root, inPlace, std::max(b.inputBytes, b.outputBytes));
+            choosePlan(pe, c, collName, variable, algo, root, inPlace, b);
         if (!asyncOp) {
           py::gil_scoped_release r;
           e.run(*chosen, b);
@@ -328,9 +339,9 @@ void bindCollectives(py::module_& m) {
       .def(py::init([](std::shared_ptr<Communicator> comm, py::object resolver) {
         return PyEngine{std::make_shared<Engine>(std::move(comm)), std::move(resolver), py::list(), nullptr, {}};
       }))
-      .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string>>& rows) {
+      .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string, int>>& rows) {
         std::vector<TuningRule> rules;
-        for (const auto& [coll, lo, hi, minB, maxB, algo] : rows) {
+        for (const auto& [coll, lo, hi, minB, maxB, algo, memory] : rows) {
           TuningRule r;
           r.collective = parseCollective(coll);
           r.minRanks = lo;
@@ -338,11 +349,19 @@ void bindCollectives(py::module_& m) {
           r.minBytes = minB;
           r.maxBytes = maxB;
           r.algorithm = algo;
+          r.memory = memory;
           rules.push_back(r);
         }
         pe.engine->setTuning(std::move(rules));
       })
-      .def("choose", [](PyEngine& pe, const std::string& coll, uint64_t bytes) { return pe.engine->choose(parseCollective(coll), bytes); })
+      .def("choose", [](PyEngine& pe, const std::string& coll, uint64_t bytes, int memory) {
+        return pe.engine->choose(parseCollective(coll), bytes, memory);
+      }, py::arg("collective"), py::arg("bytes"), py::arg("memory") = collectives::kAnyMemory)
+      .def("last_plan", [](PyEngine& pe, const std::string& coll) -> py::object {
+        const auto& last = pe.last[static_cast<int>(parseCollective(coll))];
+        if (!last.plan) return py::none();
+        return py::str(last.plan->name);
+      }, "Name of the built-in plan the last call of this collective used (None before any).")
       .def("compile", [](PyEngine& pe, const py::dict& d) {
         plan::Plan p = dictToPlan(d);
         py::gil_scoped_release r;

@@ -1,0 +1,51 @@
+"""The tuning table behind algo="auto": validation, and selection by memory kind in real jobs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from forestcc import tuning
+
+from conftest import run_job
+
+
+def _rule(**kw):
+    rule = {"collective": "all_reduce", "min_ranks": 2, "max_ranks": 2, "min_bytes": 0,
+            "max_bytes": None, "algorithm": "ring"}
+    rule.update(kw)
+    return rule
+
+
+def test_memory_field_is_optional_and_checked():
+    ok = {"version": 1, "source": "t", "rules": [_rule(), _rule(memory="shared"),
+                                                  _rule(memory="private")]}
+    tuning.validate_table(ok, "t")
+    assert [row[-1] for row in tuning.rules_for_engine(ok)] == [-1, 1, 0]
+    with pytest.raises(ValueError, match="rule 0: memory must be one of private, shared"):
+        tuning.validate_table({"version": 1, "source": "t", "rules": [_rule(memory="gpu")]}, "t")
+    with pytest.raises(ValueError, match="rule 0: needs exactly the keys"):
+        tuning.validate_table({"version": 1, "source": "t", "rules": [_rule(colour="red")]}, "t")
+
+
+def test_shipped_table_is_valid():
+    table = tuning.load(tuning.default_path())
+    assert table["rules"] and {r.get("memory") for r in table["rules"]} <= {None, "private",
+                                                                             "shared"}
+
+
+def test_auto_picks_by_memory_kind(tmp_path):
+    table = {"version": 1, "source": "test", "rules": [
+        _rule(memory="shared", algorithm="ring"),
+        _rule(memory="private", algorithm="halving_doubling")]}
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps(table))
+    result = run_job(2, "tuning_check.py", env={"FORESTCC_TUNING": str(path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    plans = result.lines("PLAN")
+    assert len(plans) == 4, result.stdout
+    for line in plans:
+        _, memory, name = line.split()
+        assert name.startswith("ring_" if memory == "shared" else "halving_doubling_"), line
+    # the engine's choice by memory code; unknown memory matches neither rule
+    assert all(line.split()[1:] == ["halving_doubling", "ring"]
+               for line in result.lines("choose")), result.stdout
