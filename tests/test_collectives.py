@@ -40,6 +40,14 @@ def test_streaming_copies(memory):
                 "--dtypes", "float32,int8", env={"FORESTCC_STREAMING_BYTES": "1"}), 3)
 
 
+def test_released_peer_buffers_are_unmapped():
+    # a long sweep over new forestcc.empty buffers used to keep every peer buffer mapped (OOM)
+    result = run_job(3, "segment_churn.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = [int(line.split()[1]) for line in result.lines("DELETED_MAPPINGS")]
+    assert len(counts) == 3 and max(counts) <= 2, result.stdout
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_64_mib_messages(n):
     # 16 Mi float32 elements per block = 64 MiB (all_gather/reduce_scatter: per rank block)

@@ -84,10 +84,11 @@ def _parser(prog: str, preset: str | None) -> argparse.ArgumentParser:
       "forestcc (forestcc.empty: shared memory, zero-copy between ranks) (numpy)")
     a("--plot", default=None, metavar="PNG", help="plot busbw against size (needs matplotlib)")
     a("--tune", action="store_true", help="sweep forestcc's built-in algorithms over the sizes "
-      "and write the tuning table that algo='auto' reads")
+      "and write the tuning table that algo='auto' reads (rules for the --memory kind swept: "
+      "numpy -> private, forestcc -> shared)")
     a("--tune-output", "--tune_output", default=None, metavar="JSON", help="where --tune "
       "writes the table (default: forestcc.tuning.user_path(), ~/.config/forestcc/"
-      "tuning.json); rules there for other rank counts are kept")
+      "tuning.json); rules there for other rank counts or memory kinds are kept")
     a("--tune-ranks", "--tune_ranks", default=None, metavar="MIN:MAX", help="rank range the "
       "tuned rules apply to (default: the rank count measured)")
     a("--tune-repeats", "--tune_repeats", type=int, default=3, metavar="R", help="--tune "

@@ -235,9 +235,15 @@ void Executor::publish(Call& call) {
 
 char* Executor::mapSegment(const BufferDescriptor& d, int peer) {
   std::lock_guard<std::mutex> g(segmentsMu_);
-  auto& seg = segments_[d.segmentId];
-  if (!seg) seg = ShmSegment::open(d.segmentName, d.segmentSize, state_->rank, peer);
-  return static_cast<char*>(seg->data());
+  auto it = segments_.find(d.segmentId);
+  if (it == segments_.end()) {
+    // A new segment: first let go of those whose owners released them (unlinked names are never
+    // published again), or every buffer a peer ever allocated would stay mapped, and resident.
+    for (auto old = segments_.begin(); old != segments_.end();)
+      old = old->second->linked() ? std::next(old) : segments_.erase(old);
+    it = segments_.emplace(d.segmentId, ShmSegment::open(d.segmentName, d.segmentSize, state_->rank, peer)).first;
+  }
+  return static_cast<char*>(it->second->data());
 }
 
 const PeerView& Executor::peerView(Call& call, int worker, int peer) {

@@ -168,6 +168,11 @@ ShmSegment::~ShmSegment() {
   }
 }
 
+bool ShmSegment::linked() const {
+  struct stat st;
+  return ::stat(("/dev/shm" + name_).c_str(), &st) == 0;
+}
+
 int ownedSegmentCount() { return gOwnedCount.load(); }
 
 int sweepStaleSegments() {

@@ -24,6 +24,9 @@ class ShmSegment {
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }
   bool owner() const { return owner_; }
+  // False once the owner has released the segment (its name is unlinked): no one will publish it
+  // again, so a peer's mapping of it only pins memory.
+  bool linked() const;
 
  private:
   ShmSegment(std::string name, void* data, size_t size, bool owner)
