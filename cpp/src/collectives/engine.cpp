@@ -264,13 +264,7 @@ void Engine::recvNow(void* data, size_t bytes, int peer) {
       if (post.buffer.segmentId) {
         std::memcpy(data, executor_.mapSegment(post.buffer, peer) + post.buffer.offset, bytes);
       } else {
-        RemoteMemory rm;
-        rm.pid = s.peers[peer].pid;
-        rm.address = post.buffer.address;
-        rm.size = bytes;
-        rm.rank = s.rank;
-        rm.peer = peer;
-        rm.read(0, data, bytes);
+        RemoteMemory::inProcess(s.peers[peer].pid, post.buffer.address, bytes, s.rank, peer).read(0, data, bytes);
       }
     }
   } catch (...) {

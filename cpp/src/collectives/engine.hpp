@@ -26,17 +26,19 @@ using executor::CompiledPlan;
 
 // One row of the tuning table: for `collective` on [minRanks, maxRanks] ranks and messages of
 // [minBytes, maxBytes] bytes (maxBytes < 0: unbounded), use `algorithm`. First match wins.
+// Which memory a call's buffers are in, for tuning rules: any (the rule does not care), private
+// (ordinary process memory: peers reach it with cross-process calls) or shared (forestcc.empty:
+// peers map it).
+constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
+
 struct TuningRule {
   plan::Collective collective;
   int minRanks = 1, maxRanks = 1 << 30;
   uint64_t minBytes = 0;
   int64_t maxBytes = -1;
-  // Which memory the call's buffers are in: kAnyMemory, kPrivateMemory (ordinary process memory:
-  // peers reach it with cross-process calls) or kSharedMemory (forestcc.empty: peers map it).
-  int memory = -1;
+  int memory = kAnyMemory;
   std::string algorithm;
 };
-constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
 
 // Completion of a queued call.
 class Work {

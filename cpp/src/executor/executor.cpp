@@ -457,13 +457,7 @@ void Executor::runWorker(Call& call, int worker) {
   };
   // A peer's span that is not mapped here: reached with process_vm_readv/writev.
   auto unmapped = [&](int peer, const RemoteSpan& there) {
-    RemoteMemory rm;
-    rm.pid = s.peers[peer].pid;
-    rm.address = there.address;
-    rm.size = there.bytes;
-    rm.rank = s.rank;
-    rm.peer = peer;
-    return rm;
+    return RemoteMemory::inProcess(s.peers[peer].pid, there.address, there.bytes, s.rank, peer);
   };
   auto mismatch = [&](int peer, uint64_t mine, uint64_t theirs, const char* what) {
     throw Error(ErrorCode::InvalidUsage,

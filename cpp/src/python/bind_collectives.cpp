@@ -126,24 +126,25 @@ std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const
   std::shared_ptr<const CompiledPlan> chosen;
   if (PyUnicode_Check(algo.ptr())) {
     static const std::string kDirect = "direct";
-    std::string named;
-    const std::string* picked = &named;
+    std::string named;                   // holds an algorithm given by name
+    const std::string* name = &kDirect;  // "auto" without a matching rule, and all_to_all_v
     if (PyUnicode_CompareWithASCIIString(algo.ptr(), "auto") == 0) {
       // all_to_all_v needs a plan without scratch (uneven blocks): direct.
-      picked = variable ? &kDirect : &e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b) : collectives::kAnyMemory);
-      if (picked->empty()) picked = &kDirect;
+      if (!variable) {
+        const std::string& tuned = e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b) : collectives::kAnyMemory);
+        if (!tuned.empty()) name = &tuned;
+      }
     } else {
       named = py::str(algo);
-      const std::string& name = named;
+      name = &named;
       static const std::vector<std::string> builtins = collectives::algorithmNames();
-      if (std::find(builtins.begin(), builtins.end(), name) == builtins.end())
+      if (std::find(builtins.begin(), builtins.end(), named) == builtins.end())
         chosen = pe.resolver(algo).cast<std::shared_ptr<CompiledPlan>>();  // a plan file
     }
     if (!chosen) {
-      const std::string& name = *picked;
       PyEngine::Last& last = pe.last[static_cast<int>(c)];
-      if (last.plan && last.algo == name && last.root == root && last.inPlace == inPlace) return last.plan;
-      const std::string algorithm = name;  // a copy: set_tuning may run while the GIL is released
+      if (last.plan && last.algo == *name && last.root == root && last.inPlace == inPlace) return last.plan;
+      const std::string algorithm = *name;  // a copy: set_tuning may run while the GIL is released
       {
         py::gil_scoped_release r;
         chosen = e.builtin(algorithm, c, plan::rooted(c) ? root : -1, inPlace);
@@ -198,14 +199,14 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
         py::object keepX, keepOut;
         auto stage = [&](size_t bytes) {
           bytes = bytes ? bytes : 1;
-          // Blocking calls share one stand-in; a queued call keeps its own until it ran.
+          // Blocking calls share one stand-in; a queued call keeps its own (`scratch`, which
+          // the queued work holds) until it ran.
           std::shared_ptr<Scratch>& slot = asyncOp ? scratch : pe.standIn;
           if (!slot || slot->size < bytes) {
             slot = std::make_shared<Scratch>();
             slot->bytes.reset(new char[bytes]);
             slot->size = bytes;
           }
-          if (!asyncOp) scratch = slot;
           return static_cast<void*>(slot->bytes.get());
         };
         switch (c) {

@@ -20,6 +20,14 @@ struct RemoteMemory {
   int peer = -1;
   std::shared_ptr<ShmSegment> segment;  // keeps the mapping alive
 
+  // Memory of process `pid` (rank `peer`) at `address`, reached with process_vm_readv/writev;
+  // `rank` is this rank, for errors.
+  static RemoteMemory inProcess(int pid, uint64_t address, uint64_t size, int rank, int peer) {
+    RemoteMemory m;
+    m.pid = pid, m.address = address, m.size = size, m.rank = rank, m.peer = peer;
+    return m;
+  }
+
   void write(uint64_t offset, const void* src, size_t bytes) const;
   void read(uint64_t offset, void* dst, size_t bytes) const;
 };

@@ -33,12 +33,11 @@ constexpr const char* kName = "direct";
 constexpr const char* kSmallName = "direct_small";
 // Slicing keeps each reduced piece in cache until it is put to the peers.
 const PlanBuilder::BuildOptions kPipelined{0, -1, 32, 64 << 10};
-// No upper bound: on private memory it beats `direct` up to a few MiB (no cross-process calls);
-// the tuning table decides where.
-const PlanBuilder::BuildOptions kSmall{0, -1, 1, 0};
-// Plans that only move data: one slice, so each transfer is one copy (or one cross-process
-// call) and one handshake; nothing reads the data again for a slice to keep in cache.
-const PlanBuilder::BuildOptions kMoving{0, -1, 1, 0};
+// One slice, no size bound: plans that only move data (each transfer is one copy, or one
+// cross-process call, and one handshake; nothing reads the data again for a slice to keep in
+// cache) and direct_small (which on private memory beats `direct` up to a few MiB, with no
+// cross-process calls; the tuning table decides where).
+const PlanBuilder::BuildOptions kUnsliced{0, -1, 1, 0};
 
 void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
   for (int p : ch.peers(r)) b.signal(r, w, ch.at(r, p));
@@ -116,7 +115,7 @@ plan::Plan allGather(const GenerateRequest& req) {
     if (!req.inPlace) b.copy(r, w, in(0), out(uint32_t(r)));
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kMoving);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 plan::Plan reduceScatter(const GenerateRequest& req) {
@@ -149,7 +148,7 @@ plan::Plan allToAll(const GenerateRequest& req) {
     if (!req.inPlace) b.copy(r, w, in(uint32_t(r)), out(uint32_t(r)));
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kMoving);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 // broadcast and scatter: the root says it entered; every other rank gets its data from the
@@ -171,7 +170,7 @@ plan::Plan pullFromRoot(const GenerateRequest& req) {
       b.signal(r, w, ch.at(r, root));
     }
   }
-  return finishPlan(b, kName, kMoving);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 // gather: the root says it entered; every other rank puts its input into the root's output.
@@ -190,7 +189,7 @@ plan::Plan gather(const GenerateRequest& req) {
       b.putSignal(r, w, ch.at(r, root), in(0), out(uint32_t(r)));
     }
   }
-  return finishPlan(b, kName, kMoving);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 plan::Plan barrier(const GenerateRequest& req) {
@@ -249,7 +248,7 @@ plan::Plan generateDirectSmall(const GenerateRequest& req) {
     for (Ref s : receivedSlots(n, 1, 0)) srcs.push_back(s);
     b.reduce(r, w, out(0), srcs);
   }
-  return finishPlan(b, kSmallName, kSmall);
+  return finishPlan(b, kSmallName, kUnsliced);
 }
 
 }  // namespace
@@ -267,7 +266,7 @@ const Algorithm& directAlgorithm() {
 const Algorithm& directSmallAlgorithm() {
   using C = plan::Collective;
   static const Algorithm algorithm{
-      kSmallName, "one step: whole inputs to every receiver's scratch, local reduce (tiny messages)",
+      kSmallName, "one step: whole inputs to every receiver's scratch, local reduce (small messages)",
       {C::AllReduce, C::Reduce}, generateDirectSmall};
   return algorithm;
 }
