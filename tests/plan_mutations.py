@@ -57,6 +57,10 @@ def check_wrong_chunk_index(plan, data) -> None:
         refs += [(ops.REF_LIST_FIELD, j) for j in range(len(op.get(ops.REF_LIST_FIELD, [])))]
         for field, j in refs:
             buffer, _index = op[field] if j is None else op[field][j]
+            if op["op"] == ops.REDUCE_PUT and field == "dst" and buffer == ops.SCRATCH:
+                # a staging place only this op reads (it puts from it): moved to another free
+                # scratch chunk, the plan stays correct (hypothesis found such a case)
+                continue
             if plan["buffers"][buffer] - op.get("n", 1) >= 1:  # has another valid index
                 candidates.append((r, w, s, field, j))
     if not candidates:
@@ -96,7 +100,9 @@ def check_added_conflicting_put(plan, data) -> None:
          "n": op.get("n", 1)}]})
     result = verify(plan)
     assert v.RACE in result.kinds(), str(result)
-    assert v.EARLY in result.kinds()
+    # (eager plans may write a peer's scratch bank before it entered: no entry rule there)
+    if plan.get("scratch_banks", 1) == 1 or op["dst"][0] != ops.SCRATCH:
+        assert v.EARLY in result.kinds()
     # the race names the added put, as the access reported or as the one it conflicts with
     added = f"rank {r}, worker {len(workers) - 1}, step 0 (put)"
     assert any(i.kind == v.RACE and added in i.message for i in result.issues)

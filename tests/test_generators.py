@@ -29,6 +29,7 @@ EXPECTED_ALGORITHMS = {
     "bruck": {"all_gather", "all_to_all", "barrier"},
     "pairwise": {"all_to_all", "sendrecv"},
     "tree": {"broadcast", "reduce", "gather", "scatter"},
+    "eager": {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"},
 }
 PAIRS = [(algo, c) for algo, collectives in EXPECTED_ALGORITHMS.items() for c in sorted(collectives)]
 
@@ -126,6 +127,24 @@ def test_generated_plans_round_trip_through_json(algo):
         for nranks in (1, 3, 8):
             plan = builtin.generate(algo, collective, nranks)
             assert plan_format.loads(plan_format.dumps(plan), "<dump>") == plan
+
+
+@pytest.mark.parametrize("collective", sorted(EXPECTED_ALGORITHMS["eager"]))
+def test_eager_plans_use_scratch_banks_and_no_entry_signal(collective):
+    from forestcc import _C
+    for n in (2, 3, 5):
+        plan = builtin.generate("eager", collective, n)
+        assert plan["scratch_banks"] == 2
+        limit = _C.plan.algorithm_max_bytes("eager", collective, n)
+        assert plan["size_range"]["max_bytes"] == limit
+        # a bank (1 MiB) holds one block from each of the N-1 peers
+        blocks = 1 if collective == "all_reduce" else n
+        assert limit == (1 << 20) // (n - 1) * blocks
+        for entry in plan["ranks"]:   # the first op puts data: no "entered" signal first
+            assert entry["workers"][0]["ops"][0]["op"] == ops.PUT_SIGNAL
+    assert "scratch_banks" not in builtin.generate("direct", collective, 3)
+    assert _C.plan.algorithm_max_bytes("direct", collective, 3) is None
+    assert _C.plan.algorithm_max_bytes("eager", collective, 1) is None
 
 
 def test_default_root_is_zero():

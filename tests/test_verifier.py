@@ -319,6 +319,67 @@ def test_barrier_must_connect_every_rank():
     assert "rank 1 can finish the barrier before rank 2 has started it" in str(result)
 
 
+def _eager_all_gather(nranks=3, banks=2, skip_wait=None, read_unwritten=False):
+    """Eager all_gather: every rank puts its input into every peer's scratch bank at once (no
+    entry handshake) and copies the received blocks out. skip_wait=(r, p): p sends r nothing and
+    r does not wait for p (r's output then lacks p's block, too); read_unwritten: rank 0 also copies a bank
+    slot nobody wrote in this call (stale data of an older eager call)."""
+    b = PlanBuilder(ops.ALL_GATHER, nranks, scratch=nranks)
+    w = [b.worker(r) for r in range(nranks)]
+    ch = {}
+    for r in range(nranks):
+        for p in range(r + 1, nranks):
+            ch[r, p], ch[p, r] = b.channel_pair(r, p)
+    slot = lambda sender, receiver: sender if sender < receiver else sender - 1  # noqa: E731
+    for r in range(nranks):
+        for p in range(nranks):
+            if p != r and (p, r) != skip_wait:
+                b.put_signal(r, w[r], ch[r, p], (IN, 0), (SCR, slot(r, p)))
+        b.copy(r, w[r], (IN, 0), (OUT, r))
+        for p in range(nranks):
+            if p != r and (r, p) != skip_wait:
+                b.wait(r, w[r], ch[r, p])
+                b.copy(r, w[r], (SCR, slot(p, r)), (OUT, p))
+    if read_unwritten:
+        b.copy(0, w[0], (SCR, nranks - 1), (SCR, nranks - 1))
+    return b.build(validate=False, scratch_banks=banks)
+
+
+def test_eager_plans_may_write_peer_scratch_banks_before_entry():
+    result = verify(_eager_all_gather())
+    assert result.ok, str(result)
+    # the same plan with ordinary scratch breaks the entry rule at every put
+    single = verify(_eager_all_gather(banks=1))
+    assert single.kinds() == {v.EARLY}, str(single)
+
+
+def test_eager_plan_must_synchronize_every_pair():
+    # rank 1 never hears from rank 2 in the call: it could run two eager calls ahead and
+    # overwrite a bank rank 2 still reads
+    result = verify(_eager_all_gather(skip_wait=(1, 2)))
+    assert v.NOT_SYNCHRONIZED in result.kinds(), str(result)
+    assert ("rank 1 can finish an eager call (scratch_banks 2), and the next one could overwrite "
+            "a scratch bank rank 2 still reads before rank 2 has started it") in str(result)
+
+
+def test_eager_plan_reading_a_stale_bank_slot_is_caught():
+    result = verify(_eager_all_gather(read_unwritten=True))
+    assert v.UNINITIALIZED in result.kinds(), str(result)
+
+
+def test_eager_plans_still_need_entry_for_user_buffers():
+    # scratch banks exempt the peers' scratch only: putting into a peer's output at once is early
+    b = PlanBuilder(ops.ALL_GATHER, 2)
+    c01, c10 = b.channel_pair(0, 1)
+    for r, ch in ((0, c01), (1, c10)):
+        w = b.worker(r)
+        b.put_signal(r, w, ch, (IN, 0), (OUT, r))
+        b.copy(r, w, (IN, 0), (OUT, r))
+        b.wait(r, w, ch)
+    result = verify(b.build(validate=False, scratch_banks=2))
+    assert result.kinds() == {v.EARLY}, str(result)
+
+
 def test_deadlock_report_names_the_wait_and_the_peer():
     plan = reference.ring_all_gather(3)
     ops_of_1 = plan["ranks"][1]["workers"][0]["ops"]

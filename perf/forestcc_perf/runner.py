@@ -69,11 +69,17 @@ class Runner:
         self.label = label or backend.name   # the backend column of the rows
         self.watchdog = Watchdog(settings.timeout_s, backend.rank)
 
+    def message_bytes(self, size_bytes: int, dtype: DataType) -> int:
+        """The row's size for a requested one: bytes of the larger buffer, as the engine counts
+        a message when it matches tuning rules."""
+        b, coll = self.backend, self.coll
+        count = coll.count_for_size(size_bytes, dtype.itemsize, b.size)
+        return max(coll.recv_elements(count, b.size), coll.send_elements(count, b.size)) * dtype.itemsize
+
     def measure(self, size_bytes: int, dtype: DataType, op: str, root: int) -> Row:
         b, coll = self.backend, self.coll
         count = coll.count_for_size(size_bytes, dtype.itemsize, b.size)
-        size = coll.recv_elements(count, b.size) * dtype.itemsize
-        size = max(size, coll.send_elements(count, b.size) * dtype.itemsize)
+        size = self.message_bytes(size_bytes, dtype)
         placements = []
         for in_place in (False, True):
             if not b.supports_in_place(coll, in_place):

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from forestcc_perf import __version__
-from forestcc_perf.backends.forestcc_backend import ForestccBackend, builtin_algorithms
+from forestcc_perf.backends.forestcc_backend import (ForestccBackend, algorithm_max_bytes,
+                                                     builtin_algorithms)
 from forestcc_perf.collectives import COLLECTIVES, DataType, find_collective
 from forestcc_perf.runner import AVERAGE_MODES, Progress, Runner, Settings, combine_times
 from forestcc_perf.sizes import format_size
@@ -67,6 +68,7 @@ class Sweep:
         self.b, self.s, self.dtype, self.op, self.root = backend, settings, dtype, op, root
         self.repeats = repeats
         self.wrong: list[str] = []   # what gave a wrong result
+        self.failed: dict[str, set[str]] = {}   # collective -> algorithms that did
 
     def collective(self, name: str, algos: list[str], sizes: list[int],
                    progress: Progress) -> dict[int, dict[str, float]]:
@@ -75,12 +77,20 @@ class Sweep:
         runners = {a: Runner(self.b.with_algo(a), coll, self.s, a, a) for a in algos}
         unchecked = Settings(**{**vars(self.s), "check_iters": 0})
         again = {a: Runner(self.b.with_algo(a), coll, unchecked, a, a) for a in algos}
-        bad: set[str] = set()
+        bad = self.failed.setdefault(name, set())
+        # eager plans serve small messages only (their scratch bank)
+        limits = {a: algorithm_max_bytes(a, name, self.b.size) for a in algos}
+
+        def serves(a: str, size: int) -> bool:
+            limit = limits[a]
+            return limit is None or runners[a].message_bytes(size, self.dtype) <= limit
+
         # one untimed call per algorithm first: plan generation and connections stay out of
         # the first size's times
         if sizes:
             for a in algos:
-                runners[a].measure(sizes[0], self.dtype, self.op, self.root)
+                if serves(a, sizes[0]):
+                    runners[a].measure(sizes[0], self.dtype, self.op, self.root)
         out: dict[int, dict[str, float]] = {}
         for size in sizes:
             progress.step(f"{name} {format_size(size)}")
@@ -88,7 +98,7 @@ class Sweep:
                 continue   # nothing to move at this size on this many ranks
             for repeat in range(self.repeats):
                 for a in algos:
-                    if a in bad:
+                    if a in bad or not serves(a, size):
                         continue
                     row = (again if repeat else runners)[a].measure(size, self.dtype, self.op,
                                                                     self.root)
@@ -252,7 +262,7 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
                 times = sweep.collective(name, algos, plan["sizes"], progress)
             progress.clear()
             chosen = choose(times)
-            for line in _matrix(name, algos, times, dict(chosen)):
+            for line in _matrix(name, algos, times, dict(chosen), sweep.failed.get(name, set())):
                 say(line)
             new_rules += rules_for(name, chosen, ranks, MEMORY_OF.get(backend.memory))
     except KeyboardInterrupt:
@@ -277,14 +287,19 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
 
 
 def _matrix(name: str, algos: list[str], times: dict[int, dict[str, float]],
-            chosen: dict[int, str]) -> list[str]:
+            chosen: dict[int, str], wrong: set[str] = frozenset()) -> list[str]:
+    """The cost table; "wrong" where an algorithm gave a wrong result, "-" at sizes it does
+    not serve (eager plans above their scratch bank)."""
     width = max(12, *(len(a) + 2 for a in algos))
     lines = [f"# {name}", "# " + f"{'bytes':>12}" + "".join(f"{a:>{width}}" for a in algos)]
     for size in sorted(times):
         cells = []
         for a in algos:
             t = times[size].get(a)
-            text = "wrong" if t is None else f"{t:.2f}" + ("*" if chosen.get(size) == a else " ")
+            if t is None:
+                text = "wrong" if a in wrong else "-"
+            else:
+                text = f"{t:.2f}" + ("*" if chosen.get(size) == a else " ")
             cells.append(f"{text:>{width}}")
         lines.append("# " + f"{size:>12}" + "".join(cells))
     return lines

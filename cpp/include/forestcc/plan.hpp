@@ -104,6 +104,10 @@ struct Plan {
   int64_t maxBytes = -1;         // -1: no upper bound
   uint32_t maxSlices = 1;
   uint64_t minSliceBytes = 0;
+  // 1: scratch serves one call at a time (peers touch it only after this rank entered).
+  // 2: eager plans: scratch alternates between two banks on successive such calls, so a peer may
+  // write this rank's bank before it entered (schedules/README.md, "Scratch banks").
+  uint32_t scratchBanks = 1;
   std::string generator;
   std::map<std::string, int64_t> params;  // provenance.params (integers/bools only from C++)
   std::vector<RankProgram> ranks;

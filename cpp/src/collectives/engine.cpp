@@ -95,6 +95,11 @@ Engine::Engine(std::shared_ptr<Communicator> comm)
 Engine::~Engine() = default;
 
 void Engine::setTuning(std::vector<TuningRule> rules) {
+  // A rule never picks an algorithm for messages its plans cannot serve (eager: bank size).
+  for (TuningRule& r : rules) {
+    const int64_t limit = algorithmMaxBytes(r.algorithm, r.collective, comm_->size());
+    if (limit >= 0 && (r.maxBytes < 0 || r.maxBytes > limit)) r.maxBytes = limit;
+  }
   rules_ = std::move(rules);
   tunedByMemory_ = std::any_of(rules_.begin(), rules_.end(), [](const TuningRule& r) { return r.memory != kAnyMemory; });
 }

@@ -16,7 +16,7 @@ const std::vector<const gen::Algorithm*>& registry() {
   static const std::vector<const gen::Algorithm*> algorithms{
       &gen::ringAlgorithm(),     &gen::directAlgorithm(), &gen::directSmallAlgorithm(),
       &gen::halvingDoublingAlgorithm(), &gen::bruckAlgorithm(), &gen::pairwiseAlgorithm(),
-      &gen::treeAlgorithm()};
+      &gen::treeAlgorithm(),     &gen::eagerAlgorithm()};
   return algorithms;
 }
 
@@ -54,6 +54,11 @@ std::vector<plan::Collective> algorithmCollectives(const std::string& algo) {
 std::string algorithmSummary(const std::string& algo) {
   const gen::Algorithm* a = find(algo);
   return a ? a->summary : "";
+}
+
+int64_t algorithmMaxBytes(const std::string& algo, plan::Collective c, int nranks) {
+  const gen::Algorithm* a = find(algo);
+  return a && a->maxBytes ? a->maxBytes(c, nranks) : -1;
 }
 
 bool supports(const std::string& algo, plan::Collective c, int nranks, std::string* whyNot) {

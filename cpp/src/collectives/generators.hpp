@@ -25,6 +25,9 @@ std::vector<std::string> algorithmNames();
 std::vector<plan::Collective> algorithmCollectives(const std::string& algo);
 // A one-line description of an algorithm ("" for an unknown name).
 std::string algorithmSummary(const std::string& algo);
+// The largest message (bytes: the larger of input and output) the algorithm's plans serve, -1
+// when unbounded (or unknown). Tuning rules are clamped to it.
+int64_t algorithmMaxBytes(const std::string& algo, plan::Collective c, int nranks);
 // Whether `algo` can generate `c` for `nranks` ranks; when not, *whyNot (if given) says why.
 bool supports(const std::string& algo, plan::Collective c, int nranks, std::string* whyNot = nullptr);
 // The plan of `algo` for the request. Throws forestcc::Error(InvalidUsage) naming the algorithm

@@ -171,6 +171,7 @@ plan::Plan PlanBuilder::build(const std::string& generator, const BuildOptions& 
   plan_.maxBytes = options.maxBytes;
   plan_.maxSlices = std::max<uint32_t>(1, options.maxSlices);
   plan_.minSliceBytes = options.minSliceBytes;
+  plan_.scratchBanks = options.scratchBanks;
   plan_.generator = generator;
   check();
   return plan_;

@@ -72,6 +72,7 @@ class PlanBuilder {
     int64_t maxBytes = -1;  // -1: no upper bound
     uint32_t maxSlices = 1;
     uint64_t minSliceBytes = 0;
+    uint32_t scratchBanks = 1;  // 2: eager plan (plan.hpp, Plan::scratchBanks)
   };
   void setParam(const std::string& key, int64_t value) { plan_.params[key] = value; }
   plan::Plan build(const std::string& generator, const BuildOptions& options);

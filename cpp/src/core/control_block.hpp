@@ -56,6 +56,15 @@ struct alignas(64) SendPost {
   int64_t status;  // written by the receiver: 0 ok, otherwise the receiver's byte count + 1
 };
 
+// Eager plans (scratch_banks 2) keep their scratch here, not in a per-call segment: peers map
+// the control block when the communicator is made, so they can write a rank's bank before it
+// enters a call. Bank b serves the eager calls numbered b, b + 2, ... (schedules/README.md,
+// "Scratch banks"). Pages are touched only when used.
+constexpr uint64_t kScratchBankBytes = 1 << 20;
+struct alignas(4096) ScratchBanks {
+  char bank[2][kScratchBankBytes];
+};
+
 struct ControlBlock {
   ControlHeader header;
   SemaphoreSlot slots[kSemaphoreSlots];
@@ -64,6 +73,7 @@ struct ControlBlock {
   SemaphoreSlot recvDone[kMaxLocalRanks];   // inbound: that rank finished receiving our send
   CallMailbox mailbox;
   SendPost sendPosts[kMaxLocalRanks];       // indexed by the receiver's local index
+  ScratchBanks scratchBanks;
 };
 
 }  // namespace forestcc

@@ -36,6 +36,7 @@ struct Executor::Call {
   uint64_t localBytes[3] = {0, 0, 0};
   bool variable = false;  // all_to_all_v block layout
   bool streaming = false;  // copy with streaming stores (large calls, copy_kernels.hpp)
+  int bank = -1;           // eager plans: the scratch bank of this call (every rank agrees)
   const uint64_t* localOffsets[2] = {nullptr, nullptr};
 };
 
@@ -124,6 +125,10 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
   out->scratchChunks = p.scratchChunks;
   out->maxSlices = std::max<uint32_t>(1, p.maxSlices);
   out->minSliceBytes = p.minSliceBytes;
+  if (p.scratchBanks != 1 && p.scratchBanks != 2)
+    throw Error(ErrorCode::InvalidUsage, prefix + "scratch_banks must be 1 or 2, got " + std::to_string(p.scratchBanks),
+                s.rank);
+  out->scratchBanks = p.scratchBanks;
   const plan::RankProgram& mine = p.ranks[s.rank];
   std::map<int, int> pairIndex;
   int loopbacks = 0;
@@ -161,6 +166,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.outbound = &s.peerControl(peer)->planSlots[me][i].value;
       ch.expected = &expected_[static_cast<size_t>(li) * kMaxPlanChannelsPerPeer + i];
     }
+    ch.peerBanks = &s.peerControl(peer)->scratchBanks;
     out->channels.push_back(ch);
   }
   if (loopbacks % 2)
@@ -316,10 +322,22 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   }
   const uint64_t blockBytes = call.count * call.elem;
   const uint64_t scratchBytes = (p.scratchChunks + call.k - 1) / call.k * blockBytes;
-  if (scratchBytes) ensureScratch(scratchBytes);
+  if (p.scratchBanks == 2) {
+    // Checked before anything is published: every rank has the same count and fails alike.
+    if (scratchBytes > kScratchBankBytes)
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(s.rank) + "plan '" + p.name + "' is eager (scratch banks): this call needs " +
+                      std::to_string(scratchBytes) + " bytes of scratch but a bank holds " +
+                      std::to_string(kScratchBankBytes) + "; use it for smaller messages, or another algorithm",
+                  s.rank);
+    call.bank = static_cast<int>(eagerCalls_++ & 1);
+    call.local[2] = s.control->scratchBanks.bank[call.bank];
+  } else {
+    if (scratchBytes) ensureScratch(scratchBytes);
+    call.local[2] = scratchBytes ? static_cast<char*>(scratch_->data()) : nullptr;
+  }
   call.local[0] = static_cast<char*>(buffers.input);
   call.local[1] = static_cast<char*>(buffers.output);
-  call.local[2] = scratchBytes ? static_cast<char*>(scratch_->data()) : nullptr;
   call.localBytes[0] = buffers.inputBytes;
   call.localBytes[1] = buffers.outputBytes;
   call.localBytes[2] = scratchBytes;
@@ -414,46 +432,58 @@ void Executor::runWorker(Call& call, int worker) {
   auto localOffsets = [&](Buffer b) -> const uint64_t* {
     return call.variable && b != Buffer::Scratch ? call.localOffsets[static_cast<int>(b)] : nullptr;
   };
-  // Local byte range of n chunks from ref (one piece per chunk when sliced; one span otherwise).
-  auto localSpan = [&](const plan::ChunkRef& ref, uint32_t j, uint32_t n, uint32_t slice, uint64_t& bytes) -> char* {
-    const uint64_t* off = localOffsets(ref.buffer);
-    Range first = chunkRange(ref.index + j, c, k, off, slice, slices);
-    Range last = n > 1 ? chunkRange(ref.index + j + n - 1, c, k, off, slice, slices) : first;
-    const uint64_t begin = first.begin * elem, end = last.end * elem;
-    const int b = static_cast<int>(ref.buffer);
-    if (end > call.localBytes[b])
+  // Byte range [begin, end) of n chunks from ref, piece j (one piece per chunk when sliced, one
+  // span otherwise), checked against the size of the buffer it lies in: this rank's (peer -1)
+  // or a peer's.
+  auto byteRange = [&](const plan::ChunkRef& ref, uint32_t j, uint32_t n, uint32_t slice, const uint64_t* offsets,
+                       uint64_t size, int peer) -> Range {
+    Range first = chunkRange(ref.index + j, c, k, offsets, slice, slices);
+    Range last = n > 1 ? chunkRange(ref.index + j + n - 1, c, k, offsets, slice, slices) : first;
+    const Range bytes{first.begin * elem, last.end * elem};
+    if (bytes.end > size) {
+      const std::string owner = peer < 0 ? std::string("the ") : "rank " + std::to_string(peer) + "'s ";
+      const std::string what = ref.buffer == Buffer::Scratch && call.bank >= 0
+                                   ? std::string("scratch bank")
+                                   : std::string(plan::name(ref.buffer)) + " buffer";
       throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' touches bytes [" +
-                                               std::to_string(begin) + ", " + std::to_string(end) + ") of the " +
-                                               plan::name(ref.buffer) + " buffer, which has " +
-                                               std::to_string(call.localBytes[b]) + " bytes", s.rank);
-    bytes = end - begin;
-    return call.local[b] + begin;
+                                               std::to_string(bytes.begin) + ", " + std::to_string(bytes.end) +
+                                               ") of " + owner + what + ", which has " + std::to_string(size) + " bytes",
+                  s.rank, peer);
+    }
+    return bytes;
+  };
+  auto localSpan = [&](const plan::ChunkRef& ref, uint32_t j, uint32_t n, uint32_t slice, uint64_t& bytes) -> char* {
+    const int b = static_cast<int>(ref.buffer);
+    const Range r = byteRange(ref, j, n, slice, localOffsets(ref.buffer), call.localBytes[b], -1);
+    bytes = r.end - r.begin;
+    return call.local[b] + r.begin;
   };
   struct RemoteSpan {
     char* mapped;
     uint64_t address;
     uint64_t bytes;
   };
-  auto remoteSpan = [&](int peer, const plan::ChunkRef& ref, uint32_t j, uint32_t n, uint32_t slice) -> RemoteSpan {
+  auto remoteSpan = [&](const ExecChannel& ch, const plan::ChunkRef& ref, uint32_t j, uint32_t n,
+                        uint32_t slice) -> RemoteSpan {
+    const int peer = ch.peer;
     if (peer == s.rank) {
       uint64_t bytes;
       char* ptr = localSpan(ref, j, n, slice, bytes);
       return {ptr, 0, bytes};
     }
+    if (ref.buffer == Buffer::Scratch && call.bank >= 0) {
+      // The peer's bank is mapped since the communicator was made, and has this call's size
+      // (same plan, same count); the peer need not have entered the call (eager plans).
+      const Range r = byteRange(ref, j, n, slice, nullptr, call.localBytes[2], peer);
+      return {ch.peerBanks->bank[call.bank] + r.begin, 0, r.end - r.begin};
+    }
     const PeerView& v = peerView(call, worker, peer);
     const int b = static_cast<int>(ref.buffer);
     const uint64_t* off = call.variable && ref.buffer != Buffer::Scratch ? v.blockOffsets[b] : nullptr;
-    Range first = chunkRange(ref.index + j, c, k, off, slice, slices);
-    Range last = n > 1 ? chunkRange(ref.index + j + n - 1, c, k, off, slice, slices) : first;
-    const uint64_t begin = first.begin * elem, end = last.end * elem;
     const RemoteBuffer& rb = v.buffers[b];
-    if (end > rb.bytes)
-      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' touches bytes [" +
-                                               std::to_string(begin) + ", " + std::to_string(end) + ") of rank " +
-                                               std::to_string(peer) + "'s " + plan::name(ref.buffer) +
-                                               " buffer, which has " + std::to_string(rb.bytes) + " bytes", s.rank, peer);
-    if (rb.mapped) return {rb.mapped + begin, 0, end - begin};
-    return {nullptr, rb.address + begin, end - begin};
+    const Range r = byteRange(ref, j, n, slice, off, rb.bytes, peer);
+    if (rb.mapped) return {rb.mapped + r.begin, 0, r.end - r.begin};
+    return {nullptr, rb.address + r.begin, r.end - r.begin};
   };
   // A peer's span that is not mapped here: reached with process_vm_readv/writev.
   auto unmapped = [&](int peer, const RemoteSpan& there) {
@@ -473,7 +503,7 @@ void Executor::runWorker(Call& call, int worker) {
     for (uint32_t j = 0; j < pieces; ++j) {
       uint64_t bytes;
       char* here = localSpan(localRef, j, span, slice, bytes);
-      RemoteSpan there = remoteSpan(peer, remoteRef, j, span, slice);
+      RemoteSpan there = remoteSpan(p.channels[op.channel], remoteRef, j, span, slice);
       if (there.bytes != bytes) mismatch(peer, bytes, there.bytes, write ? "sends" : "receives");
       if (!bytes) continue;
       if (there.mapped) {
@@ -519,7 +549,7 @@ void Executor::runWorker(Call& call, int worker) {
     for (uint32_t j = 0; j < pieces; ++j) {
       uint64_t bytes;
       char* dst = reduceSpans(op, j, span, slice, srcs, bytes);
-      const RemoteSpan there = remoteSpan(peer, op.src, j, span, slice);
+      const RemoteSpan there = remoteSpan(p.channels[op.channel], op.src, j, span, slice);
       if (there.bytes != bytes) mismatch(peer, bytes, there.bytes, "reduces");
       if (!bytes) continue;
       if (there.mapped) {

@@ -25,6 +25,7 @@ struct ExecChannel {
   uint64_t* inbound = nullptr;   // our semaphore for this pair
   uint64_t* outbound = nullptr;  // the peer's semaphore for this pair
   uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
+  ScratchBanks* peerBanks = nullptr;  // the peer's eager scratch (plans with scratch banks)
 };
 
 // One rank's part of a plan, bound to this communicator's semaphores. Made once, run many times.
@@ -38,6 +39,7 @@ struct CompiledPlan {
   uint64_t inputChunks = 0, outputChunks = 0, scratchChunks = 0;
   uint32_t maxSlices = 1;
   uint64_t minSliceBytes = 0;
+  uint32_t scratchBanks = 1;  // 2: eager plan, scratch in the control blocks' banks
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
 };
@@ -93,6 +95,7 @@ class Executor {
   } published_[2];
   const ShmSegment* publishedScratch_ = nullptr;
   uint64_t sequence_ = 0;
+  uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
   std::mutex segmentsMu_;

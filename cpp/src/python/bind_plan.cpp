@@ -57,6 +57,17 @@ void bindPlan(py::module_& m) {
       "The built-in algorithms: a list of (name, [collectives it implements]).");
   sub.def("algorithm_summary", &collectives::algorithmSummary, py::arg("algo"),
           "A one-line description of a built-in algorithm ('' for an unknown name).");
+  sub.def(
+      "algorithm_max_bytes",
+      [](const std::string& algo, const std::string& collective, int nranks) -> py::object {
+        plan::Collective c;
+        if (!plan::parse(collective, c)) throw py::value_error("collective: unknown collective '" + collective + "'");
+        const int64_t limit = collectives::algorithmMaxBytes(algo, c, nranks);
+        return limit < 0 ? py::object(py::none()) : py::object(py::int_(limit));
+      },
+      py::arg("algo"), py::arg("collective"), py::arg("nranks"),
+      "The largest message in bytes (the larger of input and output) that the algorithm's plans "
+      "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
 }
 
 }  // namespace forestcc::python

@@ -113,6 +113,7 @@ py::dict planToDict(const plan::Plan& p) {
   pipeline["max_slices"] = p.maxSlices;
   pipeline["min_slice_bytes"] = p.minSliceBytes;
   d["pipeline"] = pipeline;
+  if (p.scratchBanks != 1) d["scratch_banks"] = p.scratchBanks;
   py::dict provenance, params;
   for (const auto& kv : p.params) params[py::str(kv.first)] = kv.second;
   provenance["generator"] = p.generator;
@@ -170,6 +171,7 @@ plan::Plan dictToPlan(const py::dict& d) {
     p.maxSlices = pipeline["max_slices"].cast<uint32_t>();
     p.minSliceBytes = pipeline["min_slice_bytes"].cast<uint64_t>();
   }
+  if (d.contains("scratch_banks")) p.scratchBanks = d["scratch_banks"].cast<uint32_t>();
   py::dict provenance = d["provenance"];
   p.generator = provenance["generator"].cast<std::string>();
   if (provenance.contains("params"))

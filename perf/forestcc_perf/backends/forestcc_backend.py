@@ -46,6 +46,14 @@ def builtin_algorithms() -> dict[str, list[str]]:
     return {name: list(colls) for name, colls in _C.plan.algorithms()}
 
 
+def algorithm_max_bytes(algo: str, collective: str, nranks: int) -> int | None:
+    """The largest message a built-in algorithm serves (None: no limit, or not built in)."""
+    from forestcc import _C
+    if algo not in builtin_algorithms() or collective not in builtin_algorithms()[algo]:
+        return None
+    return _C.plan.algorithm_max_bytes(algo, collective, nranks)
+
+
 def _bfloat16() -> np.dtype | None:
     try:
         import ml_dtypes

@@ -136,8 +136,10 @@ class PlanBuilder:
     def build(self, generator: str = "forestcc.plan.builder", params: dict | None = None,
               min_bytes: int = 0, max_bytes: int | None = None, max_slices: int = 1,
               min_slice_bytes: int = 0, topology_fingerprint: str | None = None,
-              predicted_time_us: float | None = None, validate: bool = True) -> dict:
-        """The plan as a dict in format v1 (validated unless validate=False)."""
+              predicted_time_us: float | None = None, validate: bool = True,
+              scratch_banks: int = 1) -> dict:
+        """The plan as a dict in format v1 (validated unless validate=False); scratch_banks=2
+        makes an eager plan (schedules/README.md, "Scratch banks")."""
         sizes = geometry.expected_buffer_chunks(self.collective, self.nranks, self.chunks_per_block)
         scratch = self._fixed_scratch if self._fixed_scratch is not None else self._scratch_used
         plan = {
@@ -155,6 +157,7 @@ class PlanBuilder:
                         ops.SCRATCH: scratch},
             "size_range": {"min_bytes": min_bytes, "max_bytes": max_bytes},
             "pipeline": {"max_slices": max_slices, "min_slice_bytes": min_slice_bytes},
+            **({"scratch_banks": scratch_banks} if scratch_banks != 1 else {}),
             "provenance": {"generator": generator, "params": dict(params or {}),
                            "topology_fingerprint": topology_fingerprint,
                            "predicted_time_us": predicted_time_us},

@@ -102,6 +102,9 @@ def validation_errors(plan, source: str = "<plan>") -> list[str]:
     _check_buffers(check, plan, ok_sizes and collective in ops.COLLECTIVES)
     _check_size_range(check, plan.get("size_range"))
     _check_pipeline(check, plan.get("pipeline", ops.DEFAULT_PIPELINE))
+    banks = plan.get("scratch_banks", 1)
+    if not _is_int(banks) or banks not in ops.SCRATCH_BANKS:
+        check.error("", f"'scratch_banks' must be 1 or 2, got {_show(banks)}")
     _check_provenance(check, plan.get("provenance"))
     if check.errors:  # the rank programs are only checked against a sound header
         return check.errors

@@ -84,9 +84,12 @@ REMOTE_REF_FIELDS = {
 # Top-level keys in canonical order, and which of them may be left out.
 TOP_LEVEL_KEYS = (
     "version", "name", "collective", "nranks", "root", "in_place", "chunks_per_block",
-    "buffers", "size_range", "pipeline", "provenance", "ranks",
+    "buffers", "size_range", "pipeline", "scratch_banks", "provenance", "ranks",
 )
-OPTIONAL_TOP_LEVEL_KEYS = frozenset({"root", "pipeline"})
+OPTIONAL_TOP_LEVEL_KEYS = frozenset({"root", "pipeline", "scratch_banks"})
+# scratch_banks: 1 (scratch serves one call) or 2 (eager plans: two banks that alternate
+# across calls; schedules/README.md, "Scratch banks").
+SCRATCH_BANKS = (1, 2)
 PROVENANCE_KEYS = ("generator", "params", "topology_fingerprint", "predicted_time_us")
 SIZE_RANGE_KEYS = ("min_bytes", "max_bytes")
 PIPELINE_KEYS = ("max_slices", "min_slice_bytes")

@@ -25,6 +25,12 @@ rank's memory must come after some event of that rank ("before_peer_entered"): u
 rank calls the collective its user may still be filling the input or reading the last output,
 and its scratch may still serve the previous call. If the plan has no race, every
 schedule gives the same contents, so checking the one executed schedule is enough.
+
+Eager plans (scratch_banks 2) may write a peer's scratch before it entered: the scratch bank
+they use was last used two eager calls ago. That is safe when no rank can get two eager calls
+ahead of another, i.e. when every rank, before it finishes, has seen an event of every other
+rank in this call (the barrier condition, "not_synchronized" when it fails). Reads of a bank
+before this call wrote it are still "uninitialized_read": stale data of an older call.
 """
 from __future__ import annotations
 
@@ -143,6 +149,7 @@ class _Verifier:
         self.memory = {}  # (rank, buffer, index) -> _Location
         self.races = {}  # (kind, info, info) -> [location key, ...]: one issue per op pair
         self.lanes_after_peer_entered = set()  # (rank, ch) whose lane has seen a peer event
+        self.banked = plan.get("scratch_banks", 1) == 2  # eager: peers' scratch needs no entry
         for r in range(n):
             for i in range(plan["buffers"][ops.INPUT]):
                 key = (r,) + self.alias[r](ops.INPUT, i)
@@ -259,12 +266,13 @@ class _Verifier:
         count = ops.op_count(op)
         lane, comp, stamp = self._lane_event(rank, ch, clock)
         peer = self.peer[rank][ch]
-        if peer != rank and (rank, ch) not in self.lanes_after_peer_entered:
+        remote_ref = op[src_field] if op["op"] == ops.GET else op[dst_field]
+        needs_entry = not (self.banked and remote_ref[0] == ops.SCRATCH)
+        if peer != rank and needs_entry and (rank, ch) not in self.lanes_after_peer_entered:
             first, end = self.rank_comps[peer]
             if lane[first:end].any():
                 self.lanes_after_peer_entered.add((rank, ch))
             else:
-                remote_ref = op[src_field] if op["op"] == ops.GET else op[dst_field]
                 self._race(EARLY, info, None, self._keys(peer, remote_ref, count)[0])
         src_rank, dst_rank = (peer, rank) if op["op"] == ops.GET else (rank, peer)
         self._move(self._keys(src_rank, op[src_field], count),
@@ -309,7 +317,8 @@ class _Verifier:
             peer = self.peer[rank][ch]
             remote = self._keys(peer, op["src"], ops.op_count(op))
             first, end = self.rank_comps[peer]
-            if peer != rank and not clock[first:end].any():
+            needs_entry = not (self.banked and op["src"][0] == ops.SCRATCH)
+            if peer != rank and needs_entry and not clock[first:end].any():
                 self._race(EARLY, info, None, remote[0])
             self._reduce(rank, op, clock, wcomp, int(clock[wcomp]), info, remote)
         elif name in (ops.REDUCE_OP, ops.REDUCE_PUT):
@@ -365,7 +374,7 @@ class _Verifier:
         if not stuck:
             self._check_unfinished(finished)
             self._check_outputs()
-            if self.collective == ops.BARRIER:
+            if self.collective == ops.BARRIER or self.banked:
                 self._check_barrier(finished)
         return VerifyResult(self.name, self.issues, executed)
 
@@ -464,9 +473,11 @@ class _Verifier:
             for q in range(self.nranks):
                 first, end = self.rank_comps[q]
                 if q != r and not finished[r][first:end].any():
+                    what = ("an eager call (scratch_banks 2), and the next one could overwrite "
+                            f"a scratch bank rank {q} still reads" if self.banked else "the barrier")
                     self.issues.append(Issue(
                         NOT_SYNCHRONIZED, r, None, None,
-                        f"rank {r} can finish the barrier before rank {q} has started it"))
+                        f"rank {r} can finish {what} before rank {q} has started it"))
 
 
 def _describe_keys(keys) -> str:

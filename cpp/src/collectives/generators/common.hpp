@@ -18,6 +18,8 @@ struct Algorithm {
   const char* summary;
   std::vector<plan::Collective> collectives;
   plan::Plan (*generate)(const GenerateRequest&);
+  // The largest message (bytes, as tuning rules count them) a plan can serve; null: no limit.
+  int64_t (*maxBytes)(plan::Collective, int nranks) = nullptr;
 };
 
 const Algorithm& ringAlgorithm();
@@ -27,6 +29,10 @@ const Algorithm& halvingDoublingAlgorithm();
 const Algorithm& bruckAlgorithm();
 const Algorithm& pairwiseAlgorithm();
 const Algorithm& treeAlgorithm();
+const Algorithm& eagerAlgorithm();
+
+// Eager plans keep their scratch in a fixed bank: the largest message they serve.
+int64_t eagerMaxBytes(plan::Collective c, int nranks);
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
