@@ -3,6 +3,8 @@ layout, rank counts 1..8, sizes 0 / 1 / uneven / large, async handles, two commu
 once, and every argument error."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import run_job
@@ -46,6 +48,25 @@ def test_released_peer_buffers_are_unmapped():
     assert result.returncode == 0, result.stdout + result.stderr
     counts = [int(line.split()[1]) for line in result.lines("DELETED_MAPPINGS")]
     assert len(counts) == 3 and max(counts) <= 2, result.stdout
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_eager_plans(n, tmp_path):
+    # a table that names eager for every size: auto uses it only up to what a bank holds
+    table = {"version": 1, "source": "test", "rules": [
+        {"collective": "all_reduce", "min_ranks": 1, "max_ranks": 64, "min_bytes": 0,
+         "max_bytes": None, "algorithm": "eager"}]}
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps(table))
+    result = run_job(n, "eager_check.py", str(tmp_path), env={"FORESTCC_TUNING": str(path)})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert len(result.lines("OK")) == n, result.stdout
+    limit = (1 << 20) // (n - 1)
+    plans = result.lines("PLAN")
+    assert len(plans) == 5 * n, result.stdout
+    for line in plans:
+        _, nbytes, name = line.split()
+        assert name.startswith("eager_" if int(nbytes) <= limit else "direct"), line
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -240,6 +240,27 @@ def test_forestcc_bfloat16(op):
         assert r[2] == "bfloat16" and r[8] == "0" and r[12] == "0", r
 
 
+def test_forestcc_eager_skips_sizes_beyond_its_bank():
+    # on 3 ranks eager serves all_reduce up to 1 MiB / 2: 2 MiB is skipped with a note
+    p = forestcc_run_perf(3, "all_reduce", "-b", "8K", "-e", "2M", "-f", "16", "-n", "2", "-w", "1",
+                          "--algo", "eager")
+    assert p.returncode == 0, p.stderr
+    assert ("# --algo eager serves all_reduce messages up to 524288 bytes on 3 ranks (its scratch "
+            "bank): larger sizes are skipped") in p.stdout
+    rows = data_rows(p.stdout)
+    assert [int(r[0]) for r in rows] == [8192, 131072], p.stdout
+    assert all(r[8] == "0" and r[12] == "0" for r in rows), rows
+
+
+def test_tune_matrix_marks_unserved_sizes_and_wrong_results():
+    times = {8: {"direct": 2.0, "eager": 1.0}, 4096: {"direct": 3.0}}
+    lines = tune._matrix("all_reduce", ["direct", "eager"], times, {8: "eager", 4096: "direct"})
+    assert lines[-1].split()[1:] == ["4096", "3.00*", "-"]
+    lines = tune._matrix("all_reduce", ["direct", "eager"], times, {8: "eager", 4096: "direct"},
+                         {"eager"})
+    assert lines[-1].split()[1:] == ["4096", "3.00*", "wrong"]
+
+
 def test_forestcc_corrupted_output_is_counted_wrong():
     p = forestcc_run_perf(2, "all_reduce", *QUICK, env={check.CORRUPT_ENV: "1"})
     assert p.returncode != 0

@@ -179,6 +179,17 @@ def test_schema_names_match_ops_py():
         assert set(op_schema["required"]) == {"op", *fields} - ops.OPTIONAL_FIELDS
 
 
+def test_eager_plans_match_the_schema_and_round_trip(schema_validator, tmp_path):
+    from forestcc.plan import builtin
+    plan = builtin.generate("eager", ops.ALL_REDUCE, 3)
+    assert plan["scratch_banks"] == 2
+    assert not [e.message for e in schema_validator.iter_errors(plan)]
+    save(plan, tmp_path / "eager.json")
+    assert load(tmp_path / "eager.json") == plan
+    plan["scratch_banks"] = 3
+    assert list(schema_validator.iter_errors(plan))
+
+
 def test_schema_rejects_structural_errors(schema_validator):
     plan = _plan()
     plan["ranks"][0]["workers"][0]["ops"][0]["bogus"] = 1
@@ -265,6 +276,9 @@ PLAN_ERRORS = [
      "'max_bytes' 5 is below 'min_bytes' 10"),
     ("pipeline", lambda p: p["pipeline"].update(max_slices=0),
      "'max_slices' must be an integer >= 1"),
+    ("scratch banks 3", lambda p: p.update(scratch_banks=3), "'scratch_banks' must be 1 or 2, got 3"),
+    ("scratch banks str", lambda p: p.update(scratch_banks="2"),
+     "'scratch_banks' must be 1 or 2, got '2'"),
     ("provenance", lambda p: p["provenance"].pop("generator"), "missing field 'generator'"),
     ("predicted time", lambda p: p["provenance"].update(predicted_time_us="fast"),
      "'predicted_time_us' must be a number"),
