@@ -69,6 +69,13 @@ def test_eager_plans(n, tmp_path):
         assert name.startswith("eager_" if int(nbytes) <= limit else "direct"), line
 
 
+@pytest.mark.parametrize("n", [3, 5])
+def test_all_reduce_results_are_identical_on_every_rank(n):
+    result = run_job(n, "identical_results.py")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert result.lines("IDENTICAL"), result.stdout
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_64_mib_messages(n):
     # 16 Mi float32 elements per block = 64 MiB (all_gather/reduce_scatter: per rank block)

@@ -24,7 +24,7 @@ EXPECTED_ALGORITHMS = {
     "ring": {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "sendrecv",
              "barrier"},
     "direct": ALL,
-    "direct_small": {"all_reduce", "reduce"},
+    "direct_small": {"all_reduce", "reduce", "reduce_scatter", "all_gather", "all_to_all"},
     "halving_doubling": {"all_reduce", "reduce_scatter", "all_gather", "barrier"},
     "bruck": {"all_gather", "all_to_all", "barrier"},
     "pairwise": {"all_to_all", "sendrecv"},

@@ -118,12 +118,13 @@ void PlanBuilder::putSignal(int rank, int worker, int ch, Ref src, Ref dst, uint
 
 std::vector<Ref> PlanBuilder::reduceAllButLast(int rank, int worker, Ref dst,
                                                const std::vector<Ref>& srcs, uint32_t n) {
-  // dst accumulates: it must be read first if it is a source, and is the first source of
-  // every reduce after the first.
+  // One reduce keeps the sources' order (the executor folds them in it, whichever dst aliases).
+  // A chain accumulates in dst, the first source of every reduce after the first, so a source
+  // that dst aliases must be read first: it moves to the front.
   std::vector<Ref> rest(srcs);
-  auto self = std::find_if(rest.begin(), rest.end(), [&](Ref r) { return sameRef(r, dst); });
-  if (self != rest.end()) std::rotate(rest.begin(), self, self + 1);
   const size_t max = plan::kMaxReduceSources;
+  auto self = std::find_if(rest.begin(), rest.end(), [&](Ref r) { return sameRef(r, dst); });
+  if (self != rest.end() && rest.size() > max) std::rotate(rest.begin(), self, self + 1);
   while (rest.size() > max) {
     std::vector<Ref> group(rest.begin(), rest.begin() + max);
     plan::Op op = makeOp(plan::OpCode::Reduce);

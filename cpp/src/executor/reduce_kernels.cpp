@@ -26,8 +26,30 @@ template <> struct Wide<int8_t> { using type = uint8_t; };
 template <> struct Wide<int32_t> { using type = uint32_t; };
 template <> struct Wide<int64_t> { using type = uint64_t; };
 
+// Sources are combined in the order given, (((s0 op s1) op s2) ...), so that ranks folding the
+// same inputs in the same order get bitwise the same result. dst may alias any source: s0 and s1
+// are read before the first write; a later one is kept aside tile by tile.
 template <class T, class F>
 void reduceNative(T* dst, const T* const* s, int n, size_t count, F f) {
+  bool late = false;  // dst aliases a source at index >= 2
+  for (int j = 2; j < n; ++j) late = late || s[j] == dst;
+  if (late) {
+    alignas(64) T kept[kTile];
+    for (size_t b = 0; b < count; b += kTile) {
+      const size_t e = std::min(count, b + kTile);
+      std::memcpy(kept, dst + b, (e - b) * sizeof(T));
+      for (size_t i = b; i < e; ++i) dst[i] = f(s[0][i], s[1][i]);
+      for (int j = 2; j < n; ++j) {
+        if (s[j] == dst) {
+          for (size_t i = b; i < e; ++i) dst[i] = f(dst[i], kept[i - b]);
+        } else {
+          const T* x = s[j];
+          for (size_t i = b; i < e; ++i) dst[i] = f(dst[i], x[i]);
+        }
+      }
+    }
+    return;
+  }
   for (size_t b = 0; b < count; b += kTile) {
     const size_t e = std::min(count, b + kTile);
     const T* a = s[0];
@@ -165,13 +187,8 @@ void reduceElements(void* dst, const void* const* srcs, int n, size_t count, Dat
     if (dst != srcs[0]) std::memcpy(dst, srcs[0], count * elementSize(type));
     return;
   }
-  // The sources are combined in any order (every op is commutative): put the one that aliases
-  // dst first, so it is read before the first write.
-  const void* ordered[64];
-  if (n > 64) throw Error(ErrorCode::Internal, "reduceElements: more than 64 sources");
-  std::copy(srcs, srcs + n, ordered);
-  for (int j = 1; j < n; ++j)
-    if (ordered[j] == dst) std::swap(ordered[0], ordered[j]);
+  // In the order given (see reduceNative; reduceHalf widens every source before it writes).
+  const void* const* ordered = srcs;
   switch (op) {
     case ReduceOp::Sum: case ReduceOp::Avg: return dispatchType(dst, ordered, n, count, type, SumF{});
     case ReduceOp::Prod: return dispatchType(dst, ordered, n, count, type, ProdF{});

@@ -39,6 +39,18 @@ std::vector<int> AllPairs::peers(int rank) const {
   return out;
 }
 
+void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
+  for (int p : ch.peers(r)) b.signal(r, w, ch.at(r, p));
+}
+
+void waitAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
+  for (int p : ch.peers(r)) b.wait(r, w, ch.at(r, p));
+}
+
+void flushAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
+  for (int p : ch.peers(r)) b.flush(r, w, ch.at(r, p));
+}
+
 RingChannels::RingChannels(PlanBuilder& b) : right(b.nranks()), left(b.nranks()) {
   const int n = b.nranks();
   for (int r = 0; r < n; ++r) std::tie(right[r], left[(r + 1) % n]) = b.channelPair(r, (r + 1) % n);

@@ -57,6 +57,11 @@ class AllPairs {
   std::vector<std::vector<int>> ids_;
 };
 
+// signal, wait or flush on rank r's channel to every peer it has one to (peers() order).
+void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w);
+void waitAll(PlanBuilder& b, const AllPairs& ch, int r, int w);
+void flushAll(PlanBuilder& b, const AllPairs& ch, int r, int w);
+
 // Channel pairs between neighbours on the ring r -> r+1: right[r] is r's channel to r+1 and
 // left[r+1] its partner on r+1 (with 2 ranks these are two separate pairs).
 struct RingChannels {

@@ -19,9 +19,7 @@
 //                   root: reads (N-1)/N n from peers, the root receives (N-1)/N n.
 //   gather          1 step, puts into the root: n/N per rank. scatter: 1 step, gets: n/N.
 //   sendrecv        1 step (the ring shift). barrier: 1 round of N-1 signals.
-// direct_small (all_reduce, reduce): for small messages, one step: every rank puts its whole
-// input into every peer's (or the root's) scratch and reduces locally; sends (N-1) n, scratch
-// N-1 vectors.
+// direct_small and eager (one step through the receivers' scratch) are in gen_staged.cpp.
 #include "collectives/generators/common.hpp"
 #include "forestcc/error.hpp"
 
@@ -30,30 +28,12 @@ namespace forestcc::collectives::gen {
 namespace {
 
 constexpr const char* kName = "direct";
-constexpr const char* kSmallName = "direct_small";
 // Slicing keeps each reduced piece in cache until it is put to the peers.
 const PlanBuilder::BuildOptions kPipelined{0, -1, 32, 64 << 10};
 // One slice, no size bound: plans that only move data (each transfer is one copy, or one
 // cross-process call, and one handshake; nothing reads the data again for a slice to keep in
-// cache) and direct_small (which on private memory beats `direct` up to a few MiB, with no
-// cross-process calls; the tuning table decides where).
+// cache).
 const PlanBuilder::BuildOptions kUnsliced{0, -1, 1, 0};
-
-void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
-  for (int p : ch.peers(r)) b.signal(r, w, ch.at(r, p));
-}
-
-void waitAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {
-  for (int p : ch.peers(r)) b.wait(r, w, ch.at(r, p));
-}
-
-// Every other rank's slot in this rank's scratch, in slotOf order, each `part` of a block:
-// chunk i of any buffer is part i mod k, and only chunks of the same part have the same size.
-std::vector<Ref> receivedSlots(int n, uint32_t k, uint32_t part) {
-  std::vector<Ref> slots;
-  for (int s = 0; s < n - 1; ++s) slots.push_back(scr(uint32_t(s) * k + part));
-  return slots;
-}
 
 // Part r of the reduction, pulled: dst = first (op) every peer's input part r, read in place
 // (get_reduce). Call once every peer has said it entered.
@@ -220,37 +200,6 @@ plan::Plan generateDirect(const GenerateRequest& req) {
   throw Error(ErrorCode::Internal, "direct: no generator for " + std::string(plan::name(req.collective)));
 }
 
-// direct_small: every rank (all_reduce) or every non-root (reduce) puts its whole input into
-// the receivers' scratch slot for it; receivers reduce locally. In place a sender's input is
-// its output, so it flushes its puts before reducing into it.
-plan::Plan generateDirectSmall(const GenerateRequest& req) {
-  const int n = req.nranks;
-  if (n == 1) return singleRankPlan(kSmallName, req);
-  const bool all = req.collective == plan::Collective::AllReduce;
-  PlanBuilder b = startPlan(kSmallName, req);
-  AllPairs ch(b, all ? -1 : req.root);
-  for (int r = 0; r < n; ++r) {
-    const int w = b.worker(r);
-    const bool receives = all || r == req.root;
-    std::vector<int> targets = all ? ch.peers(r) : std::vector<int>{};
-    if (!all && r != req.root) targets.push_back(req.root);
-    if (receives) signalAll(b, ch, r, w);
-    for (int p : targets) {
-      b.wait(r, w, ch.at(r, p));
-      b.putSignal(r, w, ch.at(r, p), in(0), scr(uint32_t(slotOf(r, p))));
-    }
-    if (!receives) continue;
-    waitAll(b, ch, r, w);
-    if (req.inPlace)
-      for (int p : targets) b.flush(r, w, ch.at(r, p));
-    std::vector<Ref> srcs{out(0)};
-    if (!req.inPlace) srcs[0] = in(0);
-    for (Ref s : receivedSlots(n, 1, 0)) srcs.push_back(s);
-    b.reduce(r, w, out(0), srcs);
-  }
-  return finishPlan(b, kSmallName, kUnsliced);
-}
-
 }  // namespace
 
 const Algorithm& directAlgorithm() {
@@ -263,12 +212,5 @@ const Algorithm& directAlgorithm() {
   return algorithm;
 }
 
-const Algorithm& directSmallAlgorithm() {
-  using C = plan::Collective;
-  static const Algorithm algorithm{
-      kSmallName, "one step: whole inputs to every receiver's scratch, local reduce (small messages)",
-      {C::AllReduce, C::Reduce}, generateDirectSmall};
-  return algorithm;
-}
 
 }  // namespace forestcc::collectives::gen
