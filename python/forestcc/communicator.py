@@ -105,6 +105,12 @@ class Communicator(CollectivesMixin):
         """The node number of ``rank`` (nodes numbered by first appearance in rank order)."""
         return self._native.node_of(rank)
 
+    def last_plan(self, collective: str) -> str | None:
+        """The name of the built-in plan this rank's last ``collective`` call by algorithm name
+        or ``"auto"`` ran (e.g. ``"eager_all_reduce_2_in_place"``: what auto chose), or None
+        before the first. Calls with a plan file leave it unchanged."""
+        return self._engine.last_plan(collective)
+
     def register(self, array: Any) -> RegisteredMemory:
         """Register an array (writable, C-contiguous) so peers can put into / get from it.
         Arrays from :func:`forestcc.empty` are mapped by peers; others are reached by single-copy

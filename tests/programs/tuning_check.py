@@ -11,6 +11,6 @@ for memory, alloc in (("private", np.zeros), ("shared", forestcc.zeros)):
     x[:] = comm.rank + 1
     comm.all_reduce(x)
     assert (x == comm.size * (comm.size + 1) / 2).all(), memory
-    print("PLAN", memory, comm._engine.last_plan("all_reduce"), flush=True)
+    print("PLAN", memory, comm.last_plan("all_reduce"), flush=True)
 print("choose", comm._engine.choose("all_reduce", 4000, 0), comm._engine.choose("all_reduce", 4000, 1),
       comm._engine.choose("all_reduce", 4000), flush=True)
