@@ -23,9 +23,10 @@ const std::vector<ConfigEntry>& configTable() {
        "Microseconds a wait busy-polls before it yields the core and then sleeps; auto: 50, or 1 "
        "when the ranks on this node outnumber its online CPUs (a spinning rank would hold the core "
        "the rank it waits for needs)."},
-      {"FORESTCC_STREAMING_BYTES", "float", "12582912",
-       "Collectives whose largest buffer reaches this many bytes copy with streaming (non-temporal) "
-       "stores, which skip the cache: faster once the data no longer fits in it."},
+      {"FORESTCC_STREAMING_BYTES", "float", "50331648",
+       "Collectives whose data on this node (every local rank's input and output; one buffer in "
+       "place) reaches this many bytes copy with streaming (non-temporal) stores, which skip the "
+       "cache: faster once the data no longer fits in it (default: 1.5x a 32 MiB L3)."},
       {"FORESTCC_ROOT_ADDR", "string", "",
        "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
   };

@@ -341,7 +341,11 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   call.localBytes[0] = buffers.inputBytes;
   call.localBytes[1] = buffers.outputBytes;
   call.localBytes[2] = scratchBytes;
-  call.streaming = std::max(buffers.inputBytes, buffers.outputBytes) >= streamingBytes_;
+  // Streaming stores pay off once the node's data of the call cannot stay in the cache: every
+  // local rank's input and output (one buffer in place). Below that they push data to memory
+  // that the next op, or the peer, would have found in cache.
+  const uint64_t own = p.inPlace ? std::max(buffers.inputBytes, buffers.outputBytes) : buffers.inputBytes + buffers.outputBytes;
+  call.streaming = own * s.localRanks.size() >= streamingBytes_;
   call.sequence = ++sequence_;
 
   const int workers = static_cast<int>(p.workers.size());
