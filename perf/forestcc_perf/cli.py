@@ -79,7 +79,8 @@ def _parser(prog: str, preset: str | None) -> argparse.ArgumentParser:
     a("--backend", default="forestcc", help="library to measure: " + ", ".join(BACKENDS))
     a("--compare", default="", help="comma-separated peers measured at every size in the "
       "same launch; adds busbw ratio columns (this / peer)")
-    a("--algo", default=None, help="forestcc algorithm (auto, ring, ...); forestcc only")
+    a("--algo", default=None, help="forestcc algorithm (auto, ring, eager, ..., or a plan file); "
+      "forestcc only; sizes a built-in algorithm does not serve are skipped")
     a("--memory", default="numpy", help="forestcc's buffers: numpy (ordinary arrays) or "
       "forestcc (forestcc.empty: shared memory, zero-copy between ranks) (numpy)")
     a("--plot", default=None, metavar="PNG", help="plot busbw against size (needs matplotlib)")
