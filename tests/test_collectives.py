@@ -69,6 +69,20 @@ def test_eager_plans(n, tmp_path):
         assert name.startswith("eager_" if int(nbytes) <= limit else "direct"), line
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_ranks_that_choose_different_algorithms_raise(n, tmp_path):
+    rule = {"collective": "all_reduce", "min_ranks": 1, "max_ranks": 64, "min_bytes": 0,
+            "max_bytes": None}
+    table = {"version": 1, "source": "test", "rules": [
+        {**rule, "algorithm": "direct", "memory": "shared"},
+        {**rule, "algorithm": "eager", "memory": "private"}]}
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps(table))
+    result = run_job(n, "mixed_memory.py", env={"FORESTCC_TUNING": str(path)})
+    assert sorted(result.lines("MISMATCH")) == [f"MISMATCH {r}" for r in range(n)], (
+        result.stdout[-3000:] + result.stderr[-3000:])
+
+
 @pytest.mark.parametrize("n", [3, 5])
 def test_all_reduce_results_are_identical_on_every_rank(n):
     result = run_job(n, "identical_results.py")

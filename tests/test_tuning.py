@@ -49,3 +49,18 @@ def test_auto_picks_by_memory_kind(tmp_path):
     # the engine's choice by memory code; unknown memory matches neither rule
     assert all(line.split()[1:] == ["halving_doubling", "ring"]
                for line in result.lines("choose")), result.stdout
+
+
+def test_eager_rules_are_clamped_and_the_next_rule_takes_over(tmp_path):
+    rule = {"collective": "all_reduce", "min_ranks": 1, "max_ranks": 64, "memory": "private"}
+    table = {"version": 1, "source": "test", "rules": [
+        {**rule, "min_bytes": 0, "max_bytes": 4 << 20, "algorithm": "eager"},
+        {**rule, "min_bytes": (4 << 20) + 1, "max_bytes": None, "algorithm": "direct_small"}]}
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps(table))
+    result = run_job(3, "tuning_clamp.py", env={"FORESTCC_TUNING": str(path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    limit = (1 << 20) // 2   # eager all_reduce on 3 ranks: a 1 MiB bank holds 2 vectors
+    chosen = {int(line.split()[1]): line.split()[2] for line in result.lines("CHOOSE")}
+    assert chosen == {8: "eager", limit: "eager", limit + 4: "direct_small",
+                      4 << 20: "direct_small", (4 << 20) + 4: "direct_small"}, result.stdout

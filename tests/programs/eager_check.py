@@ -44,6 +44,22 @@ comm.all_gather(out, np.full(3, R, dtype=np.int64), algo=path)
 assert (out == np.repeat(np.arange(N), 3)).all(), out
 cases += 1
 
+# a plan file with scratch banks in which a rank never waits on a peer is refused before it
+# runs (every rank lacks one wait here, so every rank refuses)
+bad = builtin.generate("eager", "all_gather", N)
+for entry in bad["ranks"]:
+    r = entry["rank"]
+    nxt = next(c["id"] for c in entry["channels"] if c["peer"] == (r + 1) % N)
+    ops = entry["workers"][0]["ops"]
+    ops.remove(next(op for op in ops if op["op"] == "wait" and op["ch"] == nxt))
+if N > 1:
+    try:
+        comm.all_gather(out, np.full(3, R, dtype=np.int64), algo=bad)
+        raise AssertionError("an eager plan without a wait on every peer ran")
+    except ValueError as e:
+        assert f"never waits on rank {(R + 1) % N}" in str(e), str(e)
+        cases += 1
+
 # eager calls of different plans back to back (banks alternate across all of them), with
 # ordinary plans in between, on ranks that drift apart (rank-dependent work between calls)
 rng = np.random.default_rng(R)

@@ -95,10 +95,23 @@ Engine::Engine(std::shared_ptr<Communicator> comm)
 Engine::~Engine() = default;
 
 void Engine::setTuning(std::vector<TuningRule> rules) {
-  // A rule never picks an algorithm for messages its plans cannot serve (eager: bank size).
-  for (TuningRule& r : rules) {
+  // A rule never picks an algorithm for messages its plans cannot serve (eager: bank size). The
+  // sizes it gives up go to the rule that took over where it ended (same collective, ranks and
+  // memory), which --tune measured next, rather than to no rule at all.
+  for (size_t i = 0; i < rules.size(); ++i) {
+    TuningRule& r = rules[i];
     const int64_t limit = algorithmMaxBytes(r.algorithm, r.collective, comm_->size());
-    if (limit >= 0 && (r.maxBytes < 0 || r.maxBytes > limit)) r.maxBytes = limit;
+    if (limit < 0 || (r.maxBytes >= 0 && r.maxBytes <= limit)) continue;
+    const int64_t oldMax = r.maxBytes;
+    r.maxBytes = limit;
+    for (size_t j = i + 1; j < rules.size() && oldMax >= 0; ++j) {
+      TuningRule& next = rules[j];
+      if (next.collective == r.collective && next.minRanks == r.minRanks && next.maxRanks == r.maxRanks &&
+          next.memory == r.memory && next.minBytes == static_cast<uint64_t>(oldMax) + 1) {
+        next.minBytes = static_cast<uint64_t>(limit) + 1;
+        break;
+      }
+    }
   }
   rules_ = std::move(rules);
   tunedByMemory_ = std::any_of(rules_.begin(), rules_.end(), [](const TuningRule& r) { return r.memory != kAnyMemory; });

@@ -41,8 +41,21 @@ struct BufferDescriptor {
 // What a rank publishes when it enters a collective call, before its first signal: peers read it
 // only after a signal chain from that rank (the plans' entry rule), so plain stores suffice.
 constexpr int kMaxVariableBlocks = 512;  // all_to_all_v rank limit
+// A call's number and the generator of its plan: peers compare it with their own to notice ranks
+// that chose different algorithms.
+constexpr int kPlanFamilyChars = 32;
+struct CallStamp {
+  uint64_t sequence;
+  char family[kPlanFamilyChars];
+};
+
 struct alignas(64) CallMailbox {
   uint64_t sequence;            // collective calls entered on this communicator
+  // Plans check byCall[sequence mod 2] before they touch a peer's memory (the peer is then in
+  // this call: its sequence is checked first). Eager plans check, at the end of a call,
+  // byEagerCall[bank]: a peer may be calls ahead by then, but not two eager calls.
+  CallStamp byCall[2];
+  CallStamp byEagerCall[2];
   BufferDescriptor buffers[3];  // input, output, scratch (plan::Buffer order)
   // all_to_all_v: element offsets of the input (0) and output (1) blocks, nranks + 1 each.
   uint64_t blockOffsets[2][kMaxVariableBlocks + 1];

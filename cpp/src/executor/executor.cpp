@@ -129,6 +129,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
     throw Error(ErrorCode::InvalidUsage, prefix + "scratch_banks must be 1 or 2, got " + std::to_string(p.scratchBanks),
                 s.rank);
   out->scratchBanks = p.scratchBanks;
+  std::snprintf(out->family, sizeof out->family, "%s", (p.generator.empty() ? p.name : p.generator).c_str());
   const plan::RankProgram& mine = p.ranks[s.rank];
   std::map<int, int> pairIndex;
   int loopbacks = 0;
@@ -167,18 +168,33 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.expected = &expected_[static_cast<size_t>(li) * kMaxPlanChannelsPerPeer + i];
     }
     ch.peerBanks = &s.peerControl(peer)->scratchBanks;
+    ch.peerMailbox = &s.peerControl(peer)->mailbox;
     out->channels.push_back(ch);
   }
   if (loopbacks % 2)
     throw Error(ErrorCode::InvalidUsage, prefix + "has an odd number of loopback channels on rank " +
                                              std::to_string(s.rank), s.rank);
+  std::vector<bool> waitsOn(p.nranks, false);
   for (const auto& w : mine.workers) {
-    for (const plan::Op& op : w.ops)
+    for (const plan::Op& op : w.ops) {
       if (op.code != OpCode::Copy && op.code != OpCode::Reduce && op.channel >= out->channels.size())
         throw Error(ErrorCode::InvalidUsage, prefix + "an op names channel " + std::to_string(op.channel) +
                                                  ", which rank " + std::to_string(s.rank) + " does not have", s.rank);
+      if (op.code == OpCode::Wait) waitsOn[out->channels[op.channel].peer] = true;
+    }
     out->workers.push_back(w.ops);
   }
+  // Eager plans rely on every rank hearing from every other in each call (schedules/README.md,
+  // "Scratch banks"; the verifier proves it). Cheap to check here, for plan files nobody verified:
+  // a direct wait on every peer (which the built-in eager plans have).
+  if (p.scratchBanks == 2)
+    for (int r = 0; r < p.nranks; ++r)
+      if (r != s.rank && !waitsOn[r])
+        throw Error(ErrorCode::InvalidUsage,
+                    prefix + "has scratch banks (an eager plan) but rank " + std::to_string(s.rank) +
+                        " never waits on rank " + std::to_string(r) +
+                        ": an eager plan must wait on every other rank in every call",
+                    s.rank, r);
   return out;
 }
 
@@ -235,6 +251,16 @@ void Executor::publish(Call& call) {
   if (call.variable)
     for (int b = 0; b < 2; ++b)
       std::memcpy(mb.blockOffsets[b], call.localOffsets[b], sizeof(uint64_t) * (call.plan->nranks + 1));
+  auto stamp = [&](int kind, int index, CallStamp& st) {
+    if (stampedPlan_[kind][index] != call.plan) {
+      std::memcpy(st.family, call.plan->family, kPlanFamilyChars);
+      stampedPlan_[kind][index] = call.plan;
+    }
+    st.sequence = call.sequence;
+  };
+  const int parity = static_cast<int>(call.sequence & 1);
+  stamp(0, parity, mb.byCall[parity]);
+  if (call.bank >= 0) stamp(1, call.bank, mb.byEagerCall[call.bank]);
   // Plain stores: the first signal of this call (a release) publishes them.
   mb.sequence = call.sequence;
 }
@@ -264,6 +290,7 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
                     ", this rank at #" + std::to_string(call.sequence) +
                     "): the plan breaks the entry rule, or the ranks call collectives in different orders",
                 state_->rank, peer);
+  checkFamily(call, peer, mb.byCall[call.sequence & 1]);
   for (int b = 0; b < 3; ++b) {
     const BufferDescriptor& d = mb.buffers[b];
     RemoteBuffer& rb = v.buffers[b];
@@ -283,6 +310,31 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   v.blockOffsets[1] = mb.blockOffsets[1];
   v.sequence = call.sequence;
   return v;
+}
+
+void Executor::checkFamily(const Call& call, int peer, const CallStamp& stamp) {
+  const uint64_t sequence = __atomic_load_n(&stamp.sequence, __ATOMIC_ACQUIRE);
+  if (sequence == call.sequence && std::strncmp(stamp.family, call.plan->family, kPlanFamilyChars) == 0) return;
+  const std::string theirs = sequence == call.sequence
+                                 ? std::string(stamp.family, strnlen(stamp.family, kPlanFamilyChars))
+                                 : std::string(call.bank >= 0 ? "no eager plan" : "no plan") + " in this call";
+  const std::string message =
+      rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + ": rank " + std::to_string(peer) +
+      " ran " + theirs + " where this rank ran plan '" + call.plan->name + "' (" + call.plan->family +
+      "): the ranks chose different algorithms. algo=\"auto\" decides by each rank's buffers (forestcc.empty or "
+      "ordinary memory): give every rank the same kind, or name the algorithm";
+  // The ranks' plans disagree from here on: waits would only run into the timeout.
+  state_->poison(message);
+  throw Error(ErrorCode::InvalidUsage, message, state_->rank, peer);
+}
+
+void Executor::checkEagerPeers(const Call& call) {
+  // Every peer's stamp of this call is visible here: the plan waited for an event of each
+  // peer in this call (the verifier's rule for eager plans), which it made after publishing; and
+  // no peer can have stamped the next eager call but one over it before this rank starts the next.
+  Communicator::State& s = *state_;
+  for (const ExecChannel& ch : call.plan->channels)
+    if (ch.peer != s.rank) checkFamily(call, ch.peer, ch.peerMailbox->byEagerCall[call.bank]);
 }
 
 // ---- running ---------------------------------------------------------------------------------
@@ -416,6 +468,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     }
     if (mine) std::rethrow_exception(mine);
   }
+  if (call.bank >= 0) checkEagerPeers(call);
   if (buffers.op == ReduceOp::Avg) {
     const bool reduced = p.collective == plan::Collective::AllReduce || p.collective == plan::Collective::ReduceScatter ||
                          (p.collective == plan::Collective::Reduce && s.rank == p.root);

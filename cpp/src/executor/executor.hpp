@@ -26,6 +26,7 @@ struct ExecChannel {
   uint64_t* outbound = nullptr;  // the peer's semaphore for this pair
   uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
   ScratchBanks* peerBanks = nullptr;  // the peer's eager scratch (plans with scratch banks)
+  const CallMailbox* peerMailbox = nullptr;  // what the peer published for its current call
 };
 
 // One rank's part of a plan, bound to this communicator's semaphores. Made once, run many times.
@@ -40,6 +41,7 @@ struct CompiledPlan {
   uint32_t maxSlices = 1;
   uint64_t minSliceBytes = 0;
   uint32_t scratchBanks = 1;  // 2: eager plan, scratch in the control blocks' banks
+  char family[kPlanFamilyChars] = {};  // the plan's generator (truncated), published per call
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
 };
@@ -82,6 +84,10 @@ class Executor {
   void runWorker(Call& call, int worker);
   void publish(Call& call);
   const PeerView& peerView(Call& call, int worker, int peer);
+  // Throws (and poisons the communicator) unless `peer`'s stamp is of this call and plan family.
+  void checkFamily(const Call& call, int peer, const CallStamp& theirs);
+  // Eager calls: every peer made this call with a plan of the same family (their stamps).
+  void checkEagerPeers(const Call& call);
   void ensureScratch(uint64_t bytes);
 
   std::shared_ptr<Communicator::State> state_;
@@ -94,6 +100,8 @@ class Executor {
     uint64_t address = 0, bytes = 0, generation = 0;
   } published_[2];
   const ShmSegment* publishedScratch_ = nullptr;
+  // Whose family each stamp of the mailbox holds (byCall, byEagerCall), to copy names only anew.
+  const CompiledPlan* stampedPlan_[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
   uint64_t sequence_ = 0;
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]

@@ -111,16 +111,20 @@ struct PyWork {
 };
 
 // kSharedMemory when the call's buffers all lie in forestcc.empty memory (peers map them),
-// else kPrivateMemory.
-int memoryKind(const CallBuffers& b) {
+// else kPrivateMemory. A stand-in (gather's output, scatter's input away from the root) is not
+// the user's and does not count: the root, which has both buffers, must come to the same kind.
+int memoryKind(const CallBuffers& b, const void* standIn) {
   size_t offset;
-  auto shared = [&](const void* p, uint64_t bytes) { return !bytes || findSharedAllocation(p, bytes, &offset) != nullptr; };
+  auto shared = [&](const void* p, uint64_t bytes) {
+    return !bytes || p == standIn || findSharedAllocation(p, bytes, &offset) != nullptr;
+  };
   return shared(b.input, b.inputBytes) && shared(b.output, b.outputBytes) ? collectives::kSharedMemory
                                                                           : collectives::kPrivateMemory;
 }
 
 std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const char* collName, bool variable,
-                                               py::handle algo, int root, bool inPlace, const CallBuffers& b) {
+                                               py::handle algo, int root, bool inPlace, const CallBuffers& b,
+                                               const void* standIn) {
   const uint64_t bytes = std::max(b.inputBytes, b.outputBytes);
   Engine& e = *pe.engine;
   std::shared_ptr<const CompiledPlan> chosen;
@@ -131,7 +135,7 @@ std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const
     if (PyUnicode_CompareWithASCIIString(algo.ptr(), "auto") == 0) {
       // all_to_all_v needs a plan without scratch (uneven blocks): direct.
       if (!variable) {
-        const std::string& tuned = e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b) : collectives::kAnyMemory);
+        const std::string& tuned = e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b, standIn) : collectives::kAnyMemory);
         if (!tuned.empty()) name = &tuned;
       }
     } else {
@@ -196,6 +200,7 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
         b.op = op;
         bool inPlace = false;
         std::shared_ptr<Scratch> scratch;
+        const void* standIn = nullptr;
         py::object keepX, keepOut;
         auto stage = [&](size_t bytes) {
           bytes = bytes ? bytes : 1;
@@ -207,6 +212,7 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
             slot->bytes.reset(new char[bytes]);
             slot->size = bytes;
           }
+          standIn = slot->bytes.get();
           return static_cast<void*>(slot->bytes.get());
         };
         switch (c) {
@@ -300,7 +306,7 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
             throw py::value_error("collective: sendrecv is a plan collective; use send() and recv()");
         }
         std::shared_ptr<const CompiledPlan> chosen =
-            choosePlan(pe, c, collName, variable, algo, root, inPlace, b);
+            choosePlan(pe, c, collName, variable, algo, root, inPlace, b, standIn);
         if (!asyncOp) {
           py::gil_scoped_release r;
           e.run(*chosen, b);

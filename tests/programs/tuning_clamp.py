@@ -1,0 +1,10 @@
+"""Rules naming eager are clamped to the largest message it serves, and the sizes they give up go
+to the rule that follows (FORESTCC_TUNING is set by the test). Prints "CHOOSE <bytes> <algo>"."""
+import forestcc
+from forestcc import _C
+
+comm = forestcc.init()
+limit = _C.plan.algorithm_max_bytes("eager", "all_reduce", comm.size)
+if comm.rank == 0:
+    for nbytes in (8, limit, limit + 4, 4 << 20, (4 << 20) + 4):
+        print("CHOOSE", nbytes, comm._engine.choose("all_reduce", nbytes, 0) or "none", flush=True)
