@@ -83,6 +83,13 @@ def test_ranks_that_choose_different_algorithms_raise(n, tmp_path):
         result.stdout[-3000:] + result.stderr[-3000:])
 
 
+@pytest.mark.parametrize("algo", ["eager", "direct", "direct_small", "ring"])
+def test_count_mismatch_between_ranks_is_an_error(algo):
+    result = run_job(3, "count_mismatch.py", algo)
+    assert sorted(result.lines("MISMATCH")) == [f"MISMATCH {r}" for r in range(3)], (
+        result.stdout[-3000:] + result.stderr[-3000:])
+
+
 @pytest.mark.parametrize("n", [3, 5])
 def test_all_reduce_results_are_identical_on_every_rank(n):
     result = run_job(n, "identical_results.py")

@@ -41,11 +41,13 @@ struct BufferDescriptor {
 // What a rank publishes when it enters a collective call, before its first signal: peers read it
 // only after a signal chain from that rank (the plans' entry rule), so plain stores suffice.
 constexpr int kMaxVariableBlocks = 512;  // all_to_all_v rank limit
-// A call's number and the generator of its plan: peers compare it with their own to notice ranks
-// that chose different algorithms.
+// A call's number, the generator of its plan, its block size and root: peers compare it with
+// their own to notice ranks that chose different algorithms or disagree on the call.
 constexpr int kPlanFamilyChars = 32;
 struct CallStamp {
   uint64_t sequence;
+  uint64_t blockBytes;  // count x element size (0 for all_to_all_v, whose blocks differ)
+  int64_t root;
   char family[kPlanFamilyChars];
 };
 

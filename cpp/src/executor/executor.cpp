@@ -256,6 +256,8 @@ void Executor::publish(Call& call) {
       std::memcpy(st.family, call.plan->family, kPlanFamilyChars);
       stampedPlan_[kind][index] = call.plan;
     }
+    st.blockBytes = call.count * call.elem;
+    st.root = call.plan->root;
     st.sequence = call.sequence;
   };
   const int parity = static_cast<int>(call.sequence & 1);
@@ -314,16 +316,27 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
 
 void Executor::checkFamily(const Call& call, int peer, const CallStamp& stamp) {
   const uint64_t sequence = __atomic_load_n(&stamp.sequence, __ATOMIC_ACQUIRE);
-  if (sequence == call.sequence && std::strncmp(stamp.family, call.plan->family, kPlanFamilyChars) == 0) return;
-  const std::string theirs = sequence == call.sequence
-                                 ? std::string(stamp.family, strnlen(stamp.family, kPlanFamilyChars))
-                                 : std::string(call.bank >= 0 ? "no eager plan" : "no plan") + " in this call";
-  const std::string message =
-      rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + ": rank " + std::to_string(peer) +
-      " ran " + theirs + " where this rank ran plan '" + call.plan->name + "' (" + call.plan->family +
-      "): the ranks chose different algorithms. algo=\"auto\" decides by each rank's buffers (forestcc.empty or "
-      "ordinary memory): give every rank the same kind, or name the algorithm";
-  // The ranks' plans disagree from here on: waits would only run into the timeout.
+  const uint64_t blockBytes = call.count * call.elem;
+  const bool samePlan = sequence == call.sequence && std::strncmp(stamp.family, call.plan->family, kPlanFamilyChars) == 0;
+  if (samePlan && stamp.blockBytes == blockBytes && stamp.root == call.plan->root) return;
+  std::string what;
+  if (!samePlan) {
+    const std::string theirs = sequence == call.sequence
+                                   ? std::string(stamp.family, strnlen(stamp.family, kPlanFamilyChars))
+                                   : std::string(call.bank >= 0 ? "no eager plan" : "no plan") + " in this call";
+    what = "rank " + std::to_string(peer) + " ran " + theirs + " where this rank ran plan '" + call.plan->name +
+           "' (" + call.plan->family + "): the ranks chose different algorithms. algo=\"auto\" decides by each "
+           "rank's buffers (forestcc.empty or ordinary memory): give every rank the same kind, or name the algorithm";
+  } else if (stamp.blockBytes != blockBytes) {
+    what = "rank " + std::to_string(peer) + " called it with blocks of " + std::to_string(stamp.blockBytes) +
+           " bytes, this rank with " + std::to_string(blockBytes) + " (do the ranks' counts and dtypes agree?)";
+  } else {
+    what = "rank " + std::to_string(peer) + " called it with root " + std::to_string(stamp.root) + ", this rank with " +
+           std::to_string(call.plan->root);
+  }
+  const std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + " (" +
+                              plan::name(call.plan->collective) + "): " + what;
+  // The ranks' calls disagree from here on: waits would only run into the timeout.
   state_->poison(message);
   throw Error(ErrorCode::InvalidUsage, message, state_->rank, peer);
 }

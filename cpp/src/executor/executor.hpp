@@ -84,7 +84,8 @@ class Executor {
   void runWorker(Call& call, int worker);
   void publish(Call& call);
   const PeerView& peerView(Call& call, int worker, int peer);
-  // Throws (and poisons the communicator) unless `peer`'s stamp is of this call and plan family.
+  // Throws (and poisons the communicator) unless `peer`'s stamp is of this call, plan family,
+  // block size and root.
   void checkFamily(const Call& call, int peer, const CallStamp& theirs);
   // Eager calls: every peer made this call with a plan of the same family (their stamps).
   void checkEagerPeers(const Call& call);
