@@ -318,6 +318,9 @@ def test_tune_merge_by_memory_kind():
     table = tune.merge(old, new, "forestcc-perf --tune (2 ranks, private memory): y")
     assert [(r["algorithm"], r.get("memory")) for r in table["rules"]] == \
         [("direct_small", "private"), ("direct", "shared")]
+    # rules for any memory kind (the barrier's) replace those of both kinds
+    table = tune.merge(old, tune.rules_for("all_reduce", [(8, "bruck")], (2, 2)), "z")
+    assert [(r["algorithm"], r.get("memory")) for r in table["rules"]] == [("bruck", None)]
 
 
 def _check_tuning_table(path: Path, nranks: int) -> dict:
@@ -348,7 +351,9 @@ def test_tune_writes_a_valid_table(tmp_path, no_new_shm):
     _check_tuning_table(out, 2)
     assert "(1 ranks, private memory)" in table["source"]
     assert "(2 ranks, private memory)" in table["source"]
-    assert all(r["memory"] == "private" for r in table["rules"])
+    # barrier rules hold for both kinds (a barrier has no buffers)
+    assert all(r.get("memory") == (None if r["collective"] == "barrier" else "private")
+               for r in table["rules"])
     p = forestcc_run_perf(2, "all_reduce", *QUICK, env={"FORESTCC_TUNING": str(out)})
     assert p.returncode == 0, p.stderr
 

@@ -18,7 +18,8 @@ first rule starts at 0 bytes and the last is unbounded. An algorithm that gives 
 
 Rules carry min_ranks = max_ranks = the rank count measured (--tune-ranks MIN:MAX widens
 them) and the memory kind measured: ``"memory": "private"`` with --memory numpy (the default),
-``"shared"`` with --memory forestcc (forestcc.empty buffers, which peers map). Writing merges:
+``"shared"`` with --memory forestcc (forestcc.empty buffers, which peers map); barrier rules
+carry none (a barrier has no buffers). Writing merges:
 rules already in the output file for other collectives, for rank ranges that are not inside
 this one, or for the other memory kind are kept, so ``-n 2`` and ``-n 4`` runs with both
 memories into one file give one table for all of them.
@@ -186,7 +187,8 @@ def rules_for(collective: str, chosen: list[tuple[int, str]],
 def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
     """The table to write: the new rules, plus the old ones they do not replace (another
     collective, a rank range not inside the new one, or the other memory kind; a rule for any
-    memory is replaced by rules for one kind). Rules of one collective stay in an order where the
+    memory is replaced by rules for one kind, and rules for any memory, such as the barrier's,
+    replace those of both kinds). Rules of one collective stay in an order where the
     first match is the intended one: by rank range where the ranges are disjoint or equal, else
     the new rules first."""
     spans = {r["collective"]: (r["min_ranks"], r["max_ranks"], r.get("memory"))
@@ -195,7 +197,7 @@ def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
     def replaced_by_new(rule: dict) -> bool:
         span = spans.get(rule["collective"])
         return (span is not None and span[0] <= rule["min_ranks"] and rule["max_ranks"] <= span[1]
-                and rule.get("memory") in (None, span[2]))
+                and (span[2] is None or rule.get("memory") in (None, span[2])))
 
     kept = [r for r in (old or {}).get("rules", []) if not replaced_by_new(r)]
     rules = new_rules + kept
@@ -264,7 +266,9 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
             chosen = choose(times)
             for line in _matrix(name, algos, times, dict(chosen), sweep.failed.get(name, set())):
                 say(line)
-            new_rules += rules_for(name, chosen, ranks, MEMORY_OF.get(backend.memory))
+            # a barrier has no buffers: its rules hold for both memory kinds
+            memory = None if name == "barrier" else MEMORY_OF.get(backend.memory)
+            new_rules += rules_for(name, chosen, ranks, memory)
     except KeyboardInterrupt:
         backend.abort(130)
     except Exception as e:   # one rank's failure ends the job, with the reason
