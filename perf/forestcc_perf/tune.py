@@ -4,8 +4,9 @@ that ``algo="auto"`` reads (format: forestcc.tuning; version 1, first matching r
 For each collective (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce,
 gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.plan.algorithms()``),
 each size of -b/-e/-f is measured the way a table row is (forestcc_perf.runner: -w warm-ups,
--n × -m timed operations, -a across ranks, -c checked operations), --tune-repeats times with the
-algorithms interleaved (checked the first time only); an algorithm's cost at a size is its
+-n × -m timed operations, -a across ranks, -c checked operations), with the algorithms
+interleaved, and the whole sweep of sizes is repeated --tune-repeats times (checked the first
+time only); an algorithm's cost at a size is its
 out-of-place plus its in-place time (out of place alone where forestcc has no in-place form), the
 lowest of the repeats, so that a burst of load from other processes does not decide. The cheapest
 wins, except that the algorithm chosen at the previous size is kept while
@@ -93,11 +94,14 @@ class Sweep:
                 if serves(a, sizes[0]):
                     runners[a].measure(sizes[0], self.dtype, self.op, self.root)
         out: dict[int, dict[str, float]] = {}
-        for size in sizes:
-            progress.step(f"{name} {format_size(size)}")
-            if coll.count_for_size(size, self.dtype.itemsize, self.b.size) == 0:
-                continue   # nothing to move at this size on this many ranks
-            for repeat in range(self.repeats):
+        # The whole sweep is repeated (not each size in place): a burst of load from elsewhere
+        # then spoils one size of one repeat, not every repeat of a size.
+        for repeat in range(self.repeats):
+            for size in sizes:
+                progress.step(f"{name} {format_size(size)}"
+                              + (f" ({repeat + 1}/{self.repeats})" if self.repeats > 1 else ""))
+                if coll.count_for_size(size, self.dtype.itemsize, self.b.size) == 0:
+                    continue   # nothing to move at this size on this many ranks
                 for a in algos:
                     if a in bad or not serves(a, size):
                         continue
@@ -114,6 +118,9 @@ class Sweep:
                     cost = sum(m.time_us for m in cells)
                     times = out.setdefault(row.size, {})
                     times[a] = min(cost, times.get(a, cost))
+        for times in out.values():   # wrong at one size: chosen at none
+            for a in bad:
+                times.pop(a, None)
         return out
 
     def barrier(self, algos: list[str]) -> dict[int, dict[str, float]]:
@@ -251,7 +258,8 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
     new_rules: list[dict] = []
     current = ""
     try:
-        progress = Progress(len(plan["tuned"]) * len(plan["sizes"]), enabled=rank == 0)
+        progress = Progress(len(plan["tuned"]) * len(plan["sizes"]) * args.tune_repeats,
+                            enabled=rank == 0)
         for name in plan["tuned"]:
             current = name
             algos = [a for a, colls in algorithms.items() if name in colls]
