@@ -93,7 +93,8 @@ def _parser(prog: str, preset: str | None) -> argparse.ArgumentParser:
     a("--tune-ranks", "--tune_ranks", default=None, metavar="MIN:MAX", help="rank range the "
       "tuned rules apply to (default: the rank count measured)")
     a("--tune-repeats", "--tune_repeats", type=int, default=3, metavar="R", help="--tune "
-      "measures every algorithm and size R times, interleaved, and keeps the best (3)")
+      "repeats its whole sweep of sizes R times (algorithms interleaved) and keeps each "
+      "algorithm's best time per size (3)")
     a("--version", action="version", version=f"forestcc-perf {__version__}")
     return p
 

@@ -167,8 +167,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.outbound = &s.peerControl(peer)->planSlots[me][i].value;
       ch.expected = &expected_[static_cast<size_t>(li) * kMaxPlanChannelsPerPeer + i];
     }
-    ch.peerBanks = &s.peerControl(peer)->scratchBanks;
-    ch.peerMailbox = &s.peerControl(peer)->mailbox;
+    ch.peerBlock = s.peerControl(peer);
     out->channels.push_back(ch);
   }
   if (loopbacks % 2)
@@ -251,18 +250,14 @@ void Executor::publish(Call& call) {
   if (call.variable)
     for (int b = 0; b < 2; ++b)
       std::memcpy(mb.blockOffsets[b], call.localOffsets[b], sizeof(uint64_t) * (call.plan->nranks + 1));
-  auto stamp = [&](int kind, int index, CallStamp& st) {
-    if (stampedPlan_[kind][index] != call.plan) {
-      std::memcpy(st.family, call.plan->family, kPlanFamilyChars);
-      stampedPlan_[kind][index] = call.plan;
-    }
+  auto stamp = [&](CallStamp& st) {
+    std::memcpy(st.family, call.plan->family, kPlanFamilyChars);
     st.blockBytes = call.count * call.elem;
     st.root = call.plan->root;
     st.sequence = call.sequence;
   };
-  const int parity = static_cast<int>(call.sequence & 1);
-  stamp(0, parity, mb.byCall[parity]);
-  if (call.bank >= 0) stamp(1, call.bank, mb.byEagerCall[call.bank]);
+  stamp(mb.byCall[call.sequence & 1]);
+  if (call.bank >= 0) stamp(mb.byEagerCall[call.bank]);
   // Plain stores: the first signal of this call (a release) publishes them.
   mb.sequence = call.sequence;
 }
@@ -292,7 +287,7 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
                     ", this rank at #" + std::to_string(call.sequence) +
                     "): the plan breaks the entry rule, or the ranks call collectives in different orders",
                 state_->rank, peer);
-  checkFamily(call, peer, mb.byCall[call.sequence & 1]);
+  checkStamp(call, peer, mb.byCall[call.sequence & 1]);
   for (int b = 0; b < 3; ++b) {
     const BufferDescriptor& d = mb.buffers[b];
     RemoteBuffer& rb = v.buffers[b];
@@ -314,7 +309,7 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   return v;
 }
 
-void Executor::checkFamily(const Call& call, int peer, const CallStamp& stamp) {
+void Executor::checkStamp(const Call& call, int peer, const CallStamp& stamp) {
   const uint64_t sequence = __atomic_load_n(&stamp.sequence, __ATOMIC_ACQUIRE);
   const uint64_t blockBytes = call.count * call.elem;
   const bool samePlan = sequence == call.sequence && std::strncmp(stamp.family, call.plan->family, kPlanFamilyChars) == 0;
@@ -347,7 +342,7 @@ void Executor::checkEagerPeers(const Call& call) {
   // no peer can have stamped the next eager call but one over it before this rank starts the next.
   Communicator::State& s = *state_;
   for (const ExecChannel& ch : call.plan->channels)
-    if (ch.peer != s.rank) checkFamily(call, ch.peer, ch.peerMailbox->byEagerCall[call.bank]);
+    if (ch.peer != s.rank) checkStamp(call, ch.peer, ch.peerBlock->mailbox.byEagerCall[call.bank]);
 }
 
 // ---- running ---------------------------------------------------------------------------------
@@ -545,7 +540,7 @@ void Executor::runWorker(Call& call, int worker) {
       // The peer's bank is mapped since the communicator was made, and has this call's size
       // (same plan, same count); the peer need not have entered the call (eager plans).
       const Range r = byteRange(ref, j, n, slice, nullptr, call.localBytes[2], peer);
-      return {ch.peerBanks->bank[call.bank] + r.begin, 0, r.end - r.begin};
+      return {ch.peerBlock->scratchBanks.bank[call.bank] + r.begin, 0, r.end - r.begin};
     }
     const PeerView& v = peerView(call, worker, peer);
     const int b = static_cast<int>(ref.buffer);

@@ -25,8 +25,7 @@ struct ExecChannel {
   uint64_t* inbound = nullptr;   // our semaphore for this pair
   uint64_t* outbound = nullptr;  // the peer's semaphore for this pair
   uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
-  ScratchBanks* peerBanks = nullptr;  // the peer's eager scratch (plans with scratch banks)
-  const CallMailbox* peerMailbox = nullptr;  // what the peer published for its current call
+  ControlBlock* peerBlock = nullptr;  // its scratch banks (eager plans) and mailbox (call stamps)
 };
 
 // One rank's part of a plan, bound to this communicator's semaphores. Made once, run many times.
@@ -86,7 +85,7 @@ class Executor {
   const PeerView& peerView(Call& call, int worker, int peer);
   // Throws (and poisons the communicator) unless `peer`'s stamp is of this call, plan family,
   // block size and root.
-  void checkFamily(const Call& call, int peer, const CallStamp& theirs);
+  void checkStamp(const Call& call, int peer, const CallStamp& theirs);
   // Eager calls: every peer made this call with a plan of the same family (their stamps).
   void checkEagerPeers(const Call& call);
   void ensureScratch(uint64_t bytes);
@@ -101,8 +100,6 @@ class Executor {
     uint64_t address = 0, bytes = 0, generation = 0;
   } published_[2];
   const ShmSegment* publishedScratch_ = nullptr;
-  // Whose family each stamp of the mailbox holds (byCall, byEagerCall), to copy names only anew.
-  const CompiledPlan* stampedPlan_[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
   uint64_t sequence_ = 0;
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]

@@ -49,7 +49,7 @@ def builtin_algorithms() -> dict[str, list[str]]:
 def algorithm_max_bytes(algo: str, collective: str, nranks: int) -> int | None:
     """The largest message a built-in algorithm serves (None: no limit, or not built in)."""
     from forestcc import _C
-    if algo not in builtin_algorithms() or collective not in builtin_algorithms()[algo]:
+    if collective not in builtin_algorithms().get(algo, ()):
         return None
     return _C.plan.algorithm_max_bytes(algo, collective, nranks)
 

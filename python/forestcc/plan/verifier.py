@@ -211,6 +211,11 @@ class _Verifier:
         loc.value, loc.write_comp, loc.write_stamp, loc.write_info = value, comp, stamp, info
         loc.reads = {}
 
+    def _needs_entry(self, remote_ref) -> bool:
+        """Whether accessing a peer's ``remote_ref`` must wait until that peer entered: always,
+        except a peer's scratch in an eager plan (its banks; see the module docstring)."""
+        return not (self.banked and remote_ref[0] == ops.SCRATCH)
+
     def _keys(self, rank: int, ref, count: int) -> list:
         buffer, index = ref
         alias = self.alias[rank]
@@ -267,8 +272,8 @@ class _Verifier:
         lane, comp, stamp = self._lane_event(rank, ch, clock)
         peer = self.peer[rank][ch]
         remote_ref = op[src_field] if op["op"] == ops.GET else op[dst_field]
-        needs_entry = not (self.banked and remote_ref[0] == ops.SCRATCH)
-        if peer != rank and needs_entry and (rank, ch) not in self.lanes_after_peer_entered:
+        if (peer != rank and self._needs_entry(remote_ref)
+                and (rank, ch) not in self.lanes_after_peer_entered):
             first, end = self.rank_comps[peer]
             if lane[first:end].any():
                 self.lanes_after_peer_entered.add((rank, ch))
@@ -317,8 +322,7 @@ class _Verifier:
             peer = self.peer[rank][ch]
             remote = self._keys(peer, op["src"], ops.op_count(op))
             first, end = self.rank_comps[peer]
-            needs_entry = not (self.banked and op["src"][0] == ops.SCRATCH)
-            if peer != rank and needs_entry and not clock[first:end].any():
+            if peer != rank and self._needs_entry(op["src"]) and not clock[first:end].any():
                 self._race(EARLY, info, None, remote[0])
             self._reduce(rank, op, clock, wcomp, int(clock[wcomp]), info, remote)
         elif name in (ops.REDUCE_OP, ops.REDUCE_PUT):

@@ -31,9 +31,6 @@ const Algorithm& pairwiseAlgorithm();
 const Algorithm& treeAlgorithm();
 const Algorithm& eagerAlgorithm();
 
-// Eager plans keep their scratch in a fixed bank: the largest message they serve.
-int64_t eagerMaxBytes(plan::Collective c, int nranks);
-
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // A builder named "<algo>_<collective>_<nranks>[_in_place]".

@@ -33,8 +33,10 @@ namespace {
 
 constexpr const char* kSmallName = "direct_small";
 constexpr const char* kEagerName = "eager";
-// One slice: each transfer is one copy; nothing reads the data again for a slice to keep in cache.
-const PlanBuilder::BuildOptions kUnsliced{0, -1, 1, 0};
+// Plans are not sliced (the default build options): each transfer is one copy, and nothing reads
+// the data again for a slice to keep in cache.
+
+int64_t eagerMaxBytes(plan::Collective c, int nranks);
 
 // all_reduce, reduce_scatter, all_gather, all_to_all through the receivers' scratch; with
 // `eager`, without the entry handshake, in scratch banks.
@@ -72,7 +74,7 @@ plan::Plan staged(const GenerateRequest& req, const char* name, bool eager) {
       for (int p : ch.peers(r)) b.copy(r, w, scr(uint32_t(slotOf(p, r))), out(uint32_t(p)));
     }
   }
-  if (!eager) return finishPlan(b, name, kUnsliced);
+  if (!eager) return finishPlan(b, name);
   return finishPlan(b, name, PlanBuilder::BuildOptions{0, eagerMaxBytes(req.collective, n), 1, 0, 2});
 }
 
@@ -96,7 +98,7 @@ plan::Plan directSmallReduce(const GenerateRequest& req) {
     for (int p : ch.peers(r)) srcs.push_back(scr(uint32_t(slotOf(p, r))));
     b.reduce(r, w, out(0), srcs);  // one rank reduces: any order gives one result
   }
-  return finishPlan(b, kSmallName, kUnsliced);
+  return finishPlan(b, kSmallName);
 }
 
 plan::Plan generateDirectSmall(const GenerateRequest& req) {
@@ -106,13 +108,14 @@ plan::Plan generateDirectSmall(const GenerateRequest& req) {
 
 plan::Plan generateEager(const GenerateRequest& req) { return staged(req, kEagerName, true); }
 
-}  // namespace
-
+// Eager plans keep their scratch in a fixed bank: the largest message they serve.
 int64_t eagerMaxBytes(plan::Collective c, int nranks) {
   if (nranks <= 1) return -1;
   const int64_t slot = static_cast<int64_t>(kScratchBankBytes) / (nranks - 1);  // one block per peer
   return c == plan::Collective::AllReduce ? slot : slot * nranks;
 }
+
+}  // namespace
 
 const Algorithm& directSmallAlgorithm() {
   using C = plan::Collective;
