@@ -1,6 +1,10 @@
 // forestcc-channel-bench: one-way signal/wait latency and put bandwidth between two ranks on one
-// node, with single-thread memcpy measured in the same run as the reference.
-//   forestcc-run -n 2 forestcc-channel-bench [--min 1K] [--max 256M] [--iters N] [--json FILE]
+// node, with single-thread memcpy measured in the same run as the reference. With --both-ways,
+// both ranks put into each other at once and both copy locally at once: the copy floor of a
+// two-rank all_gather or all_to_all on this node (what no library's copies can beat).
+//   forestcc-run -n 2 forestcc-channel-bench [--min 1K] [--max 256M] [--iters N] [--both-ways] [--json FILE]
+#include <sys/mman.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +17,7 @@
 #include "forestcc/communicator.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
+#include "executor/copy_kernels.hpp"
 
 using namespace forestcc;
 using Clock = std::chrono::steady_clock;
@@ -45,13 +50,97 @@ struct Row {
   double putShm, putCma, memcpyGBs;
 };
 
+// Ordinary process memory as numpy gives it to large arrays: page-aligned, transparent huge
+// pages asked for (numpy madvises them), so cross-process copies from it run at their best.
+struct PlainMemory {
+  explicit PlainMemory(size_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap of " + std::to_string(bytes) + " bytes failed");
+    madvise(p, bytes, MADV_HUGEPAGE);
+    data_ = static_cast<char*>(p);
+  }
+  ~PlainMemory() { munmap(data_, bytes_); }
+  char* data() const { return data_; }
+
+ private:
+  char* data_;
+  size_t bytes_;
+};
+
+// Both ranks at once, per size: put into the peer's shared memory, put into its ordinary memory
+// (cross-process copy), memcpy and streaming-store copy within each rank. Times are per
+// iteration, the slower rank's; bytes are what each rank moves.
+int bothWays(Communicator& comm, size_t minBytes, size_t maxBytes, int iters, const std::string& jsonPath) {
+  const int me = comm.rank(), peer = 1 - me;
+  // Each region: [0, max) this rank's data, [max, 2 max) where the peer's lands.
+  SharedAllocation shm(2 * maxBytes);
+  PlainMemory plain(2 * maxBytes), local(2 * maxBytes);
+  std::memset(shm.data(), 1 + me, 2 * maxBytes);
+  std::memset(plain.data(), 3 + me, 2 * maxBytes);
+  std::memset(local.data(), 5 + me, 2 * maxBytes);
+  auto shmCh = comm.connect(peer, comm.registerMemory(shm.data(), 2 * maxBytes), 0);
+  auto cmaCh = comm.connect(peer, comm.registerMemory(plain.data(), 2 * maxBytes), 1);
+  const char* names[4] = {"put shm", "put cma", "memcpy", "memcpy nt"};
+  if (me == 0) {
+    std::printf("# forestcc-channel-bench --both-ways: 2 ranks on node '%s'; us per iteration (the slower rank),\n"
+                "# each rank moving SIZE bytes at the same time as the other\n",
+                comm.nodeName(0).c_str());
+    std::printf("# %12s %8s %12s %12s %12s %12s\n", "size(B)", "iters", names[0], names[1], names[2], names[3]);
+  }
+  std::string json = "{\"both_ways\": true, \"rows\": [";
+  for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
+    const int n = itersFor(bytes, iters);
+    double us[4];
+    for (int which = 0; which < 4; ++which) {
+      auto once = [&] {
+        if (which < 2) {
+          Channel& ch = which == 0 ? *shmCh : *cmaCh;
+          ch.put(maxBytes, 0, bytes);
+          ch.signal();
+          ch.wait();  // the peer's put into this rank is done too
+        } else {
+          executor::copyBytes(local.data() + maxBytes, local.data(), bytes, which == 3);
+        }
+      };
+      once();  // warm-up: fault in the pages
+      comm.bootstrap().barrier();
+      auto t0 = Clock::now();
+      for (int i = 0; i < n; ++i) once();
+      double mine = seconds(t0, Clock::now()) / n * 1e6;
+      // The slower rank's time: exchange through the bootstrap (not timed).
+      std::string theirs = comm.bootstrap().allGather(std::string(reinterpret_cast<char*>(&mine), sizeof mine))[peer];
+      double other;
+      std::memcpy(&other, theirs.data(), sizeof other);
+      us[which] = std::max(mine, other);
+    }
+    if (me == 0) {
+      std::printf("  %12zu %8d %12.1f %12.1f %12.1f %12.1f\n", bytes, n, us[0], us[1], us[2], us[3]);
+      std::fflush(stdout);
+      char row[256];
+      std::snprintf(row, sizeof row,
+                    "%s{\"bytes\": %zu, \"put_shm_us\": %.3f, \"put_cma_us\": %.3f, \"memcpy_us\": %.3f, "
+                    "\"memcpy_nt_us\": %.3f}",
+                    bytes == minBytes ? "" : ", ", bytes, us[0], us[1], us[2], us[3]);
+      json += row;
+    }
+    if (bytes == 0) break;
+  }
+  if (me == 0 && !jsonPath.empty()) std::ofstream(jsonPath) << json << "]}\n";
+  comm.bootstrap().barrier();
+  return 0;
+}
+
 void usage() {
   std::puts(
       "usage: forestcc-run -n 2 forestcc-channel-bench [--min SIZE] [--max SIZE] [--iters N]\n"
-      "                                               [--latency-iters N] [--json FILE]\n"
+      "                                               [--latency-iters N] [--both-ways] [--json FILE]\n"
       "Measures, between rank 0 and rank 1 on one node: one-way signal/wait latency (ping-pong / 2)\n"
       "and put bandwidth into the peer's shared memory (shm) and into ordinary peer memory (cma),\n"
-      "next to single-thread memcpy on rank 0 in the same run. SIZE takes K/M/G suffixes (binary).");
+      "next to single-thread memcpy on rank 0 in the same run. SIZE takes K/M/G suffixes (binary).\n"
+      "--both-ways: both ranks put into each other at the same time (shared and ordinary memory),\n"
+      "and both copy locally at the same time (memcpy, streaming stores); times per iteration. A\n"
+      "two-rank in-place all_gather or all_to_all of 2*SIZE bytes moves SIZE bytes per rank, so these\n"
+      "times are its floor on this node (perf/README.md, \"The copy floor\").");
 }
 
 }  // namespace
@@ -59,6 +148,7 @@ void usage() {
 int main(int argc, char** argv) {
   size_t minBytes = 1 << 10, maxBytes = 256ull << 20;
   int iters = 0, latencyIters = 200000;
+  bool both = false;
   std::string jsonPath;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -72,6 +162,7 @@ int main(int argc, char** argv) {
       else if (a == "--iters") iters = std::stoi(next());
       else if (a == "--latency-iters") latencyIters = std::stoi(next());
       else if (a == "--json") jsonPath = next();
+      else if (a == "--both-ways") both = true;
       else if (a == "-h" || a == "--help") { usage(); return 0; }
       else throw std::invalid_argument("unknown argument " + a);
     }
@@ -87,6 +178,7 @@ int main(int argc, char** argv) {
       if (comm.rank() == 0) std::fprintf(stderr, "forestcc-channel-bench: needs exactly 2 ranks (got %d)\n", comm.size());
       return 2;
     }
+    if (both) return bothWays(comm, minBytes, maxBytes, iters, jsonPath);
     const int me = comm.rank(), peer = 1 - me;
     SharedAllocation shmBuf(maxBytes), srcBuf(maxBytes);
     std::vector<char> plainBuf(maxBytes);  // ordinary memory: the peer reaches it by single copy

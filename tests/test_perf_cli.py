@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -43,6 +44,12 @@ def _env(**extra: str) -> dict[str, str]:
     env.pop(check.CORRUPT_ENV, None)
     env.update(extra)
     return env
+
+
+def is_ratio(text: str) -> bool:
+    """A printed figure: a finite non-negative number (two decimals, so a row where one library
+    stalled for milliseconds can print 0.00)."""
+    return math.isfinite(float(text)) and float(text) >= 0
 
 
 def perf(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -426,7 +433,7 @@ def test_compare_adds_ratio_columns(tmp_path):
     assert header.split()[-2:] == ["mpi#2", "ip"]
     for r in data_rows(p.stdout):
         check_row(r, "all_to_all", 2)
-        assert len(r) == 15 and all(float(x) > 0 for x in r[13:])
+        assert len(r) == 15 and all(is_ratio(x) for x in r[13:])
     results = json.loads(out.read_text())
     assert {r["backend"] for r in results["rows"]} == {"mpi", "mpi#2"}
     assert set(results["summary"]["avg_busbw_gbps"]) == {"mpi", "mpi#2"}
@@ -446,7 +453,7 @@ def test_forestcc_compare_mpi_under_mpirun(memory, no_new_shm):
     for r in rows:
         check_row(r, "all_reduce", 2)
         assert r[8] == "0" and r[12] == "0" and len(r) == 15
-        assert all(float(x) > 0 for x in r[13:])
+        assert all(is_ratio(x) for x in r[13:])
     assert "# Avg bus bandwidth (mpi) : " in p.stdout
 
 
@@ -477,3 +484,34 @@ def test_gloo_missing_names_the_install_command():
     p = perf("all_reduce", "--backend", "gloo")
     assert p.returncode == 2
     assert "pip install torch==2.13.0" in p.stderr and "Traceback" not in p.stderr
+
+
+# -- forestcc-channel-bench ---------------------------------------------------------------------------
+def channel_bench(n: int, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), sys.executable, "-c",
+           "from forestcc.tools import channel_bench; channel_bench()", *args]
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("both_ways", [False, True])
+def test_channel_bench_rows_and_json(both_ways, tmp_path, no_new_shm):
+    """One row per size from --min to --max by doubling, in the table and the JSON; --both-ways
+    times both ranks' puts and local copies at once."""
+    out = tmp_path / "c.json"
+    p = channel_bench(2, "--min", "4K", "--max", "16K", "--iters", "3", "--latency-iters", "100",
+                      "--json", str(out), *(["--both-ways"] if both_ways else []))
+    assert p.returncode == 0, p.stderr
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln and not ln.startswith("#")]
+    assert [int(r[0]) for r in rows] == [4096, 8192, 16384]
+    # printed rounded (a stalled size can print 0.00); the JSON keeps the exact figures
+    assert all(is_ratio(v) for r in rows for v in r[2:6]), rows
+    results = json.loads(out.read_text())
+    assert [r["bytes"] for r in results["rows"]] == [4096, 8192, 16384]
+    key = "memcpy_nt_us" if both_ways else "put_cma_gbs"
+    assert all(r[key] > 0 for r in results["rows"])
+    assert ("--both-ways" in p.stdout) == both_ways
+
+
+def test_channel_bench_needs_two_ranks():
+    p = channel_bench(3, "--max", "4K", "--both-ways")
+    assert p.returncode != 0 and "needs exactly 2 ranks (got 3)" in p.stderr + p.stdout

@@ -163,6 +163,10 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
   // Map every same-node peer's control block now, so abort() reaches all of them.
   for (int r : s.localRanks)
     if (r != s.rank) s.peerControl(r);
+  // No rank returns before every rank has mapped its peers' blocks: a rank that destroyed its
+  // communicator at once (a program refusing the job's size, say) would otherwise unlink its
+  // block under a slower peer, which then failed with a misleading "no such segment".
+  s.bootstrap->barrier();
 }
 
 Communicator::~Communicator() = default;
