@@ -90,6 +90,13 @@ def test_count_mismatch_between_ranks_is_an_error(algo):
         result.stdout[-3000:] + result.stderr[-3000:])
 
 
+@pytest.mark.parametrize("algo", ["auto", "direct", "pairwise", "bruck"])
+def test_all_to_all_v_splits_mismatch_between_ranks_is_an_error(algo):
+    result = run_job(3, "splits_mismatch.py", algo)
+    assert sorted(result.lines("MISMATCH")) == [f"MISMATCH {r}" for r in range(3)], (
+        result.stdout[-3000:] + result.stderr[-3000:])
+
+
 @pytest.mark.parametrize("n", [3, 5])
 def test_all_reduce_results_are_identical_on_every_rank(n):
     result = run_job(n, "identical_results.py")

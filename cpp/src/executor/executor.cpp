@@ -555,10 +555,13 @@ void Executor::runWorker(Call& call, int worker) {
     return RemoteMemory::inProcess(s.peers[peer].pid, there.address, there.bytes, s.rank, peer);
   };
   auto mismatch = [&](int peer, uint64_t mine, uint64_t theirs, const char* what) {
-    throw Error(ErrorCode::InvalidUsage,
-                rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " + std::to_string(mine / elem) +
-                    " elements but rank " + std::to_string(peer) + "'s side has " + std::to_string(theirs / elem) +
-                    " (do the ranks' counts or splits agree?)", s.rank, peer);
+    const std::string message = rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " +
+                                std::to_string(mine / elem) + " elements but rank " + std::to_string(peer) +
+                                "'s side has " + std::to_string(theirs / elem) +
+                                " (do the ranks' counts or splits agree?)";
+    // As with a stamp mismatch: the peers waiting on this rank learn why now, not at the timeout.
+    s.poison(message);
+    throw Error(ErrorCode::InvalidUsage, message, s.rank, peer);
   };
   auto transfer = [&](const plan::Op& op, const plan::ChunkRef& localRef, const plan::ChunkRef& remoteRef, bool write,
                       uint32_t slice) {
