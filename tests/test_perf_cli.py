@@ -293,6 +293,28 @@ def test_tune_choice_and_rules():
     assert [a for _, a in tune.choose(blip)] == ["a", "b", "a"]
 
 
+def test_tune_placement_rules():
+    """One set of rules for both placements where they choose alike, else a set for each."""
+    same = {8: {"a": 1.0, "b": 2.0}, 4096: {"a": 3.0, "b": 9.0}}
+    rules = tune.placement_rules("all_to_all", {False: same, True: same}, (2, 2), "private")
+    assert [(r["algorithm"], "in_place" in r) for r in rules] == [("a", False)]
+    apart = {8: {"a": 1.0, "b": 2.0}, 4096: {"a": 9.0, "b": 3.0}}
+    rules = tune.placement_rules("all_to_all", {False: same, True: apart}, (2, 2), "private")
+    assert [(r["algorithm"], r["in_place"], r["min_bytes"], r["max_bytes"]) for r in rules] == \
+        [("a", False, 0, None), ("a", True, 0, 181), ("b", True, 182, None)]
+    assert all(r["memory"] == "private" for r in rules)
+    # out of place only (gather, scatter): no "in_place"
+    rules = tune.placement_rules("gather", {False: apart}, (2, 2))
+    assert [(r["algorithm"], "in_place" in r) for r in rules] == [("a", False), ("b", False)]
+    # rules for one placement replace old rules for both (same collective, ranks, memory)
+    old = {"version": 1, "source": "x", "rules": [
+        {"collective": "all_to_all", "min_ranks": 2, "max_ranks": 2, "min_bytes": 0,
+         "max_bytes": None, "algorithm": "ring", "memory": "private"}]}
+    table = tune.merge(old, tune.placement_rules("all_to_all", {False: same, True: apart},
+                                                 (2, 2), "private"), "y")
+    assert [r["algorithm"] for r in table["rules"]] == ["a", "a", "b"]
+
+
 def test_tune_merge_keeps_other_rank_counts():
     old = {"version": 1, "source": "forestcc-perf --tune (2 ranks): x", "rules": [
         {"collective": "all_reduce", "min_ranks": 4, "max_ranks": 4, "min_bytes": 0,
@@ -334,11 +356,15 @@ def _check_tuning_table(path: Path, nranks: int) -> dict:
     from forestcc import tuning
     table = tuning.validate_table(json.loads(path.read_text()), str(path))
     mine = [r for r in table["rules"] if r["min_ranks"] == r["max_ranks"] == nranks]
-    for coll in tune.TUNED:   # every collective covered from 0 bytes to unbounded, no gaps
-        rules = [r for r in mine if r["collective"] == coll]
-        assert rules and rules[0]["min_bytes"] == 0 and rules[-1]["max_bytes"] is None, coll
-        for a, b in zip(rules, rules[1:]):
-            assert b["min_bytes"] == a["max_bytes"] + 1, (a, b)
+    for coll in tune.TUNED:   # every collective covered from 0 bytes to unbounded, no gaps,
+        ours = [r for r in mine if r["collective"] == coll]   # for both placements
+        placements = {r.get("in_place") for r in ours}
+        assert placements in ({None}, {False, True}), (coll, placements)
+        for placement in placements:
+            rules = [r for r in ours if r.get("in_place") == placement]
+            assert rules and rules[0]["min_bytes"] == 0 and rules[-1]["max_bytes"] is None, coll
+            for a, b in zip(rules, rules[1:]):
+                assert b["min_bytes"] == a["max_bytes"] + 1, (a, b)
     return table
 
 
@@ -347,8 +373,11 @@ def test_tune_writes_a_valid_table(tmp_path, no_new_shm):
     tiny = ["-b", "256", "-e", "4K", "-f", "16", "-n", "2", "-w", "1"]
     p = forestcc_run_perf(2, "--tune", *tiny, "--tune-output", str(out))
     assert p.returncode == 0, p.stderr
-    for coll in tune.TUNED:
-        assert f"# {coll}" in p.stdout.splitlines()
+    lines = p.stdout.splitlines()
+    for coll in tune.TUNED:   # a cost matrix per placement the collective has
+        titles = ([f"# {coll}"] if coll == "barrier" else [f"# {coll} (out of place)"]
+                  + ([] if coll in ("gather", "scatter") else [f"# {coll} (in place)"]))
+        assert all(t in lines for t in titles), (coll, p.stdout)
     assert f"# tuning table written to {out}" in p.stdout
     _check_tuning_table(out, 2)
     # a second rank count merges into the same file; forestcc's auto selection reads it

@@ -20,11 +20,48 @@ def test_memory_field_is_optional_and_checked():
     ok = {"version": 1, "source": "t", "rules": [_rule(), _rule(memory="shared"),
                                                   _rule(memory="private")]}
     tuning.validate_table(ok, "t")
-    assert [row[-1] for row in tuning.rules_for_engine(ok)] == [-1, 1, 0]
+    assert [row[6] for row in tuning.rules_for_engine(ok)] == [-1, 1, 0]
     with pytest.raises(ValueError, match="rule 0: memory must be one of private, shared"):
         tuning.validate_table({"version": 1, "source": "t", "rules": [_rule(memory="gpu")]}, "t")
     with pytest.raises(ValueError, match="rule 0: needs exactly the keys"):
         tuning.validate_table({"version": 1, "source": "t", "rules": [_rule(colour="red")]}, "t")
+
+
+def test_in_place_field_is_optional_and_checked():
+    ok = {"version": 1, "source": "t", "rules": [_rule(), _rule(in_place=True),
+                                                  _rule(in_place=False, memory="private")]}
+    tuning.validate_table(ok, "t")
+    assert [row[6:] for row in tuning.rules_for_engine(ok)] == [(-1, -1), (-1, 1), (0, 0)]
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="rule 0: in_place must be true or false"):
+            tuning.validate_table({"version": 1, "source": "t",
+                                   "rules": [_rule(in_place=bad)]}, "t")
+
+
+def test_auto_picks_by_placement(tmp_path):
+    """In-place and out-of-place calls follow their own rules; a rule without in_place serves
+    both (the memory-agnostic all_gather rule below)."""
+    table = {"version": 1, "source": "test", "rules": [
+        _rule(collective="all_to_all", in_place=True, algorithm="direct_small"),
+        _rule(collective="all_to_all", in_place=False, algorithm="pairwise"),
+        _rule(in_place=True, algorithm="ring"),
+        _rule(in_place=False, algorithm="halving_doubling"),
+        _rule(collective="all_gather", algorithm="bruck")]}
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps(table))
+    result = run_job(2, "tuning_placement.py", env={"FORESTCC_TUNING": str(path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    plans = {tuple(line.split()[1:3]): line.split()[3] for line in result.lines("PLAN")}
+    assert set(plans) == {(c, p) for c in ("all_reduce", "all_to_all", "all_gather")
+                          for p in ("in_place", "out_of_place")}, result.stdout
+    expected = {("all_reduce", "in_place"): "ring_", ("all_reduce", "out_of_place"): "halving_doubling_",
+                ("all_to_all", "in_place"): "direct_small_", ("all_to_all", "out_of_place"): "pairwise_",
+                ("all_gather", "in_place"): "bruck_", ("all_gather", "out_of_place"): "bruck_"}
+    for key, prefix in expected.items():
+        assert plans[key].startswith(prefix), (key, plans[key])
+    # the engine's choice by placement code; unknown placement matches neither rule
+    assert all(line.split()[1:] == ["halving_doubling", "ring", "none"]
+               for line in result.lines("choose")), result.stdout
 
 
 def test_shipped_table_is_valid():

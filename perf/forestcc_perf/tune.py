@@ -6,16 +6,18 @@ gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.pl
 each size of -b/-e/-f is measured the way a table row is (forestcc_perf.runner: -w warm-ups,
 -n × -m timed operations, -a across ranks, -c checked operations), with the algorithms
 interleaved, and the whole sweep of sizes is repeated --tune-repeats times (checked the first
-time only); an algorithm's cost at a size is its
-out-of-place plus its in-place time (out of place alone where forestcc has no in-place form), the
-lowest of the repeats, so that a burst of load from other processes does not decide. The cheapest
+time only); an algorithm's cost at a size is its time per
+operation, the lowest of the repeats, so that a burst of load from other processes does not
+decide, and out-of-place and in-place calls are costed and chosen apart. The cheapest
 wins, except that the algorithm chosen at the previous size is kept while
 it is within TOLERANCE of the cheapest: noise on a loaded machine then does not flip the choice
 back and forth between neighbouring sizes; and a winner at a single size, between two sizes that
 chose the same other algorithm, must beat that algorithm by more than BLIP there. Consecutive sizes with the same choice become one
 rule whose byte range reaches halfway (geometrically) to the neighbouring measured sizes; the
-first rule starts at 0 bytes and the last is unbounded. An algorithm that gives a wrong result
-(#wrong > 0) is never chosen, and the run exits 1.
+first rule starts at 0 bytes and the last is unbounded. Where in-place and out-of-place calls
+come to the same rules, the rules carry no "in_place" and serve both; where they differ, each
+placement gets its own rules (``"in_place": true`` / ``false``). An algorithm that gives a wrong
+result (#wrong > 0), in either placement, is never chosen, and the run exits 1.
 
 Rules carry min_ranks = max_ranks = the rank count measured (--tune-ranks MIN:MAX widens
 them) and the memory kind measured: ``"memory": "private"`` with --memory numpy (the default),
@@ -73,8 +75,9 @@ class Sweep:
         self.failed: dict[str, set[str]] = {}   # collective -> algorithms that did
 
     def collective(self, name: str, algos: list[str], sizes: list[int],
-                   progress: Progress) -> dict[int, dict[str, float]]:
-        """size (bytes of the larger buffer, as the engine matches rules) -> algorithm -> us."""
+                   progress: Progress) -> dict[bool, dict[int, dict[str, float]]]:
+        """in place (False, and True where forestcc has an in-place form) -> size (bytes of the
+        larger buffer, as the engine matches rules) -> algorithm -> us."""
         coll = COLLECTIVES[name]
         runners = {a: Runner(self.b.with_algo(a), coll, self.s, a, a) for a in algos}
         unchecked = Settings(**{**vars(self.s), "check_iters": 0})
@@ -93,7 +96,7 @@ class Sweep:
             for a in algos:
                 if serves(a, sizes[0]):
                     runners[a].measure(sizes[0], self.dtype, self.op, self.root)
-        out: dict[int, dict[str, float]] = {}
+        out: dict[bool, dict[int, dict[str, float]]] = {}
         # The whole sweep is repeated (not each size in place): a burst of load from elsewhere
         # then spoils one size of one repeat, not every repeat of a size.
         for repeat in range(self.repeats):
@@ -111,19 +114,20 @@ class Sweep:
                     wrong = sum(m.wrong or 0 for m in cells)
                     if wrong:
                         bad.add(a)
-                        out.get(row.size, {}).pop(a, None)
                         self.wrong.append(f"{name} algorithm {a} at {row.size} B: "
                                           f"#wrong {wrong}")
                         continue
-                    cost = sum(m.time_us for m in cells)
-                    times = out.setdefault(row.size, {})
-                    times[a] = min(cost, times.get(a, cost))
-        for times in out.values():   # wrong at one size: chosen at none
-            for a in bad:
-                times.pop(a, None)
+                    for in_place, m in ((False, row.out_of_place), (True, row.in_place)):
+                        if m is not None:
+                            times = out.setdefault(in_place, {}).setdefault(row.size, {})
+                            times[a] = min(m.time_us, times.get(a, m.time_us))
+        for by_size in out.values():   # wrong at one size: chosen at none
+            for times in by_size.values():
+                for a in bad:
+                    times.pop(a, None)
         return out
 
-    def barrier(self, algos: list[str]) -> dict[int, dict[str, float]]:
+    def barrier(self, algos: list[str]) -> dict[bool, dict[int, dict[str, float]]]:
         s, comm = self.s, self.b.comm
         times: dict[str, float] = {}
         for _ in range(self.repeats):
@@ -137,7 +141,7 @@ class Sweep:
                 local = (time.perf_counter() - start) * 1e6 / (s.iters * s.agg_iters)
                 cost = combine_times(self.b, s.average, local)
                 times[a] = min(cost, times.get(a, cost))
-        return {0: times}
+        return {False: {0: times}}   # no buffers: one "placement"
 
 
 # -- choosing -------------------------------------------------------------------------------------
@@ -173,9 +177,11 @@ MEMORY_OF = {"numpy": "private", "forestcc": "shared"}
 
 
 def rules_for(collective: str, chosen: list[tuple[int, str]],
-              ranks: tuple[int, int], memory: str | None = None) -> list[dict]:
+              ranks: tuple[int, int], memory: str | None = None,
+              in_place: bool | None = None) -> list[dict]:
     """Consecutive sizes with one choice merged into byte ranges covering 0..unbounded; with
-    ``memory`` ("private" or "shared") the rules apply to that memory kind only."""
+    ``memory`` ("private" or "shared") the rules apply to that memory kind only, with
+    ``in_place`` (True or False) to those calls only."""
     rules: list[dict] = []
     for i, (size, algo) in enumerate(chosen):
         lo = 0 if i == 0 else _boundary(chosen[i - 1][0], size)
@@ -187,8 +193,22 @@ def rules_for(collective: str, chosen: list[tuple[int, str]],
                 "min_bytes": lo, "max_bytes": hi, "algorithm": algo}
         if memory is not None:
             rule["memory"] = memory
+        if in_place is not None:
+            rule["in_place"] = in_place
         rules.append(rule)
     return rules
+
+
+def placement_rules(collective: str, times: dict[bool, dict[int, dict[str, float]]],
+                    ranks: tuple[int, int], memory: str | None = None) -> list[dict]:
+    """The rules for one collective's sweep: one set serving both placements where their
+    choices come to the same rules, else a set for each (out of place first)."""
+    sets = {ip: rules_for(collective, choose(by_size), ranks, memory)
+            for ip, by_size in times.items()}
+    if len(sets) == 1 or sets[False] == sets[True]:
+        return next(iter(sets.values()))
+    return [r for ip in (False, True)
+            for r in rules_for(collective, choose(times[ip]), ranks, memory, ip)]
 
 
 def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
@@ -253,8 +273,8 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
         f"{dtype.name} {op} root {root}; -b {args.minbytes} -e {args.maxbytes} "
         f"-f {args.stepfactor} -n {args.iters} -w {args.warmup_iters} -m {args.agg_iters} "
         f"-a {AVERAGE_MODES[args.average]} -c {args.check} --tune-repeats {args.tune_repeats}")
-    say("# cost: time per operation in us, out-of-place + in-place (out-of-place alone for "
-        "gather, scatter), best of the repeats; * marks the choice")
+    say("# cost: time per operation in us, out of place and in place apart, best of the "
+        "repeats; * marks the choice")
     new_rules: list[dict] = []
     current = ""
     try:
@@ -271,12 +291,15 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
             else:
                 times = sweep.collective(name, algos, plan["sizes"], progress)
             progress.clear()
-            chosen = choose(times)
-            for line in _matrix(name, algos, times, dict(chosen), sweep.failed.get(name, set())):
-                say(line)
+            for in_place, by_size in times.items():
+                title = name if name == "barrier" else \
+                    f"{name} ({'in place' if in_place else 'out of place'})"
+                for line in _matrix(title, algos, by_size, dict(choose(by_size)),
+                                    sweep.failed.get(name, set())):
+                    say(line)
             # a barrier has no buffers: its rules hold for both memory kinds
             memory = None if name == "barrier" else MEMORY_OF.get(backend.memory)
-            new_rules += rules_for(name, chosen, ranks, memory)
+            new_rules += placement_rules(name, times, ranks, memory)
     except KeyboardInterrupt:
         backend.abort(130)
     except Exception as e:   # one rank's failure ends the job, with the reason

@@ -9,13 +9,17 @@ Where it comes from, first found wins:
    development machine (see README, "Choosing algorithms").
 
 Format: ``{"version": 1, "source": str, "rules": [{"collective", "min_ranks", "max_ranks",
-"min_bytes", "max_bytes" (null: unbounded), "algorithm", optionally "memory"}, ...]}``; the first
-rule that matches (collective, rank count, bytes = the larger of input and output, memory) wins;
-no match means "direct". ``memory`` is ``"shared"`` (the call's buffers all come from
-``forestcc.empty``, so peers map them) or ``"private"`` (anything else: peers reach it with
-cross-process calls); a rule without it matches both. The best algorithm differs between them:
-on private memory, copying into the peers' mapped scratch (``direct_small``) beats cross-process
-calls up to a few MiB, on shared memory reading the peers in place (``direct``) wins.
+"min_bytes", "max_bytes" (null: unbounded), "algorithm", optionally "memory" and "in_place"},
+...]}``; the first rule that matches (collective, rank count, bytes = the larger of input and
+output, memory, placement) wins; no match means "direct". ``memory`` is ``"shared"`` (the call's
+buffers all come from ``forestcc.empty``, so peers map them) or ``"private"`` (anything else:
+peers reach it with cross-process calls); a rule without it matches both. The best algorithm
+differs between them: on private memory, copying into the peers' mapped scratch
+(``direct_small``) beats cross-process calls up to a few MiB, on shared memory reading the peers
+in place (``direct``) wins. ``in_place`` (true or false) restricts a rule to in-place or to
+out-of-place calls; without it a rule matches both. They can differ too: an in-place all_to_all
+on private memory must stage every block somewhere before it is overwritten, which scratch does
+cheaply, while out of place the blocks go straight from input to output.
 """
 from __future__ import annotations
 
@@ -29,9 +33,11 @@ __all__ = ["builtin_algorithms", "default_path", "user_path", "load", "rules_for
 
 VERSION = 1
 RULE_KEYS = ("collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm")
-OPTIONAL_RULE_KEYS = ("memory",)
+OPTIONAL_RULE_KEYS = ("memory", "in_place")
 # A rule's "memory" and the engine's code for it (absent: -1, any memory).
 MEMORY_KINDS = {"private": 0, "shared": 1}
+# A rule's "in_place" and the engine's code for it (absent: -1, both).
+PLACEMENTS = {False: 0, True: 1}
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,6 +83,9 @@ def validate_table(table, source: str = "<tuning>") -> dict:
         if "memory" in rule and rule["memory"] not in MEMORY_KINDS:
             raise ValueError(f"{where}: memory must be one of {', '.join(MEMORY_KINDS)}, got "
                              f"{rule['memory']!r}")
+        if "in_place" in rule and not isinstance(rule["in_place"], bool):
+            raise ValueError(f"{where}: in_place must be true or false, got "
+                             f"{rule['in_place']!r}")
         if rule["collective"] not in ops.COLLECTIVES and rule["collective"] != "all_to_all_v":
             raise ValueError(f"{where}: unknown collective {rule['collective']!r}")
         if rule["algorithm"] not in known:
@@ -102,9 +111,9 @@ def load(path=None) -> dict:
 
 def rules_for_engine(table: dict) -> list:
     """Rows for the native engine: (collective, min_ranks, max_ranks, min_bytes, max_bytes
-    (-1: unbounded), algorithm, memory (-1 any, 0 private, 1 shared)). all_to_all_v shares
-    all_to_all's rules."""
+    (-1: unbounded), algorithm, memory (-1 any, 0 private, 1 shared), in place (-1 both, 0 out
+    of place, 1 in place)). all_to_all_v shares all_to_all's rules."""
     return [(r["collective"], r["min_ranks"], r["max_ranks"], r["min_bytes"],
              -1 if r["max_bytes"] is None else r["max_bytes"], r["algorithm"],
-             MEMORY_KINDS.get(r.get("memory"), -1))
+             MEMORY_KINDS.get(r.get("memory"), -1), PLACEMENTS.get(r.get("in_place"), -1))
             for r in table["rules"] if r["collective"] != "all_to_all_v"]

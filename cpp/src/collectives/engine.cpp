@@ -96,8 +96,8 @@ Engine::~Engine() = default;
 
 void Engine::setTuning(std::vector<TuningRule> rules) {
   // A rule never picks an algorithm for messages its plans cannot serve (eager: bank size). The
-  // sizes it gives up go to the rule that took over where it ended (same collective, ranks and
-  // memory), which --tune measured next, rather than to no rule at all.
+  // sizes it gives up go to the rule that took over where it ended (same collective, ranks,
+  // memory and placement), which --tune measured next, rather than to no rule at all.
   for (size_t i = 0; i < rules.size(); ++i) {
     TuningRule& r = rules[i];
     const int64_t limit = algorithmMaxBytes(r.algorithm, r.collective, comm_->size());
@@ -107,7 +107,8 @@ void Engine::setTuning(std::vector<TuningRule> rules) {
     for (size_t j = i + 1; j < rules.size() && oldMax >= 0; ++j) {
       TuningRule& next = rules[j];
       if (next.collective == r.collective && next.minRanks == r.minRanks && next.maxRanks == r.maxRanks &&
-          next.memory == r.memory && next.minBytes == static_cast<uint64_t>(oldMax) + 1) {
+          next.memory == r.memory && next.inPlace == r.inPlace &&
+          next.minBytes == static_cast<uint64_t>(oldMax) + 1) {
         next.minBytes = static_cast<uint64_t>(limit) + 1;
         break;
       }
@@ -117,12 +118,13 @@ void Engine::setTuning(std::vector<TuningRule> rules) {
   tunedByMemory_ = std::any_of(rules_.begin(), rules_.end(), [](const TuningRule& r) { return r.memory != kAnyMemory; });
 }
 
-const std::string& Engine::choose(plan::Collective c, uint64_t bytes, int memory) const {
+const std::string& Engine::choose(plan::Collective c, uint64_t bytes, int memory, int inPlace) const {
   static const std::string kNone;
   const int n = comm_->size();
   for (const TuningRule& r : rules_) {
     if (r.collective != c || n < r.minRanks || n > r.maxRanks || bytes < r.minBytes) continue;
     if (r.memory != kAnyMemory && r.memory != memory) continue;
+    if (r.inPlace != kAnyPlacement && r.inPlace != inPlace) continue;
     if (r.maxBytes >= 0 && bytes > static_cast<uint64_t>(r.maxBytes)) continue;
     return r.algorithm;
   }

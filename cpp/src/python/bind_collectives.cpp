@@ -135,7 +135,8 @@ std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const
     if (PyUnicode_CompareWithASCIIString(algo.ptr(), "auto") == 0) {
       // all_to_all_v needs a plan without scratch (uneven blocks): direct.
       if (!variable) {
-        const std::string& tuned = e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b, standIn) : collectives::kAnyMemory);
+        const std::string& tuned =
+            e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b, standIn) : collectives::kAnyMemory, inPlace);
         if (!tuned.empty()) name = &tuned;
       }
     } else {
@@ -346,9 +347,9 @@ void bindCollectives(py::module_& m) {
       .def(py::init([](std::shared_ptr<Communicator> comm, py::object resolver) {
         return PyEngine{std::make_shared<Engine>(std::move(comm)), std::move(resolver), py::list(), nullptr, {}};
       }))
-      .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string, int>>& rows) {
+      .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string, int, int>>& rows) {
         std::vector<TuningRule> rules;
-        for (const auto& [coll, lo, hi, minB, maxB, algo, memory] : rows) {
+        for (const auto& [coll, lo, hi, minB, maxB, algo, memory, inPlace] : rows) {
           TuningRule r;
           r.collective = parseCollective(coll);
           r.minRanks = lo;
@@ -357,13 +358,15 @@ void bindCollectives(py::module_& m) {
           r.maxBytes = maxB;
           r.algorithm = algo;
           r.memory = memory;
+          r.inPlace = inPlace;
           rules.push_back(r);
         }
         pe.engine->setTuning(std::move(rules));
       })
-      .def("choose", [](PyEngine& pe, const std::string& coll, uint64_t bytes, int memory) {
-        return pe.engine->choose(parseCollective(coll), bytes, memory);
-      }, py::arg("collective"), py::arg("bytes"), py::arg("memory") = collectives::kAnyMemory)
+      .def("choose", [](PyEngine& pe, const std::string& coll, uint64_t bytes, int memory, int inPlace) {
+        return pe.engine->choose(parseCollective(coll), bytes, memory, inPlace);
+      }, py::arg("collective"), py::arg("bytes"), py::arg("memory") = collectives::kAnyMemory,
+         py::arg("in_place") = collectives::kAnyPlacement)
       .def("last_plan", [](PyEngine& pe, const std::string& coll) -> py::object {
         const auto& last = pe.last[static_cast<int>(parseCollective(coll))];
         if (!last.plan) return py::none();
