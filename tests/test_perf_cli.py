@@ -303,6 +303,7 @@ def test_tune_placement_rules():
     assert [(r["algorithm"], r["in_place"], r["min_bytes"], r["max_bytes"]) for r in rules] == \
         [("a", False, 0, None), ("a", True, 0, 181), ("b", True, 182, None)]
     assert all(r["memory"] == "private" for r in rules)
+    assert tune.placement_rules("all_to_all", {}, (2, 2)) == []   # nothing measured
     # out of place only (gather, scatter): no "in_place"
     rules = tune.placement_rules("gather", {False: apart}, (2, 2))
     assert [(r["algorithm"], "in_place" in r) for r in rules] == [("a", False), ("b", False)]

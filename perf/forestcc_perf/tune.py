@@ -205,8 +205,8 @@ def placement_rules(collective: str, times: dict[bool, dict[int, dict[str, float
     choices come to the same rules, else a set for each (out of place first)."""
     sets = {ip: rules_for(collective, choose(by_size), ranks, memory)
             for ip, by_size in times.items()}
-    if len(sets) == 1 or sets[False] == sets[True]:
-        return next(iter(sets.values()))
+    if len(sets) <= 1 or sets[False] == sets[True]:
+        return next(iter(sets.values()), [])   # nothing measured (every algorithm wrong): none
     return [r for ip in (False, True)
             for r in rules_for(collective, choose(times[ip]), ranks, memory, ip)]
 
