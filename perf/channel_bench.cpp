@@ -60,6 +60,8 @@ struct PlainMemory {
     data_ = static_cast<char*>(p);
   }
   ~PlainMemory() { munmap(data_, bytes_); }
+  PlainMemory(const PlainMemory&) = delete;
+  PlainMemory& operator=(const PlainMemory&) = delete;
   char* data() const { return data_; }
 
  private:
@@ -140,7 +142,11 @@ void usage() {
       "--both-ways: both ranks put into each other at the same time (shared and ordinary memory),\n"
       "and both copy locally at the same time (memcpy, streaming stores); times per iteration. A\n"
       "two-rank in-place all_gather or all_to_all of 2*SIZE bytes moves SIZE bytes per rank, so these\n"
-      "times are its floor on this node (perf/README.md, \"The copy floor\").");
+      "times are its floor on this node (perf/README.md, \"The copy floor\"). Each put iteration\n"
+      "includes a signal/wait round (the copies' do not, and start together only at the first);\n"
+      "streaming stores start at 64 KiB (below, that column is memcpy); the ordinary memory asks for\n"
+      "huge pages, as numpy's large arrays do (the one-way mode's is a plain heap buffer);\n"
+      "--latency-iters does not apply.");
 }
 
 }  // namespace
@@ -265,8 +271,8 @@ int main(int argc, char** argv) {
       f << "]}\n";
     }
     comm.bootstrap().barrier();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+  } catch (const std::exception& e) {  // forestcc errors, and a buffer mmap refused
+    std::fprintf(stderr, "forestcc-channel-bench: %s\n", e.what());
     return 1;
   }
   return 0;

@@ -68,6 +68,20 @@ def test_shipped_table_is_valid():
     table = tuning.load(tuning.default_path())
     assert table["rules"] and {r.get("memory") for r in table["rules"]} <= {None, "private",
                                                                              "shared"}
+    # every (collective, ranks, memory) has rules for both placements or for each, each set
+    # covering 0 bytes to unbounded without gaps
+    groups: dict = {}
+    for r in table["rules"]:
+        groups.setdefault((r["collective"], r["min_ranks"], r["max_ranks"], r.get("memory")),
+                          []).append(r)
+    for key, rules in groups.items():
+        placements = {r.get("in_place") for r in rules}
+        assert placements in ({None}, {False, True}), (key, placements)
+        for placement in placements:
+            mine = [r for r in rules if r.get("in_place") == placement]
+            assert mine[0]["min_bytes"] == 0 and mine[-1]["max_bytes"] is None, (key, placement)
+            for a, b in zip(mine, mine[1:]):
+                assert b["min_bytes"] == a["max_bytes"] + 1, (key, a, b)
 
 
 def test_auto_picks_by_memory_kind(tmp_path):
@@ -101,3 +115,27 @@ def test_eager_rules_are_clamped_and_the_next_rule_takes_over(tmp_path):
     chosen = {int(line.split()[1]): line.split()[2] for line in result.lines("CHOOSE")}
     assert chosen == {8: "eager", limit: "eager", limit + 4: "direct_small",
                       4 << 20: "direct_small", (4 << 20) + 4: "direct_small"}, result.stdout
+
+
+def test_eager_clamp_hands_sizes_to_the_same_placement(tmp_path):
+    """Clamping an eager rule for one placement extends the next rule of that placement, not the
+    other placement's."""
+    rule = {"collective": "all_reduce", "min_ranks": 1, "max_ranks": 64, "memory": "private"}
+    table = {"version": 1, "source": "test", "rules": [
+        {**rule, "in_place": False, "min_bytes": 0, "max_bytes": 4 << 20, "algorithm": "eager"},
+        {**rule, "in_place": False, "min_bytes": (4 << 20) + 1, "max_bytes": None,
+         "algorithm": "ring"},
+        {**rule, "in_place": True, "min_bytes": 0, "max_bytes": 4 << 20, "algorithm": "eager"},
+        {**rule, "in_place": True, "min_bytes": (4 << 20) + 1, "max_bytes": None,
+         "algorithm": "direct_small"}]}
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps(table))
+    result = run_job(3, "tuning_clamp.py", env={"FORESTCC_TUNING": str(path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    limit = (1 << 20) // 2
+    placed = {int(line.split()[1]): tuple(line.split()[2:]) for line in result.lines("PLACED")}
+    assert placed == {8: ("eager", "eager"), limit: ("eager", "eager"),
+                      limit + 4: ("ring", "direct_small"), 4 << 20: ("ring", "direct_small"),
+                      (4 << 20) + 4: ("ring", "direct_small")}, result.stdout
+    # without a placement the engine matches neither set
+    assert all(line.split()[2] == "none" for line in result.lines("CHOOSE")), result.stdout

@@ -48,6 +48,9 @@ from forestcc_perf.sizes import format_size
 
 TUNED = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
          "gather", "scatter", "barrier")
+# forestcc runs every broadcast in place (out is x; the perf row's out-of-place form is the same
+# call), so its two measurements are of one placement and become one set of rules.
+ONE_PLACEMENT = ("broadcast",)
 TOLERANCE = 0.05   # keep the previous size's choice while it is within 5% of the cheapest
 BLIP = 0.25        # a one-size winner between two equal neighbours must win by more than 25%
 
@@ -207,15 +210,27 @@ def placement_rules(collective: str, times: dict[bool, dict[int, dict[str, float
             for ip, by_size in times.items()}
     if len(sets) <= 1 or sets[False] == sets[True]:
         return next(iter(sets.values()), [])   # nothing measured (every algorithm wrong): none
-    return [r for ip in (False, True)
-            for r in rules_for(collective, choose(times[ip]), ranks, memory, ip)]
+    return [{**r, "in_place": ip} for ip in (False, True) for r in sets[ip]]
+
+
+def one_placement(times: dict[bool, dict[int, dict[str, float]]]
+                  ) -> dict[bool, dict[int, dict[str, float]]]:
+    """Both placements' measurements as one (the best of either per algorithm and size)."""
+    merged: dict[int, dict[str, float]] = {}
+    for by_size in times.values():
+        for size, row in by_size.items():
+            into = merged.setdefault(size, {})
+            for a, t in row.items():
+                into[a] = min(t, into.get(a, t))
+    return {False: merged} if merged else {}
 
 
 def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
     """The table to write: the new rules, plus the old ones they do not replace (another
     collective, a rank range not inside the new one, or the other memory kind; a rule for any
     memory is replaced by rules for one kind, and rules for any memory, such as the barrier's,
-    replace those of both kinds). Rules of one collective stay in an order where the
+    replace those of both kinds; placement does not count: a sweep writes rules for both
+    placements, or for each, so it replaces the old ones of either). Rules of one collective stay in an order where the
     first match is the intended one: by rank range where the ranges are disjoint or equal, else
     the new rules first."""
     spans = {r["collective"]: (r["min_ranks"], r["max_ranks"], r.get("memory"))
@@ -273,8 +288,8 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
         f"{dtype.name} {op} root {root}; -b {args.minbytes} -e {args.maxbytes} "
         f"-f {args.stepfactor} -n {args.iters} -w {args.warmup_iters} -m {args.agg_iters} "
         f"-a {AVERAGE_MODES[args.average]} -c {args.check} --tune-repeats {args.tune_repeats}")
-    say("# cost: time per operation in us, out of place and in place apart, best of the "
-        "repeats; * marks the choice")
+    say("# cost: time per operation in us, out of place and in place apart (broadcast: one, "
+        "forestcc's is always in place), best of the repeats; * marks the choice")
     new_rules: list[dict] = []
     current = ""
     try:
@@ -290,9 +305,11 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
                 times = sweep.barrier(algos)
             else:
                 times = sweep.collective(name, algos, plan["sizes"], progress)
+                if name in ONE_PLACEMENT:
+                    times = one_placement(times)
             progress.clear()
             for in_place, by_size in times.items():
-                title = name if name == "barrier" else \
+                title = name if name in ("barrier",) + ONE_PLACEMENT else \
                     f"{name} ({'in place' if in_place else 'out of place'})"
                 for line in _matrix(title, algos, by_size, dict(choose(by_size)),
                                     sweep.failed.get(name, set())):

@@ -30,8 +30,8 @@ using executor::CompiledPlan;
 // (ordinary process memory: peers reach it with cross-process calls) or shared (forestcc.empty:
 // peers map it).
 constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
-// Whether a rule is for in-place calls, out-of-place calls, or both (kAnyPlacement).
-constexpr int kAnyPlacement = -1;
+// Whether a rule is for out-of-place calls, in-place calls, or both (kAnyPlacement).
+constexpr int kAnyPlacement = -1, kOutOfPlace = 0, kInPlace = 1;
 
 struct TuningRule {
   plan::Collective collective;
@@ -39,7 +39,7 @@ struct TuningRule {
   uint64_t minBytes = 0;
   int64_t maxBytes = -1;
   int memory = kAnyMemory;
-  int inPlace = kAnyPlacement;  // 0 out of place, 1 in place
+  int inPlace = kAnyPlacement;
   std::string algorithm;
 };
 
@@ -98,7 +98,8 @@ class Engine {
   bool tunedByMemory() const { return tunedByMemory_; }
   // The tuned algorithm for a call ("" when no rule matches); memory: kPrivateMemory,
   // kSharedMemory, or kAnyMemory when unknown (then memory-specific rules do not match); inPlace:
-  // 0, 1, or kAnyPlacement when unknown (then placement-specific rules do not match).
+  // kOutOfPlace, kInPlace, or kAnyPlacement when unknown (then placement-specific rules do not
+  // match).
   const std::string& choose(plan::Collective c, uint64_t bytes, int memory, int inPlace) const;
   // A built-in plan, generated and compiled once per (algorithm, collective, root, in place).
   std::shared_ptr<const CompiledPlan> builtin(const std::string& algorithm, plan::Collective c, int root, bool inPlace);

@@ -321,7 +321,8 @@ void Executor::checkStamp(const Call& call, int peer, const CallStamp& stamp) {
                                    : std::string(call.bank >= 0 ? "no eager plan" : "no plan") + " in this call";
     what = "rank " + std::to_string(peer) + " ran " + theirs + " where this rank ran plan '" + call.plan->name +
            "' (" + call.plan->family + "): the ranks chose different algorithms. algo=\"auto\" decides by each "
-           "rank's buffers (forestcc.empty or ordinary memory): give every rank the same kind, or name the algorithm";
+           "rank's buffers (forestcc.empty or ordinary memory, in place or not): give every rank the same kind and "
+           "placement, or name the algorithm";
   } else if (stamp.blockBytes != blockBytes) {
     what = "rank " + std::to_string(peer) + " called it with blocks of " + std::to_string(stamp.blockBytes) +
            " bytes, this rank with " + std::to_string(blockBytes) + " (do the ranks' counts and dtypes agree?)";
@@ -414,8 +415,22 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     bounce_.resize(views_.size());
   }
   publish(call);
+  // Once published, an error on this rank (a size that disagrees with a peer's, say) poisons the
+  // communicator: the peers waiting on this rank learn why now, not at their timeout.
+  auto poisonWith = [&](const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      s.poison(e.what());
+    }
+  };
   if (workers == 1) {
-    runWorker(call, 0);
+    try {
+      runWorker(call, 0);
+    } catch (...) {
+      poisonWith(std::current_exception());
+      throw;
+    }
   } else if (workers > 1) {
     {
       std::unique_lock<std::mutex> g(poolMu_);
@@ -457,22 +472,14 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     } catch (...) {
       mine = std::current_exception();
       // Release this rank's other workers (and peers) from waits that can no longer finish.
-      try {
-        std::rethrow_exception(mine);
-      } catch (const std::exception& e) {
-        s.poison(e.what());
-      }
+      poisonWith(mine);
     }
     std::unique_lock<std::mutex> g(poolMu_);
     doneCv_.wait(g, [&] { return pending_ == 0; });
     current_ = nullptr;
     if (!mine && firstError_) {
       mine = firstError_;
-      try {
-        std::rethrow_exception(mine);
-      } catch (const std::exception& e) {
-        s.poison(e.what());
-      }
+      poisonWith(mine);
     }
     if (mine) std::rethrow_exception(mine);
   }
@@ -555,13 +562,10 @@ void Executor::runWorker(Call& call, int worker) {
     return RemoteMemory::inProcess(s.peers[peer].pid, there.address, there.bytes, s.rank, peer);
   };
   auto mismatch = [&](int peer, uint64_t mine, uint64_t theirs, const char* what) {
-    const std::string message = rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " +
-                                std::to_string(mine / elem) + " elements but rank " + std::to_string(peer) +
-                                "'s side has " + std::to_string(theirs / elem) +
-                                " (do the ranks' counts or splits agree?)";
-    // As with a stamp mismatch: the peers waiting on this rank learn why now, not at the timeout.
-    s.poison(message);
-    throw Error(ErrorCode::InvalidUsage, message, s.rank, peer);
+    throw Error(ErrorCode::InvalidUsage,
+                rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " + std::to_string(mine / elem) +
+                    " elements but rank " + std::to_string(peer) + "'s side has " + std::to_string(theirs / elem) +
+                    " (do the ranks' counts or splits agree?)", s.rank, peer);
   };
   auto transfer = [&](const plan::Op& op, const plan::ChunkRef& localRef, const plan::ChunkRef& remoteRef, bool write,
                       uint32_t slice) {

@@ -136,7 +136,8 @@ std::shared_ptr<const CompiledPlan> choosePlan(PyEngine& pe, Collective c, const
       // all_to_all_v needs a plan without scratch (uneven blocks): direct.
       if (!variable) {
         const std::string& tuned =
-            e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b, standIn) : collectives::kAnyMemory, inPlace);
+            e.choose(c, bytes, e.tunedByMemory() ? memoryKind(b, standIn) : collectives::kAnyMemory,
+                     inPlace ? collectives::kInPlace : collectives::kOutOfPlace);
         if (!tuned.empty()) name = &tuned;
       }
     } else {
