@@ -321,9 +321,9 @@ def test_barrier_must_connect_every_rank():
 
 def _eager_all_gather(nranks=3, banks=2, skip_wait=None, read_unwritten=False):
     """Eager all_gather: every rank puts its input into every peer's scratch bank at once (no
-    entry handshake) and copies the received blocks out. skip_wait=(r, p): p sends r nothing and
-    r does not wait for p (r's output then lacks p's block, too); read_unwritten: rank 0 also copies a bank
-    slot nobody wrote in this call (stale data of an older eager call)."""
+    entry handshake) and copies the received blocks out. skip_wait=(r, p): p sends r nothing
+    and r does not wait for p (r's output then lacks p's block, too); read_unwritten: rank 0
+    also copies a bank slot nobody wrote in this call (stale data of an older eager call)."""
     b = PlanBuilder(ops.ALL_GATHER, nranks, scratch=nranks)
     w = [b.worker(r) for r in range(nranks)]
     ch = {}

@@ -230,9 +230,9 @@ def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
     collective, a rank range not inside the new one, or the other memory kind; a rule for any
     memory is replaced by rules for one kind, and rules for any memory, such as the barrier's,
     replace those of both kinds; placement does not count: a sweep writes rules for both
-    placements, or for each, so it replaces the old ones of either). Rules of one collective stay in an order where the
-    first match is the intended one: by rank range where the ranges are disjoint or equal, else
-    the new rules first."""
+    placements, or for each, so it replaces the old ones of either). Rules of one collective
+    stay in an order where the first match is the intended one: by rank range where the ranges
+    are disjoint or equal, else the new rules first."""
     spans = {r["collective"]: (r["min_ranks"], r["max_ranks"], r.get("memory"))
              for r in new_rules}
 

@@ -24,8 +24,6 @@ namespace forestcc::collectives {
 
 using executor::CompiledPlan;
 
-// One row of the tuning table: for `collective` on [minRanks, maxRanks] ranks and messages of
-// [minBytes, maxBytes] bytes (maxBytes < 0: unbounded), use `algorithm`. First match wins.
 // Which memory a call's buffers are in, for tuning rules: any (the rule does not care), private
 // (ordinary process memory: peers reach it with cross-process calls) or shared (forestcc.empty:
 // peers map it).
@@ -33,6 +31,9 @@ constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
 // Whether a rule is for out-of-place calls, in-place calls, or both (kAnyPlacement).
 constexpr int kAnyPlacement = -1, kOutOfPlace = 0, kInPlace = 1;
 
+// One row of the tuning table: for `collective` on [minRanks, maxRanks] ranks and messages of
+// [minBytes, maxBytes] bytes (maxBytes < 0: unbounded), of `memory` and placement `inPlace`, use
+// `algorithm`. First match wins.
 struct TuningRule {
   plan::Collective collective;
   int minRanks = 1, maxRanks = 1 << 30;

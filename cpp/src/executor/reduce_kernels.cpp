@@ -188,12 +188,11 @@ void reduceElements(void* dst, const void* const* srcs, int n, size_t count, Dat
     return;
   }
   // In the order given (see reduceNative; reduceHalf widens every source before it writes).
-  const void* const* ordered = srcs;
   switch (op) {
-    case ReduceOp::Sum: case ReduceOp::Avg: return dispatchType(dst, ordered, n, count, type, SumF{});
-    case ReduceOp::Prod: return dispatchType(dst, ordered, n, count, type, ProdF{});
-    case ReduceOp::Min: return dispatchOrdered(dst, ordered, n, count, type, MinF{});
-    case ReduceOp::Max: return dispatchOrdered(dst, ordered, n, count, type, MaxF{});
+    case ReduceOp::Sum: case ReduceOp::Avg: return dispatchType(dst, srcs, n, count, type, SumF{});
+    case ReduceOp::Prod: return dispatchType(dst, srcs, n, count, type, ProdF{});
+    case ReduceOp::Min: return dispatchOrdered(dst, srcs, n, count, type, MinF{});
+    case ReduceOp::Max: return dispatchOrdered(dst, srcs, n, count, type, MaxF{});
   }
 }
 

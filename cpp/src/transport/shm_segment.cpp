@@ -26,6 +26,7 @@ namespace {
 // allocating or locking.
 constexpr int kMaxOwned = 4096;
 constexpr int kNameLen = 96;
+constexpr const char* kShmDir = "/dev/shm";  // where Linux keeps POSIX shared-memory names
 char gOwned[kMaxOwned][kNameLen];
 std::atomic<int> gOwnedCount{0};
 std::mutex gOwnedMu;
@@ -170,14 +171,14 @@ ShmSegment::~ShmSegment() {
 
 bool ShmSegment::linked() const {
   struct stat st;
-  return ::stat(("/dev/shm" + name_).c_str(), &st) == 0;
+  return ::stat((kShmDir + name_).c_str(), &st) == 0;
 }
 
 int ownedSegmentCount() { return gOwnedCount.load(); }
 
 int sweepStaleSegments() {
   std::string prefix = config::shmPrefix() + "-";
-  DIR* d = opendir("/dev/shm");
+  DIR* d = opendir(kShmDir);
   if (!d) return 0;
   int removed = 0;
   while (dirent* e = readdir(d)) {

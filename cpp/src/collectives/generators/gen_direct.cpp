@@ -212,5 +212,4 @@ const Algorithm& directAlgorithm() {
   return algorithm;
 }
 
-
 }  // namespace forestcc::collectives::gen
