@@ -1,0 +1,219 @@
+"""``ProcessGroupForestcc``: a torch.distributed ProcessGroup whose calls run on forestcc.
+
+torch accepts a Python ``ProcessGroup`` subclass from a registered backend's creator and calls
+its methods for every ``torch.distributed`` function and from C++ (DDP's reducer). Each method
+checks its arguments, turns the tensors into forestcc buffers (zero copy where they are
+contiguous), queues the forestcc call and returns a :class:`~forestcc.torch.work.ForestccWork`.
+A call made with ``async_op=False`` runs on the caller's thread instead of being queued.
+
+Method names follow torch 2.13, which dispatches ``all_gather_into_tensor`` to
+``all_gather_single``, ``reduce_scatter_tensor`` to ``reduce_scatter_single`` and
+``all_to_all_single`` to ``all_to_all_single``; the older names (``_allgather_base``,
+``_reduce_scatter_base``, ``alltoall_base``) are aliases.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from forestcc.torch import collectives, rendezvous
+from forestcc.torch.errors import ArgumentError, translate, unsupported
+from forestcc.torch.tensors import byte_buffer, copy_bytes_into, one_tensor
+from forestcc.torch.work import Completer, ForestccWork, completed_work
+
+__all__ = ["ProcessGroupForestcc", "BACKEND_NAME"]
+
+BACKEND_NAME = "forestcc"
+_COLLECTIVE, _SEND, _RECV = "collective", "send", "recv"
+
+
+class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
+    """The ranks of a torch process group, with a forestcc communicator of their own.
+
+    Made by ``init_process_group("forestcc")`` / ``new_group(backend="forestcc")`` (after
+    ``import forestcc.torch``); ``store``, ``rank``, ``size`` and ``timeout`` are what torch passes
+    a backend's creator. ``timeout`` bounds the rendezvous and every wait of every call."""
+
+    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta):
+        super().__init__(rank, size)
+        self._store = store
+        self._timeout = timeout
+        self._comm = rendezvous.communicator_from_store(store, rank, size, timeout)
+        self._completer = Completer(f"pg{id(self):x}")
+        self._group_name = ""
+        self._group_desc = ""
+        self._last_collective: ForestccWork | None = None
+        self._monitored_barriers = 0
+        self._lock = threading.Lock()
+        self._shut_down = False
+
+    # -- what torch asks about the group ----------------------------------------------------
+
+    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+        """The backend's name: "forestcc"."""
+        return BACKEND_NAME
+
+    def name(self) -> str:
+        """The backend's name: "forestcc"."""
+        return BACKEND_NAME
+
+    @property
+    def group_name(self) -> str:
+        """The name torch registered this group under (functional collectives resolve it)."""
+        return self._group_name
+
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    @property
+    def group_desc(self) -> str:
+        """torch's description of the group ("default_pg", "undefined"...)."""
+        return self._group_desc
+
+    def _set_group_desc(self, desc: str) -> None:
+        self._group_desc = desc
+
+    @property
+    def communicator(self):
+        """The forestcc :class:`~forestcc.Communicator` of this group's ranks."""
+        return self._comm
+
+    @property
+    def timeout(self) -> timedelta:
+        """The deadline of every wait (``init_process_group(timeout=...)``)."""
+        return self._timeout
+
+    def __repr__(self) -> str:
+        return f"<ProcessGroupForestcc rank {self.rank()} of {self.size()} {self._group_name!r}>"
+
+    # -- running calls -------------------------------------------------------------------------
+
+    def _run(self, call: str, start: Callable[[bool], Any], finish: Callable[[], list],
+             async_op: bool = True, stream: str = _COLLECTIVE) -> ForestccWork:
+        """Start a forestcc call (``start(async_op)`` returns its handle, or a list of them) and
+        return its Work; ``finish()`` runs once it completed and returns the output tensors."""
+        if self._shut_down:
+            raise dist.DistBackendError(f"forestcc {call}: the process group was shut down")
+        if not async_op:
+            try:
+                start(False)
+            except BaseException as exc:
+                raise translate(exc, call) from exc
+            return completed_work(finish(), call)
+        try:
+            handles = start(True)
+        except BaseException as exc:
+            raise translate(exc, call) from exc
+        if not isinstance(handles, (list, tuple)):
+            handles = [handles]
+        work = self._completer.add(stream, handles, finish, call)
+        if stream == _COLLECTIVE:
+            self._last_collective = work
+        return work
+
+    # -- point to point, barriers ----------------------------------------------------------
+
+    def send(self, tensors: Sequence[torch.Tensor], dstRank: int, tag: int = 0) -> ForestccWork:  # noqa: N803
+        """Send the tensor to group rank ``dstRank``; completes when the receiver has it.
+        Messages between two ranks match in the order they are posted (``tag`` must be 0)."""
+        t = one_tensor(tensors, "send")
+        _check_tag(tag, "send")
+        buf, _ = byte_buffer(t)
+        return self._run("send", lambda a: self._comm.send(buf, dstRank, async_op=True),
+                         lambda: [t], stream=_SEND)
+
+    def recv(self, tensors: Sequence[torch.Tensor], srcRank: int, tag: int = 0) -> ForestccWork:  # noqa: N803
+        """Receive into the tensor what group rank ``srcRank`` sends (same number of bytes)."""
+        t = one_tensor(tensors, "recv")
+        _check_tag(tag, "recv")
+        buf, copied = byte_buffer(t)
+
+        def finish():
+            if copied:
+                copy_bytes_into(t, buf)
+            return [t]
+
+        return self._run("recv", lambda a: self._comm.recv(buf, srcRank, async_op=True), finish,
+                         stream=_RECV)
+
+    def recv_anysource(self, tensors: Sequence[torch.Tensor], tag: int = 0) -> ForestccWork:
+        """Not supported: forestcc matches every receive with a named sender."""
+        raise unsupported("recv_anysource", "receiving from any source (recv without src)")
+
+    def barrier(self, opts: Any = None) -> ForestccWork:
+        """Complete once every rank of the group has entered the barrier."""
+        async_op = True if opts is None else opts.asyncOp
+        return self._run("barrier", lambda a: self._comm.barrier(async_op=a), lambda: [], async_op)
+
+    def monitored_barrier(self, timeout: timedelta | None = None,
+                          wait_all_ranks: bool = False) -> None:
+        """A barrier that names the ranks that did not arrive within ``timeout`` (default: the
+        group's): rank 0 raises ``RuntimeError`` listing them (the first, or all with
+        ``wait_all_ranks``), like Gloo's. Uses the group's store, so it works even when a rank
+        is stuck outside forestcc. (``torch.distributed.monitored_barrier`` itself refuses
+        every backend but Gloo; call it on the group: ``group.monitored_barrier(...)``.)"""
+        timeout = self._timeout if timeout is None else timeout
+        with self._lock:
+            self._monitored_barriers += 1
+            key = f"forestcc/monitored_barrier/{self._monitored_barriers}"
+        me, n = self.rank(), self.size()
+        if me != 0:
+            self._store.set(f"{key}/{me}", b"1")
+            try:
+                self._store.wait([f"{key}/done"], timeout)
+            except Exception as exc:
+                raise RuntimeError(f"forestcc monitored_barrier: rank {me} did not hear from rank 0 "
+                                   f"within {timeout}: {exc}") from exc
+            return
+        missing = []
+        for r in range(1, n):
+            try:
+                self._store.wait([f"{key}/{r}"], timeout if not missing else timedelta(milliseconds=1))
+            except Exception:
+                missing.append(r)
+                if not wait_all_ranks:
+                    break
+        if missing:
+            which = "s " + ", ".join(map(str, missing)) if len(missing) > 1 else " " + str(missing[0])
+            raise RuntimeError(f"forestcc monitored_barrier: rank{which} failed to pass "
+                               f"monitored_barrier in {timeout}")
+        self._store.set(f"{key}/done", b"1")
+
+    # -- coalescing (torch's _coalescing_manager with a device) -------------------------------
+
+    def _start_coalescing(self, device: Any = None) -> None:
+        """Nothing to prepare: coalesced calls come as one *_coalesced call."""
+
+    def _end_coalescing(self, device: Any = None) -> ForestccWork:
+        """The Work of the last collective (calls complete in order, so it completes last)."""
+        last = self._last_collective
+        return last if last is not None else completed_work([], "coalescing")
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Finish what was queued and stop (``destroy_process_group`` calls this)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        try:
+            self._comm._engine.drain()
+        except Exception:  # noqa: BLE001 - an error of a queued call was reported to its Work
+            pass
+        self._completer.close()
+
+    def abort(self) -> None:
+        """Poison the communicator: every rank's pending and later calls fail."""
+        self._comm.abort("the torch process group was aborted")
+        self._shut_down = True
+
+
+def _check_tag(tag: int, call: str) -> None:
+    if tag != 0:
+        raise ArgumentError(f"forestcc {call}: tag must be 0 (forestcc matches the messages of two "
+                            f"ranks in the order they are posted), got {tag}")

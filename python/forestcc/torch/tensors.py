@@ -1,0 +1,91 @@
+"""Tensors as the flat buffers forestcc moves, and argument checks shared by the calls.
+
+Collectives that only move data (broadcast, gathers, scatters, all-to-all, send/recv) see every
+tensor as its bytes, so any dtype works (bool, complex, int16, float8...). A contiguous CPU
+tensor is passed as it is (zero copy); a non-contiguous one goes through a contiguous copy that
+is written back when the call completes.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from forestcc.torch.errors import ArgumentError, ArgumentTypeError, unsupported
+
+__all__ = ["as_bytes", "byte_buffer", "copy_bytes_into", "one_tensor", "check_tensor",
+           "check_same", "pack_bytes"]
+
+
+def check_tensor(t: object, call: str, arg: str) -> torch.Tensor:
+    """``t`` if it is a CPU tensor, else the error naming ``call`` and ``arg``."""
+    if not isinstance(t, torch.Tensor):
+        raise ArgumentTypeError(f"forestcc {call}: {arg} must be a torch.Tensor, got "
+                                f"{type(t).__name__}")
+    if t.device.type != "cpu":
+        raise unsupported(call, f"a tensor on {t.device} ({arg}; this build of forestcc moves CPU "
+                                f"tensors only)")
+    if t.is_sparse or t.layout != torch.strided:
+        raise unsupported(call, f"a {t.layout} tensor ({arg})")
+    return t
+
+
+def one_tensor(tensors: Sequence[torch.Tensor], call: str, arg: str = "tensors") -> torch.Tensor:
+    """The single tensor of a per-device list (torch's API passes one tensor per process)."""
+    if len(tensors) != 1:
+        raise ArgumentError(f"forestcc {call}: expects exactly one tensor in {arg} (one per "
+                            f"process), got {len(tensors)}")
+    return check_tensor(tensors[0], call, arg)
+
+
+def check_same(tensors: Sequence[torch.Tensor], like: torch.Tensor, call: str, arg: str) -> None:
+    """Every tensor of ``tensors`` has ``like``'s dtype and number of elements."""
+    for i, t in enumerate(tensors):
+        check_tensor(t, call, f"{arg}[{i}]")
+        if t.dtype != like.dtype:
+            raise ArgumentTypeError(f"forestcc {call}: {arg}[{i}] has dtype {t.dtype}, expected "
+                                    f"{like.dtype}")
+        if t.numel() != like.numel():
+            raise ArgumentError(f"forestcc {call}: {arg}[{i}] has {t.numel()} elements, expected "
+                                f"{like.numel()}")
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a contiguous tensor, as a flat uint8 tensor sharing its memory."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.reshape(-1).view(torch.uint8)
+
+
+def byte_buffer(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """(flat bytes of ``t``, whether they are a copy that must be written back with
+    :func:`copy_bytes_into`)."""
+    if t.is_contiguous():
+        return as_bytes(t), False
+    return as_bytes(t.contiguous()), True
+
+
+def copy_bytes_into(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Copy flat bytes ``src`` into tensor ``dst`` (any dtype, any layout)."""
+    if dst.is_contiguous():
+        as_bytes(dst).copy_(src)
+    else:
+        tmp = torch.empty_like(dst, memory_format=torch.contiguous_format)
+        as_bytes(tmp).copy_(src)
+        dst.copy_(tmp)
+
+
+def pack_bytes(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
+    """The bytes of ``tensors`` one after another in a new buffer, and each one's byte offset."""
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += t.numel() * t.element_size()
+    out = torch.empty(total, dtype=torch.uint8)
+    for t, off in zip(tensors, offsets):
+        n = t.numel() * t.element_size()
+        if n:
+            copy_src = t if t.is_contiguous() else t.contiguous()
+            out[off:off + n].copy_(as_bytes(copy_src))
+    return out, offsets
