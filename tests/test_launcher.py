@@ -1,31 +1,104 @@
-"""forestcc-run: environment, labels, failure handling, Ctrl-C."""
+"""forestcc-run: environment, labels, whole-line output, failure handling, Ctrl-C, a killed
+launcher, usage errors, the shared-memory sweep."""
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections import Counter
 
 import pytest
-from conftest import PROGRAMS, clean_env, run_job
+from conftest import JOB_TIMEOUT, PROGRAMS, clean_env, run_job
+
+LAUNCHER = [sys.executable, "-m", "forestcc.launcher"]
 
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
         return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _children(pid: int) -> set[int]:
+    """Direct children of `pid` (this test's own process tree, not the whole machine)."""
+    out = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid:
+            out.add(int(entry))
+    return out
+
+
+def _wait_gone(pids, timeout: float = JOB_TIMEOUT) -> set[int]:
+    """The pids still alive after waiting up to `timeout` (generous: only ends a hang)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = {p for p in pids if _alive(p)}
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def _segments(prefix: str) -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix + "-")}
 
 
 def test_rank_environment_and_labels():
     code = ("import os; print('ENV', os.environ['FORESTCC_RANK'], os.environ['FORESTCC_SIZE'], "
             "os.environ['FORESTCC_LOCAL_RANK'], os.environ['FORESTCC_ROOT_ADDR'] != '')")
-    p = subprocess.run([sys.executable, "-m", "forestcc.launcher", "-n", "3", "--label", "--",
-                        sys.executable, "-c", code], env=clean_env(), capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run([*LAUNCHER, "-n", "3", "--label", "--", sys.executable, "-c", code],
+                       env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.splitlines()) == [f"[{r}] ENV {r} 3 {r} True" for r in range(3)]
+
+
+def _expected_lines(ranks: int, count: int) -> tuple[Counter, Counter]:
+    """What tests/programs/launcher_lines.py writes (keep in step with its line())."""
+    def line(rank, phase, stream, i):
+        return f"{rank}:{phase}:{stream}:{i}:" + chr(65 + rank % 26) * (1000 + 37 * i % 4000)
+
+    out, err = Counter(), Counter()
+    for r in range(ranks):
+        out.update(line(r, "b", "out", i) for i in range(20))
+        out.update(line(r, "f", "out", i) for i in range(count))
+        err.update(line(r, "f", "err", i) for i in range(0, count, 4))
+        out[f"END {r}"] += 1  # written without a newline: forestcc-run ends it
+    return out, err
+
+
+@pytest.mark.parametrize("label", [False, True])
+def test_output_comes_out_in_whole_lines(label):
+    """Ranks write long lines in several unbuffered writes each; half of the first lines are
+    written while every other rank waits in a barrier with its own line half written, so relaying
+    bytes as they come cuts each of those lines. Every line must come out whole."""
+    ranks, count = 4, 2000  # 8,000 stdout lines of 1-5 KB, as in the report
+    p = subprocess.run([*LAUNCHER, "-n", str(ranks), *(["--label"] if label else []),
+                        sys.executable, str(PROGRAMS / "launcher_lines.py"), str(count)],
+                       env=clean_env(PYTHONUNBUFFERED="1"), capture_output=True,
+                       timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    want_out, want_err = _expected_lines(ranks, count)
+    for data, want in ((p.stdout, want_out), (p.stderr, want_err)):
+        assert data.endswith(b"\n")
+        got = Counter()
+        for ln in data.decode().split("\n")[:-1]:
+            if label:
+                tag, _, ln = ln.partition("] ")
+                rank = ln.split(":")[0].split()[-1]
+                assert tag == f"[{rank}", f"label {tag}] on a line of rank {rank}"
+            got[ln] += 1
+        cut = sorted((got - want).keys())
+        missing = sorted((want - got).keys())
+        assert not cut and not missing, (
+            f"{len(cut)} lines that were not written (cut or glued), e.g. "
+            f"{[c[:80] for c in cut[:3]]}; {len(missing)} lines missing")
 
 
 def test_failing_rank_stops_the_others_and_is_named():
@@ -37,33 +110,99 @@ def test_failing_rank_stops_the_others_and_is_named():
     assert time.monotonic() - t0 < 200  # the sleepers (600 s) were stopped, not waited for
 
 
-def test_ctrl_c_stops_all_ranks():
-    p = subprocess.Popen([sys.executable, "-m", "forestcc.launcher", "-n", "3", "--label",
-                          sys.executable, str(PROGRAMS / "exit_code.py"), "sleep"],
+def _start_and_read(program: str, *args: str, n: int = 3, launcher_args=(), tag: str):
+    """Starts a job, returns the launcher and the first line of each rank that starts with
+    `tag` (after the label)."""
+    p = subprocess.Popen([*LAUNCHER, "-n", str(n), "--label", *launcher_args,
+                          sys.executable, str(PROGRAMS / program), *args],
                          env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    started = []
-    while len(started) < 3:  # wait until every rank runs
+    lines = []
+    while len(lines) < n:  # wait until every rank runs
         line = p.stdout.readline()
-        assert line, p.stderr.read()
-        started.append(line)
-    pids = [int(x) for x in subprocess.run(["pgrep", "-f", "exit_code.py sleep"],
-                                           capture_output=True, text=True).stdout.split()
-            if int(x) != p.pid]
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=120)
-    assert p.returncode == 130
-    assert "received SIGINT; stopping all ranks" in err
-    assert pids and not any(_alive(pid) for pid in pids)
+        if not line:
+            p.wait(timeout=JOB_TIMEOUT)
+            pytest.fail(f"forestcc-run ended early: {p.stderr.read()}")
+        if line.split("] ", 1)[-1].startswith(tag):
+            lines.append(line.split("] ", 1)[-1].split())
+    return p, lines
 
 
-def test_usage_errors():
-    p = subprocess.run([sys.executable, "-m", "forestcc.launcher", "-n", "2"],
-                       capture_output=True, text=True)
-    assert p.returncode == 2 and "no command given" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "forestcc.launcher", "-n", "0", "true"],
-                       capture_output=True, text=True)
-    assert p.returncode == 2 and "-n must be at least 1" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "forestcc.launcher", "-n", "1",
-                        "/nonexistent/program"], capture_output=True, text=True)
+def test_ctrl_c_stops_all_ranks():
+    p, lines = _start_and_read("exit_code.py", "sleep", tag="started")
+    pids = [int(words[2].split("=")[1]) for words in lines]  # started rank=R pid=P
+    assert set(pids) <= _children(p.pid)
+    try:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=JOB_TIMEOUT)
+        assert p.returncode == 130
+        assert "received SIGINT; stopping all ranks" in err
+        assert not any(_alive(pid) for pid in pids)
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_ranks_and_their_children_die_with_a_killed_launcher():
+    """SIGKILL leaves forestcc-run no chance to stop anything: the ranks (their own session,
+    so not in forestcc-run's process group) and what they started must still go, and the
+    shared memory of the ranks killed that way must be swept."""
+    prefix = f"fccl{uuid.uuid4().hex[:12]}"
+    p, lines = _start_and_read("launcher_family.py", "shm", tag="FAMILY",
+                               launcher_args=("--env", f"FORESTCC_SHM_PREFIX={prefix}"))
+    ranks = {int(words[2]) for words in lines}  # FAMILY rank pid child
+    family = ranks | {int(words[3]) for words in lines}
+    helpers = _children(p.pid) - ranks  # forestcc-run's watchdog: it sweeps, so wait for it too
+    assert ranks <= _children(p.pid) and _segments(prefix)
+    try:
+        p.kill()
+        p.wait(timeout=JOB_TIMEOUT)
+        left = _wait_gone(family | helpers)
+        assert not left & family, f"still running after forestcc-run was killed: {left}"
+        assert not left, f"forestcc-run's helper still running: {left}"
+        assert not _segments(prefix), "segments of the killed ranks were not swept"
+    finally:
+        for pid in family | helpers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        for name in _segments(prefix):
+            os.unlink(f"/dev/shm/{name}")
+        p.stdout.close()
+        p.stderr.close()
+
+
+def test_sweep_uses_the_ranks_shm_prefix():
+    """A rank killed by SIGKILL leaves its segment; forestcc-run sweeps those named with the
+    prefix the ranks were given (--env), not its own (the default)."""
+    prefix = f"fccl{uuid.uuid4().hex[:12]}"
+    try:
+        res = run_job(1, "shm_crash.py", "sigkill",
+                      launcher_args=("--env", f"FORESTCC_SHM_PREFIX={prefix}"))
+        assert res.returncode == 137, res.stderr
+        assert "was killed by signal 9 (SIGKILL)" in res.stderr
+        assert not _segments(prefix)
+    finally:
+        for name in _segments(prefix):
+            os.unlink(f"/dev/shm/{name}")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-n", "2"], "no command given"),
+    (["-n", "0", "true"], "-n must be between 1 and 1024 (ranks on this machine), got 0"),
+    (["-n", "-3", "true"], "-n must be between 1 and 1024 (ranks on this machine), got -3"),
+    (["-n", "100000", "true"], "-n must be between 1 and 1024 (ranks on this machine), got 100000"),
+    (["-n", "1", "--grace", "-1", "true"], "--grace must be a number of seconds >= 0, got -1"),
+    (["-n", "1", "--grace", "nan", "true"], "--grace must be a number of seconds >= 0, got nan"),
+    (["-n", "1", "--grace", "inf", "true"], "--grace must be a number of seconds >= 0, got inf"),
+])
+def test_usage_errors(args, message):
+    p = subprocess.run([*LAUNCHER, *args], capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+def test_program_that_cannot_start():
+    p = subprocess.run([*LAUNCHER, "-n", "1", "/nonexistent/program"], capture_output=True,
+                       text=True, timeout=JOB_TIMEOUT)
     assert p.returncode != 0 and "cannot start" in p.stderr
+    assert "No such file or directory" in p.stderr

@@ -5,12 +5,24 @@ FORESTCC_ROOT_ADDR and FORESTCC_JOB_ID; rank 0 also inherits the already-listeni
 socket (FORESTCC_ROOT_FD), so no port can be stolen between choosing it and using it.
 If a rank exits non-zero or is killed, the others are stopped (SIGTERM, then SIGKILL) and
 forestcc-run exits non-zero naming the rank and how it ended. Ctrl-C stops every rank.
+
+The ranks' stdout and stderr come back through pipes and are passed on one whole line at a time,
+so lines of different ranks never cut into each other (writes from several processes straight
+into one pipe or terminal do, as soon as a line takes more than one write).
+
+Ranks die with forestcc-run, even when it is killed with SIGKILL: each rank asks the kernel for
+SIGKILL when forestcc-run dies (PR_SET_PDEATHSIG), and a watchdog process, which sees forestcc-run
+die as the end of a pipe, kills each rank's whole process group (what the rank started, too).
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import math
 import os
+import resource
 import secrets
+import selectors
 import signal
 import socket
 import subprocess
@@ -21,21 +33,33 @@ import time
 __all__ = ["main"]
 
 _POLL_SECONDS = 0.02
+# Ranks on one machine: beyond this a job is a typo (-n 100000 would fork until the machine
+# gives out), and forestcc-run's listen backlog is sized for it.
+_MAX_RANKS = 1024
+# A line longer than this is passed on in pieces of this size, each ended by a newline, so that
+# a rank writing without newlines cannot make forestcc-run hold unbounded memory.
+_MAX_LINE = 1 << 20
+_PR_SET_PDEATHSIG = 1
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="forestcc-run",
         description="Start N local ranks of CMD with the forestcc rank environment. "
-                    "Stops all ranks when one fails; exits non-zero naming the failed rank.",
+                    "Stops all ranks when one fails; exits non-zero naming the failed rank. "
+                    "The ranks' output is passed on one whole line at a time; the ranks die "
+                    "with forestcc-run, even when it is killed.",
         epilog="example: forestcc-run -n 4 --label python train.py")
-    p.add_argument("-n", "--np", dest="n", type=int, required=True, help="number of ranks (>= 1)")
+    p.add_argument("-n", "--np", dest="n", type=int, required=True,
+                   help=f"number of ranks (1 to {_MAX_RANKS})")
     p.add_argument("-l", "--label", action="store_true",
-                   help="prefix every output line with [rank]")
+                   help="prefix every output line with [rank] (lines are passed on whole "
+                        "with or without it)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address rank 0 listens on for the rendezvous (default 127.0.0.1)")
     p.add_argument("--grace", type=float, default=5.0,
-                   help="seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+                   help="seconds (>= 0) between SIGTERM and SIGKILL when stopping ranks "
+                        "(default 5)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set an environment variable in every rank (repeatable)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
@@ -52,20 +76,154 @@ def _describe(rc: int) -> str:
     return f"exited with code {rc}"
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _dead(pid: int) -> bool:
+    """True once `pid` is gone or a zombie (a process we cannot wait for)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _sweep_segments(prefix: str | None) -> None:
+    """Unlink shared-memory segments of dead processes, named with the ranks' prefix (theirs, not
+    necessarily this process's: --env FORESTCC_SHM_PREFIX=... sets it for the ranks only)."""
+    if prefix is not None:
+        os.environ["FORESTCC_SHM_PREFIX"] = prefix  # what the native sweep reads
+    try:
+        from forestcc import _C
+        _C.sweep_stale_shared_memory()
+    except ImportError:
+        pass
+
+
+def _watchdog(fd: int, launcher_pid: int, shm_prefix: str | None) -> None:
+    """Runs in a child of forestcc-run, in its own session (a signal to forestcc-run's process
+    group spares it). Reads the ranks' pids from `fd`; "done" means forestcc-run has stopped them
+    itself. End of file without "done" means forestcc-run died: kill every rank's process group
+    and sweep the shared memory the killed ranks leave."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # stderr stays: the one message below goes there
+    os.close(null)
+    pids: list[int] = []
+    buf = b""
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line == b"done":
+                return
+            pids.append(int(line))
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)  # each rank leads its own session and group
+        except OSError:
+            pass
+    try:
+        os.write(2, f"forestcc-run: the launcher (pid {launcher_pid}) died; killed its "
+                    f"{len(pids)} rank(s)\n".encode())
+    except OSError:
+        pass
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(_dead(p) for p in pids):
+        time.sleep(0.05)
+    _sweep_segments(shm_prefix)
+
+
+def _start_watchdog(shm_prefix: str | None) -> tuple[int, int]:
+    """Forks the watchdog (before any thread exists, so the fork is safe); returns its pid and
+    the pipe's write end, which only forestcc-run holds (os.pipe fds are close-on-exec)."""
+    r, w = os.pipe()
+    launcher_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the watchdog
+        try:
+            os.close(w)
+            _watchdog(r, launcher_pid, shm_prefix)
+        finally:
+            os._exit(0)
+    os.close(r)
+    return pid, w
+
+
+def _die_with_launcher(launcher_pid: int, fd_limit: tuple[int, int]):
+    """preexec_fn of each rank: SIGKILL when forestcc-run dies. Runs between fork and exec, while
+    forestcc-run has a single thread (the relay thread starts after the last rank)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the watchdog still kills the ranks
+        prctl = None
+
+    def preexec() -> None:
+        if resource.getrlimit(resource.RLIMIT_NOFILE) != fd_limit:
+            resource.setrlimit(resource.RLIMIT_NOFILE, fd_limit)  # undo _raise_fd_limit
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # forestcc-run may have died before the line above: then nothing would send the signal.
+        if os.getppid() != launcher_pid:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def _raise_fd_limit(n: int) -> tuple[int, int]:
+    """forestcc-run holds two pipes per rank; make room for them. Returns the limit as it was,
+    which the ranks get back."""
+    need = 2 * n + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise SystemExit(f"forestcc-run: -n {n} needs {need} open files, but the limit is "
+                             f"{hard} (ulimit -Hn)")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    return soft, hard
+
+
 class _Job:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.procs: list[subprocess.Popen] = []
-        self.threads: list[threading.Thread] = []
+        self.relay: threading.Thread | None = None
         self.out_lock = threading.Lock()
+        self.broken: set[int] = set()  # sink fds that can no longer be written
+        self.watchdog_pid = 0
+        self.watchdog_fd = -1
+        self.shm_prefix: str | None = None
+
+    def say(self, msg: str) -> None:
+        """A message of forestcc-run's own, never inside a relayed line."""
+        self._emit(2, f"forestcc-run: {msg}\n".encode())
+
+    def _emit(self, fd: int, data: bytes) -> None:
+        with self.out_lock:
+            if fd in self.broken:
+                return
+            try:
+                _write_all(fd, data)
+            except OSError as exc:
+                # Keep reading the ranks (they would block on a full pipe), but say so once.
+                self.broken.add(fd)
+                name = "stdout" if fd == 1 else "stderr"
+                if fd != 2 and 2 not in self.broken:
+                    try:
+                        _write_all(2, f"forestcc-run: cannot write to {name} "
+                                      f"({exc.strerror}); dropping the ranks' {name}\n".encode())
+                    except OSError:
+                        self.broken.add(2)
 
     def start(self) -> None:
         a = self.args
-        listener = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
-        listener.bind((a.host, 0))
-        listener.listen(1024)
-        port = listener.getsockname()[1]
-        host = f"[{a.host}]" if ":" in a.host else a.host
         job_id = secrets.token_hex(8)
         base = dict(os.environ)
         for item in a.env:
@@ -73,6 +231,15 @@ class _Job:
             if not sep or not name:
                 raise SystemExit(f"forestcc-run: --env expects NAME=VALUE, got {item!r}")
             base[name] = value
+        self.shm_prefix = base.get("FORESTCC_SHM_PREFIX")
+        fd_limit = _raise_fd_limit(a.n)
+        self.watchdog_pid, self.watchdog_fd = _start_watchdog(self.shm_prefix)
+        listener = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
+        listener.bind((a.host, 0))
+        listener.listen(_MAX_RANKS)
+        port = listener.getsockname()[1]
+        host = f"[{a.host}]" if ":" in a.host else a.host
+        preexec = _die_with_launcher(os.getpid(), fd_limit)
         for rank in range(a.n):
             env = dict(base)
             env.update(FORESTCC_RANK=str(rank), FORESTCC_SIZE=str(a.n),
@@ -82,29 +249,55 @@ class _Job:
             if rank == 0:
                 env["FORESTCC_ROOT_FD"] = str(listener.fileno())
                 pass_fds = (listener.fileno(),)
-            pipe = subprocess.PIPE if a.label else None
             try:
-                proc = subprocess.Popen(a.cmd, env=env, pass_fds=pass_fds, stdout=pipe,
-                                        stderr=pipe, start_new_session=True)
-            except OSError as exc:
+                proc = subprocess.Popen(a.cmd, env=env, pass_fds=pass_fds, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, start_new_session=True,
+                                        preexec_fn=preexec)
+            except (OSError, subprocess.SubprocessError) as exc:
                 self.stop(signal.SIGKILL)
-                raise SystemExit(f"forestcc-run: cannot start {a.cmd[0]!r}: {exc.strerror}") \
-                    from None
+                self.close_watchdog()
+                why = exc.strerror if isinstance(exc, OSError) else str(exc)
+                raise SystemExit(f"forestcc-run: cannot start {a.cmd[0]!r}: {why}") from None
             self.procs.append(proc)
-            if a.label:
-                for stream, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-                    t = threading.Thread(target=self._relay, args=(rank, stream, sink), daemon=True)
-                    t.start()
-                    self.threads.append(t)
+            self._tell_watchdog(f"{proc.pid}\n")
         listener.close()  # rank 0 holds its own copy
+        # One thread relays every rank's output, started only now: a rank forked while another
+        # thread runs could inherit a lock that thread held.
+        self.relay = threading.Thread(target=self._relay_all, daemon=True)
+        self.relay.start()
 
-    def _relay(self, rank: int, stream, sink) -> None:
-        prefix = f"[{rank}] ".encode()
-        for line in iter(stream.readline, b""):
-            with self.out_lock:
-                sink.buffer.write(prefix + line)
-                sink.flush()
-        stream.close()
+    def _relay_all(self) -> None:
+        """Passes each rank's output on whole lines at a time, in one write per batch of lines."""
+        sel = selectors.DefaultSelector()
+        for rank, proc in enumerate(self.procs):
+            for stream, sink in ((proc.stdout, 1), (proc.stderr, 2)):
+                sel.register(stream.fileno(), selectors.EVENT_READ, (rank, sink))
+        prefixes = [f"[{r}] ".encode() if self.args.label else b"" for r in range(len(self.procs))]
+        pending: dict[int, bytes] = {}
+        while sel.get_map():
+            for key, _ in sel.select():
+                rank, sink = key.data
+                try:
+                    data = os.read(key.fd, 1 << 16)
+                except OSError:
+                    data = b""
+                buf = pending.pop(key.fd, b"") + data
+                if not data:  # end of file: a last line without newline still gets out
+                    sel.unregister(key.fd)
+                    cut = len(buf)
+                else:
+                    cut = buf.rfind(b"\n") + 1
+                    if cut == 0 and len(buf) >= _MAX_LINE:
+                        cut = len(buf)
+                if cut < len(buf):
+                    pending[key.fd] = buf[cut:]
+                if cut:
+                    lines = buf[:cut] if buf[cut - 1] == 10 else buf[:cut] + b"\n"
+                    p = prefixes[rank]
+                    if p:
+                        lines = p + lines[:-1].replace(b"\n", b"\n" + p) + b"\n"
+                    self._emit(sink, lines)
+        sel.close()
 
     def signal_all(self, sig: int) -> None:
         for p in self.procs:
@@ -137,8 +330,7 @@ class _Job:
         while True:
             if interrupted:
                 sig = interrupted[0]
-                print(f"forestcc-run: received {signal.Signals(sig).name}; stopping all ranks",
-                      file=sys.stderr)
+                self.say(f"received {signal.Signals(sig).name}; stopping all ranks")
                 self.stop(signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
                 return 128 + sig
             failed = [(r, p.returncode) for r, p in enumerate(self.procs)
@@ -146,11 +338,9 @@ class _Job:
             if failed:
                 rank, rc = failed[0]
                 running = [r for r, p in enumerate(self.procs) if p.poll() is None]
-                print(f"forestcc-run: rank {rank} (pid {self.procs[rank].pid}) {_describe(rc)}",
-                      file=sys.stderr)
+                self.say(f"rank {rank} (pid {self.procs[rank].pid}) {_describe(rc)}")
                 if running:
-                    print(f"forestcc-run: stopping rank(s) {', '.join(map(str, running))}",
-                          file=sys.stderr)
+                    self.say(f"stopping rank(s) {', '.join(map(str, running))}")
                 self.stop()
                 return rc if rc > 0 else 128 - rc
             if all(p.poll() is not None for p in self.procs):
@@ -159,23 +349,48 @@ class _Job:
             time.sleep(_POLL_SECONDS)
 
     def finish(self) -> None:
-        for t in self.threads:
-            t.join(timeout=5)
-        try:  # segments of ranks that died by SIGKILL
-            from forestcc import _C
-            _C.sweep_stale_shared_memory()
-        except ImportError:
+        """After every rank was reaped: drain their output, sweep the segments of ranks that died
+        by SIGKILL, and let the watchdog go."""
+        if any(p.poll() is None for p in self.procs):  # supervise() did not finish
+            self.signal_all(signal.SIGKILL)
+            for p in self.procs:
+                p.wait()
+        if self.relay is not None:
+            # Bounded: a process that left the ranks' process groups may hold a pipe for ever.
+            self.relay.join(timeout=10)
+            if self.relay.is_alive():
+                self.say("a process started by a rank still holds the ranks' output open; "
+                         "not waiting for it")
+        _sweep_segments(self.shm_prefix)
+        self.close_watchdog()
+
+    def _tell_watchdog(self, line: str) -> None:
+        try:
+            _write_all(self.watchdog_fd, line.encode())
+        except OSError:  # it is gone; each rank's PR_SET_PDEATHSIG remains
             pass
+
+    def close_watchdog(self) -> None:
+        if self.watchdog_fd < 0:
+            return
+        self._tell_watchdog("done\n")
+        os.close(self.watchdog_fd)
+        self.watchdog_fd = -1
+        os.waitpid(self.watchdog_pid, 0)
 
 
 def main(argv: list[str] | None = None) -> None:
+    """forestcc-run's entry point: parses `argv` (default sys.argv[1:]), runs the job, exits."""
     args = _parser().parse_args(argv)
     if args.cmd and args.cmd[0] == "--":
         args.cmd = args.cmd[1:]
     if not args.cmd:
         _parser().error("no command given")
-    if args.n < 1:
-        _parser().error(f"-n must be at least 1, got {args.n}")
+    if not 1 <= args.n <= _MAX_RANKS:
+        _parser().error(f"-n must be between 1 and {_MAX_RANKS} (ranks on this machine), "
+                        f"got {args.n}")
+    if not (math.isfinite(args.grace) and args.grace >= 0):
+        _parser().error(f"--grace must be a number of seconds >= 0, got {args.grace:g}")
     job = _Job(args)
     job.start()
     try:
