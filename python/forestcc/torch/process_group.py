@@ -148,7 +148,14 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
     def barrier(self, opts: Any = None) -> ForestccWork:
         """Complete once every rank of the group has entered the barrier."""
         async_op = True if opts is None else opts.asyncOp
-        return self._run("barrier", lambda a: self._comm.barrier(async_op=a), lambda: [], async_op)
+        if not async_op:
+            return self._run("barrier", lambda a: self._comm.barrier(), lambda: [], False)
+        # forestcc's barrier(async_op=True) fails in its bindings (no arrays to keep); a
+        # one-byte all_reduce is a barrier too: no rank's result is complete before every
+        # rank's input arrived.
+        token = torch.zeros(1, dtype=torch.uint8)
+        return self._run("barrier", lambda a: self._comm.all_reduce(token, op="max", async_op=a),
+                         lambda: [])
 
     def monitored_barrier(self, timeout: timedelta | None = None,
                           wait_all_ranks: bool = False) -> None:
