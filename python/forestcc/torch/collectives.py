@@ -15,8 +15,8 @@ import torch
 
 from forestcc.torch import reductions
 from forestcc.torch.errors import ArgumentError, ArgumentTypeError, unsupported
-from forestcc.torch.tensors import (as_bytes, byte_buffer, check_same, check_tensor,
-                                    copy_bytes_into, one_tensor, pack_bytes)
+from forestcc.torch.tensors import (byte_buffer, check_same, check_tensor, copy_bytes_into, host,
+                                    one_tensor, pack_bytes)
 
 __all__ = ["CollectivesMixin"]
 
@@ -41,7 +41,7 @@ class CollectivesMixin:
             red.write_back(buf, t)
             return list(tensors)
 
-        return self._run("allreduce", lambda a: self._comm.all_reduce(buf, op=red.op, async_op=a),
+        return self._run("allreduce", lambda a: self._comm.all_reduce(host(buf), op=red.op, async_op=a),
                          finish, _async(opts))
 
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], opts: Any = None):
@@ -60,7 +60,7 @@ class CollectivesMixin:
             plans.append((red, idx, parts, flat))
 
         def start(a):
-            return [self._comm.all_reduce(flat, op=red.op, async_op=a) for red, _, _, flat in plans]
+            return [self._comm.all_reduce(host(flat), op=red.op, async_op=a) for red, _, _, flat in plans]
 
         def finish():
             for red, idx, parts, flat in plans:
@@ -90,7 +90,7 @@ class CollectivesMixin:
             return list(tensors)
 
         return self._run("reduce",
-                         lambda a: self._comm.reduce(buf, root, op=red.op, out=out, async_op=a),
+                         lambda a: self._comm.reduce(host(buf), root, op=red.op, out=host(out), async_op=a),
                          finish, _async(opts))
 
     def reduce_scatter(self, outputs: Sequence[torch.Tensor],
@@ -162,7 +162,7 @@ class CollectivesMixin:
                 red.write_back(out[off:off + n], dst)
             return [dst for dst, _ in places]
 
-        return self._run(call, lambda a: self._comm.reduce_scatter(out, packed, op=red.op,
+        return self._run(call, lambda a: self._comm.reduce_scatter(host(out), host(packed), op=red.op,
                                                                    async_op=a),
                          finish, _async(opts))
 
@@ -181,7 +181,7 @@ class CollectivesMixin:
                 copy_bytes_into(t, buf)
             return list(tensors)
 
-        return self._run("broadcast", lambda a: self._comm.broadcast(buf, root, async_op=a),
+        return self._run("broadcast", lambda a: self._comm.broadcast(host(buf), root, async_op=a),
                          finish, _async(opts))
 
     def allgather(self, output_lists: Sequence[Sequence[torch.Tensor]],
@@ -235,7 +235,7 @@ class CollectivesMixin:
                 copy_bytes_into(output, out)
             return [output]
 
-        return self._run(call, lambda a: self._comm.all_gather(out, src, async_op=a), finish,
+        return self._run(call, lambda a: self._comm.all_gather(host(out), host(src), async_op=a), finish,
                          _async(opts))
 
     _allgather_base = all_gather_single
@@ -267,7 +267,7 @@ class CollectivesMixin:
                     copy_bytes_into(o, rows[:, offsets[j]:offsets[j] + nb].reshape(-1))
             return list(outputs)
 
-        return self._run(call, lambda a: self._comm.all_gather(flat, src, async_op=a), finish,
+        return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a), finish,
                          _async(opts))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
@@ -287,7 +287,7 @@ class CollectivesMixin:
                         copy_bytes_into(dst, rows[r, offsets[j]:offsets[j] + nb])
             return [dst for col in columns for dst in col]
 
-        return self._run(call, lambda a: self._comm.all_gather(flat, src, async_op=a), finish,
+        return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a), finish,
                          _async(opts))
 
     def gather(self, output_lists: Sequence[Sequence[torch.Tensor]],
@@ -314,7 +314,7 @@ class CollectivesMixin:
                     copy_bytes_into(dst, rows[r])
             return list(outs)
 
-        return self._run(call, lambda a: self._comm.gather(flat, src, root, async_op=a), finish,
+        return self._run(call, lambda a: self._comm.gather(host(flat), host(src), root, async_op=a), finish,
                          _async(opts))
 
     def scatter(self, outputs: Sequence[torch.Tensor],
@@ -339,7 +339,7 @@ class CollectivesMixin:
                 copy_bytes_into(t, out)
             return [t]
 
-        return self._run(call, lambda a: self._comm.scatter(out, packed, root, async_op=a), finish,
+        return self._run(call, lambda a: self._comm.scatter(host(out), host(packed), root, async_op=a), finish,
                          _async(opts))
 
     def alltoall(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
@@ -396,8 +396,8 @@ class CollectivesMixin:
 
     def _all_to_all(self, out, src, out_splits, in_splits, async_op):
         if len(set(out_splits)) == 1 and out_splits == in_splits:
-            return self._comm.all_to_all(out, src, async_op=async_op)
-        return self._comm.all_to_all_v(out, src, list(out_splits), list(in_splits),
+            return self._comm.all_to_all(host(out), host(src), async_op=async_op)
+        return self._comm.all_to_all_v(host(out), host(src), list(out_splits), list(in_splits),
                                        async_op=async_op)
 
     def _check_count(self, tensors: Sequence[torch.Tensor], call: str, arg: str) -> None:

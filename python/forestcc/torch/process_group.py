@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from forestcc.torch import collectives, rendezvous
 from forestcc.torch.errors import ArgumentError, translate, unsupported
-from forestcc.torch.tensors import byte_buffer, copy_bytes_into, one_tensor
+from forestcc.torch.tensors import byte_buffer, copy_bytes_into, host, one_tensor
 from forestcc.torch.work import Completer, ForestccWork, completed_work
 
 __all__ = ["ProcessGroupForestcc", "BACKEND_NAME"]
@@ -124,7 +124,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         t = one_tensor(tensors, "send")
         _check_tag(tag, "send")
         buf, _ = byte_buffer(t)
-        return self._run("send", lambda a: self._comm.send(buf, dstRank, async_op=True),
+        return self._run("send", lambda a: self._comm.send(host(buf), dstRank, async_op=True),
                          lambda: [t], stream=_SEND)
 
     def recv(self, tensors: Sequence[torch.Tensor], srcRank: int, tag: int = 0) -> ForestccWork:  # noqa: N803
@@ -138,7 +138,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 copy_bytes_into(t, buf)
             return [t]
 
-        return self._run("recv", lambda a: self._comm.recv(buf, srcRank, async_op=True), finish,
+        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=True), finish,
                          stream=_RECV)
 
     def recv_anysource(self, tensors: Sequence[torch.Tensor], tag: int = 0) -> ForestccWork:
@@ -154,7 +154,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         # one-byte all_reduce is a barrier too: no rank's result is complete before every
         # rank's input arrived.
         token = torch.zeros(1, dtype=torch.uint8)
-        return self._run("barrier", lambda a: self._comm.all_reduce(token, op="max", async_op=a),
+        return self._run("barrier", lambda a: self._comm.all_reduce(host(token), op="max", async_op=a),
                          lambda: [])
 
     def monitored_barrier(self, timeout: timedelta | None = None,

@@ -94,8 +94,21 @@ class Reduction:
 def resolve(op: Any, dtype: torch.dtype, call: str) -> Reduction:
     """The :class:`Reduction` for ``op`` (a ReduceOp, its RedOpType, or None for SUM) on
     tensors of ``dtype``; raises NotImplementedError / ArgumentTypeError naming ``call``."""
-    factor = None
     kind_op = getattr(op, "op", op) if op is not None else dist.ReduceOp.SUM
+    if kind_op != dist.ReduceOp.PREMUL_SUM:
+        key = (kind_op, dtype)
+        found = _CACHE.get(key)
+        if found is None:
+            found = _CACHE[key] = _resolve(op, kind_op, dtype, call)
+        return found
+    return _resolve(op, kind_op, dtype, call)
+
+
+_CACHE: dict = {}
+
+
+def _resolve(op: Any, kind_op: Any, dtype: torch.dtype, call: str) -> Reduction:
+    factor = None
     if kind_op == dist.ReduceOp.PREMUL_SUM:
         factor = op.factor
         name = "sum"

@@ -14,7 +14,11 @@ import torch
 from forestcc.torch.errors import ArgumentError, ArgumentTypeError, unsupported
 
 __all__ = ["as_bytes", "byte_buffer", "copy_bytes_into", "one_tensor", "check_tensor",
-           "check_same", "pack_bytes"]
+           "check_same", "pack_bytes", "host"]
+
+# dtypes whose tensors forestcc gets as numpy views: cheaper for it to read than DLPack
+_NUMPY_DTYPES = {torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.float32,
+                 torch.float64}
 
 
 def check_tensor(t: object, call: str, arg: str) -> torch.Tensor:
@@ -22,10 +26,10 @@ def check_tensor(t: object, call: str, arg: str) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise ArgumentTypeError(f"forestcc {call}: {arg} must be a torch.Tensor, got "
                                 f"{type(t).__name__}")
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise unsupported(call, f"a tensor on {t.device} ({arg}; this build of forestcc moves CPU "
                                 f"tensors only)")
-    if t.is_sparse or t.layout != torch.strided:
+    if t.layout is not torch.strided:
         raise unsupported(call, f"a {t.layout} tensor ({arg})")
     return t
 
@@ -89,3 +93,11 @@ def pack_bytes(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, list[int]
             copy_src = t if t.is_contiguous() else t.contiguous()
             out[off:off + n].copy_(as_bytes(copy_src))
     return out, offsets
+
+
+def host(x: torch.Tensor | None):
+    """What forestcc is handed for a flat contiguous CPU tensor (or None): a numpy view of the
+    same memory, or the tensor itself (DLPack) for dtypes numpy lacks (bfloat16...)."""
+    if x is None:
+        return None
+    return x.numpy() if x.dtype in _NUMPY_DTYPES else x

@@ -1,11 +1,13 @@
 """torch ``Work`` objects for forestcc calls, and the threads that complete them.
 
 A queued forestcc call returns a handle with ``wait()``; torch wants a ``Work`` whose
-``get_future()`` completes (DDP's communication hooks chain on it) and whose ``wait()`` raises
-the call's error. One :class:`Completer` thread per forestcc queue (collectives, sends,
-receives: each runs its calls in order) waits for the handles in order, runs the call's
-finishing step (copying results out of staging buffers, scaling) and completes the future.
-Waiting in the queue's own order never holds back a call that finished earlier.
+``get_future()`` completes by itself (DDP's communication hooks chain on it) and whose ``wait()``
+raises the call's error. Each queued call becomes a :class:`Pending` completion: wait for the
+handles, run the call's finishing step (copying results out of staging buffers, scaling) and
+complete the future, exactly once, by whichever thread gets there first: the :class:`Completer`
+thread of its forestcc queue (collectives, sends, receives: each runs its calls in order, so
+waiting in that order never holds back a call that finished earlier), or a thread calling
+``Work.wait()`` (which then does not wait for the completer to wake up).
 
 ``torch._C._distributed_c10d._create_work_from_future`` is not used: its ``wait()`` does not
 raise when the future holds an error.
@@ -22,67 +24,116 @@ import torch.distributed as dist
 
 from forestcc.torch.errors import translate
 
-__all__ = ["ForestccWork", "Completer", "completed_work"]
+__all__ = ["ForestccWork", "Pending", "Completer", "completed_work"]
+
+
+class Pending:
+    """The completion of one queued call: ``handles`` to wait for, then ``finish()`` returns
+    the output tensors that complete ``future``."""
+
+    __slots__ = ("handles", "finish", "future", "call", "_lock", "_done")
+
+    def __init__(self, handles: Sequence[Any], finish: Callable[[], list[torch.Tensor]],
+                 call: str):
+        self.handles = list(handles)
+        self.finish = finish
+        self.future = torch.futures.Future()
+        self.call = call
+        self._lock = threading.Lock()
+        self._done = False
+
+    def complete(self) -> None:
+        """Wait for the call and complete the future (with its outputs or its error), unless
+        another thread did already."""
+        if self._done:
+            return
+        with self._lock:
+            if self._done:
+                return
+            try:
+                for h in self.handles:
+                    h.wait()
+                value = self.finish()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiters
+                self._done = True
+                self.future.set_exception(translate(exc, self.call, started=True))
+                return
+            finally:
+                self.handles, self.finish = [], None
+            self._done = True
+        try:
+            self.future.set_result(value)
+        except BaseException:  # noqa: BLE001 - a failing callback belongs to its own future
+            pass
 
 
 class ForestccWork(dist.Work):
     """The Work of one forestcc call: ``wait()`` blocks until it completed and raises its
-    error; ``get_future()`` completes with the call's output tensors."""
+    error; ``get_future()`` completes with the call's output tensors. A call that already
+    finished carries its outputs (``value``) instead of a :class:`Pending`."""
 
-    def __init__(self, future: torch.futures.Future, call: str):
+    def __init__(self, call: str, pending: Pending | None = None,
+                 value: list[torch.Tensor] | None = None):
         super().__init__()
-        self._future = future
         self._call = call
+        self._pending = pending
+        self._value = value
 
     def wait(self, timeout: Any = None) -> bool:
         """Block until the call completed; raise its error (DistBackendError...). forestcc's
         own deadline (``init_process_group(timeout=...)``) bounds the wait."""
-        self._future.wait()
+        if self._pending is not None:
+            self._pending.complete()
+            self._pending.future.wait()
         return True
 
     def is_completed(self) -> bool:
         """Whether the call finished (successfully or not)."""
-        return self._future.done()
+        return self._pending is None or self._pending.future.done()
 
     def is_success(self) -> bool:
         """Whether the call finished without an error."""
-        return self.exception() is None and self._future.done()
+        return self.is_completed() and self.exception() is None
 
     def exception(self) -> BaseException | None:
         """The call's error once it finished with one, else None."""
-        if not self._future.done():
+        if self._pending is None or not self._pending.future.done():
             return None
         try:
-            self._future.value()
+            self._pending.future.value()
         except BaseException as exc:  # noqa: BLE001 - reported, not handled
             return exc
         return None
 
     def get_future(self) -> torch.futures.Future:
         """A future that completes with the call's output tensors (a list)."""
-        return self._future
+        if self._pending is None:
+            self._pending = Pending([], lambda: self._value, self._call)
+            self._pending.complete()
+        return self._pending.future
 
     def result(self) -> list[torch.Tensor]:
         """The call's output tensors (after :meth:`wait`)."""
-        return self._future.wait()
+        if self._pending is None:
+            return self._value
+        self.wait()
+        return self._pending.future.value()
 
     def synchronize(self) -> None:
         """Nothing to do: CPU tensors are complete when the call is."""
 
     def __repr__(self) -> str:
-        state = "completed" if self._future.done() else "pending"
+        state = "completed" if self.is_completed() else "pending"
         return f"<forestcc.torch.ForestccWork {self._call} {state}>"
 
 
 def completed_work(value: list[torch.Tensor], call: str) -> ForestccWork:
     """The Work of a call that already finished with ``value``."""
-    future = torch.futures.Future()
-    future.set_result(value)
-    return ForestccWork(future, call)
+    return ForestccWork(call, value=value)
 
 
 class Completer:
-    """Completes the futures of queued forestcc calls, one daemon thread per queue name."""
+    """Completes queued calls in the background, one daemon thread per forestcc queue."""
 
     def __init__(self, name: str):
         self._name = name
@@ -93,11 +144,11 @@ class Completer:
 
     def add(self, stream: str, handles: Sequence[Any], finish: Callable[[], list[torch.Tensor]],
             call: str) -> ForestccWork:
-        """Complete a new Work once every handle of ``handles`` (queued on forestcc queue
-        ``stream``, in order) finished and ``finish()`` returned the output tensors."""
-        future = torch.futures.Future()
-        self._queue(stream).put((list(handles), finish, future, call))
-        return ForestccWork(future, call)
+        """The Work of a call whose ``handles`` were queued on forestcc queue ``stream``;
+        ``finish()`` runs once they completed and returns the output tensors."""
+        pending = Pending(handles, finish, call)
+        self._queue(stream).put(pending)
+        return ForestccWork(call, pending)
 
     def close(self) -> None:
         """Stop the threads once they completed what was queued."""
@@ -129,18 +180,7 @@ class Completer:
 
 def _complete(q: queue.SimpleQueue) -> None:
     while True:
-        item = q.get()
-        if item is None:
+        pending = q.get()
+        if pending is None:
             return
-        handles, finish, future, call = item
-        try:
-            for h in handles:
-                h.wait()
-            value = finish()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
-            future.set_exception(translate(exc, call, started=True))
-            continue
-        try:
-            future.set_result(value)
-        except BaseException:  # noqa: BLE001 - a failing callback belongs to its own future
-            pass
+        pending.complete()
