@@ -29,12 +29,12 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
-import forestcc.torch  # noqa: E402,F401 - registers the backend
+import forestcc.torch  # noqa: F401 - registers the backend
 
 BACKENDS = ("forestcc", "gloo")
 
@@ -43,13 +43,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     """Command-line flags."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--part", choices=["all", "ddp", "allreduce"], default="all")
-    p.add_argument("--models", default="mlp-small,mlp-25m", help="comma-separated: mlp-small, mlp-25m")
-    p.add_argument("--steps", type=int, default=10, help="timed DDP steps per backend (after 2 warm-up)")
+    p.add_argument("--models", default="mlp-small,mlp-25m",
+                   help="comma-separated: mlp-small, mlp-25m")
+    p.add_argument("--steps", type=int, default=10,
+                   help="timed DDP steps per backend (after 2 warm-up)")
     p.add_argument("--batch", type=int, default=32, help="samples per rank and step")
     p.add_argument("-b", "--min-bytes", default="8")
     p.add_argument("-e", "--max-bytes", default="64M")
     p.add_argument("-f", "--factor", type=int, default=4, help="size multiplier between rows")
-    p.add_argument("--iters", type=int, default=20, help="timed all_reduce calls per size (fewer above 1 MiB)")
+    p.add_argument("--iters", type=int, default=20,
+                   help="timed all_reduce calls per size (fewer above 1 MiB)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     p.add_argument("--json", help="write the results here (rank 0)")
     return p.parse_args(argv)
@@ -146,7 +149,6 @@ def bench_ddp(args, groups) -> list[dict]:
                              step_ms=r["step"] * 1e3, no_sync_ms=r["no_sync"] * 1e3,
                              allreduce_ms=r["allreduce"] * 1e3, algbw_gbps=algbw,
                              busbw_gbps=algbw * 2 * (n - 1) / n))
-        del wrapped
     return rows
 
 

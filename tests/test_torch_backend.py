@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, JOB_TIMEOUT, clean_env, collect, run_job, spawn_ranks
+from conftest import JOB_TIMEOUT, PROGRAMS, clean_env, collect, run_job, spawn_ranks
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
@@ -94,7 +94,8 @@ def test_import_without_torch_fails_only_when_used():
     code = ("import sys; sys.modules['torch'] = None\n"
             "import forestcc.torch as ft\n"
             "try:\n    ft.register()\nexcept ImportError as e:\n    print('IMPORTERROR', e)\n"
-            "try:\n    ft.ProcessGroupForestcc\nexcept ImportError as e:\n    print('IMPORTERROR', e)\n")
+            "try:\n    ft.ProcessGroupForestcc\n"
+            "except ImportError as e:\n    print('IMPORTERROR', e)\n")
     p = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
@@ -104,8 +105,15 @@ def test_import_without_torch_fails_only_when_used():
 
 def test_every_public_function_has_a_docstring():
     import forestcc.torch as ft
-    from forestcc.torch import (collectives, errors, process_group, reductions, rendezvous,
-                                tensors, work)
+    from forestcc.torch import (
+        collectives,
+        errors,
+        process_group,
+        reductions,
+        rendezvous,
+        tensors,
+        work,
+    )
     missing = []
     for module in (ft, collectives, errors, process_group, reductions, rendezvous, tensors, work):
         if not (module.__doc__ or "").strip():
@@ -115,7 +123,8 @@ def test_every_public_function_has_a_docstring():
             if callable(obj) and not (obj.__doc__ or "").strip():
                 missing.append(f"{module.__name__}.{name}")
             for attr, member in vars(obj).items() if isinstance(obj, type) else ():
-                if not attr.startswith("_") and callable(member) and not (member.__doc__ or "").strip():
+                documented = (member.__doc__ or "").strip()
+                if not attr.startswith("_") and callable(member) and not documented:
                     missing.append(f"{module.__name__}.{name}.{attr}")
     assert not missing, missing
     assert os.path.exists(EXAMPLE)

@@ -235,7 +235,8 @@ def reduce_every_root():
             dist.reduce(t, root, op=op, group=FCC)
             ref = data(R, (9,), torch.float32)
             dist.all_reduce(ref, op=op, group=GLOO)
-            same(f"reduce root {root} {opname}", t, ref if R == root else data(R, (9,), torch.float32))
+            want = ref if R == root else data(R, (9,), torch.float32)  # others: untouched
+            same(f"reduce root {root} {opname}", t, want)
 
 
 # -- gathers ------------------------------------------------------------------------------------
@@ -440,8 +441,6 @@ def sub_groups():
 # -- errors that stay on this rank (nothing is sent; the group still works afterwards) -----------
 @case
 def argument_errors():
-    global checked
-
     def refuses(exc, words, fn):
         global checked
         try:

@@ -61,8 +61,8 @@ def batch(step):
 
 @case
 def ddp_gradients_match_gloo():
-    from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
     for variant in ("plain", "fp16_compress_hook", "gradient_as_bucket_view"):
         # forestcc adds float16 in float32, gloo in float16: on 3+ ranks they round apart

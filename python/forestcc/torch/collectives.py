@@ -14,9 +14,16 @@ from typing import Any
 import torch
 
 from forestcc.torch import reductions
-from forestcc.torch.errors import ArgumentError, ArgumentTypeError, unsupported
-from forestcc.torch.tensors import (byte_buffer, check_same, check_tensor, copy_bytes_into, host,
-                                    one_tensor, pack_bytes)
+from forestcc.torch.errors import ArgumentError, ArgumentTypeError
+from forestcc.torch.tensors import (
+    byte_buffer,
+    check_same,
+    check_tensor,
+    copy_bytes_into,
+    host,
+    one_tensor,
+    pack_bytes,
+)
 
 __all__ = ["CollectivesMixin"]
 
@@ -41,7 +48,9 @@ class CollectivesMixin:
             red.write_back(buf, t)
             return list(tensors)
 
-        return self._run("allreduce", lambda a: self._comm.all_reduce(host(buf), op=red.op, async_op=a),
+        arr = host(buf)
+        return self._run("allreduce",
+                         lambda a: self._comm.all_reduce(arr, op=red.op, async_op=a),
                          finish, _async(opts))
 
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], opts: Any = None):
@@ -60,7 +69,8 @@ class CollectivesMixin:
             plans.append((red, idx, parts, flat))
 
         def start(a):
-            return [self._comm.all_reduce(host(flat), op=red.op, async_op=a) for red, _, _, flat in plans]
+            return [self._comm.all_reduce(host(flat), op=red.op, async_op=a)
+                    for red, _, _, flat in plans]
 
         def finish():
             for red, idx, parts, flat in plans:
@@ -90,7 +100,8 @@ class CollectivesMixin:
             return list(tensors)
 
         return self._run("reduce",
-                         lambda a: self._comm.reduce(host(buf), root, op=red.op, out=host(out), async_op=a),
+                         lambda a: self._comm.reduce(host(buf), root, op=red.op, out=host(out),
+                                                     async_op=a),
                          finish, _async(opts))
 
     def reduce_scatter(self, outputs: Sequence[torch.Tensor],
@@ -107,7 +118,7 @@ class CollectivesMixin:
         out = red.buffer(t)
         return self._reduce_scatter_run(call, red, out, packed, [(t, 0)], opts)
 
-    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None):  # noqa: A002
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None):
         """Reduce ``input`` (size × output's elements) over the ranks; rank r gets block r in
         ``output`` (``reduce_scatter_tensor``)."""
         call = "reduce_scatter_tensor"
@@ -162,8 +173,8 @@ class CollectivesMixin:
                 red.write_back(out[off:off + n], dst)
             return [dst for dst, _ in places]
 
-        return self._run(call, lambda a: self._comm.reduce_scatter(host(out), host(packed), op=red.op,
-                                                                   async_op=a),
+        return self._run(call, lambda a: self._comm.reduce_scatter(host(out), host(packed),
+                                                                   op=red.op, async_op=a),
                          finish, _async(opts))
 
     # -- data movement -------------------------------------------------------------------------
@@ -216,7 +227,7 @@ class CollectivesMixin:
         return self._gathered(call, flat, src, [list(col) for col in zip(*output_lists)],
                               list(inputs), opts)
 
-    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None):  # noqa: A002
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None):
         """``output`` (size × input's elements) receives every rank's ``input`` in rank order
         (``all_gather_into_tensor``); in place when ``input`` is ``output``'s block ``rank``."""
         call = "all_gather_into_tensor"
@@ -235,8 +246,8 @@ class CollectivesMixin:
                 copy_bytes_into(output, out)
             return [output]
 
-        return self._run(call, lambda a: self._comm.all_gather(host(out), host(src), async_op=a), finish,
-                         _async(opts))
+        return self._run(call, lambda a: self._comm.all_gather(host(out), host(src), async_op=a),
+                         finish, _async(opts))
 
     _allgather_base = all_gather_single
 
@@ -267,8 +278,8 @@ class CollectivesMixin:
                     copy_bytes_into(o, rows[:, offsets[j]:offsets[j] + nb].reshape(-1))
             return list(outputs)
 
-        return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a), finish,
-                         _async(opts))
+        return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a),
+                         finish, _async(opts))
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -287,8 +298,8 @@ class CollectivesMixin:
                         copy_bytes_into(dst, rows[r, offsets[j]:offsets[j] + nb])
             return [dst for col in columns for dst in col]
 
-        return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a), finish,
-                         _async(opts))
+        return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a),
+                         finish, _async(opts))
 
     def gather(self, output_lists: Sequence[Sequence[torch.Tensor]],
                inputs: Sequence[torch.Tensor], opts: Any = None):
@@ -305,7 +316,8 @@ class CollectivesMixin:
             check_same(outs, t, call, "output_list")
             flat = torch.empty(src.numel() * self.size(), dtype=torch.uint8)
         elif output_lists and any(len(lst) for lst in output_lists):
-            raise ArgumentError(f"forestcc {call}: only the root (rank {root}) passes output tensors")
+            raise ArgumentError(f"forestcc {call}: only the root (rank {root}) passes output "
+                                f"tensors")
 
         def finish():
             if flat is not None and src.numel():
@@ -314,8 +326,9 @@ class CollectivesMixin:
                     copy_bytes_into(dst, rows[r])
             return list(outs)
 
-        return self._run(call, lambda a: self._comm.gather(host(flat), host(src), root, async_op=a), finish,
-                         _async(opts))
+        return self._run(call,
+                         lambda a: self._comm.gather(host(flat), host(src), root, async_op=a),
+                         finish, _async(opts))
 
     def scatter(self, outputs: Sequence[torch.Tensor],
                 input_lists: Sequence[Sequence[torch.Tensor]], opts: Any = None):
@@ -332,15 +345,17 @@ class CollectivesMixin:
             check_same(ins, t, call, "input_list")
             packed, _ = pack_bytes(ins)
         elif input_lists and any(len(lst) for lst in input_lists):
-            raise ArgumentError(f"forestcc {call}: only the root (rank {root}) passes input tensors")
+            raise ArgumentError(f"forestcc {call}: only the root (rank {root}) passes input "
+                                f"tensors")
 
         def finish():
             if copied:
                 copy_bytes_into(t, out)
             return [t]
 
-        return self._run(call, lambda a: self._comm.scatter(host(out), host(packed), root, async_op=a), finish,
-                         _async(opts))
+        return self._run(call,
+                         lambda a: self._comm.scatter(host(out), host(packed), root, async_op=a),
+                         finish, _async(opts))
 
     def alltoall(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                  opts: Any = None):
@@ -369,7 +384,7 @@ class CollectivesMixin:
         return self._run(call, lambda a: self._all_to_all(flat, src, out_splits, in_splits, a),
                          finish, _async(opts))
 
-    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,
                           output_split_sizes: Sequence[int] | None = None,
                           input_split_sizes: Sequence[int] | None = None, opts: Any = None):
         """Rows of ``input`` go to the ranks (``input_split_sizes[p]`` rows to rank p, or equal
@@ -424,7 +439,8 @@ def _root(opts: Any, size: int, call: str) -> int:
 
 def _one_list(lists: Sequence[Sequence[torch.Tensor]], call: str, arg: str) -> list[torch.Tensor]:
     if len(lists) != 1:
-        raise ArgumentError(f"forestcc {call}: expects one {arg} (one per process), got {len(lists)}")
+        raise ArgumentError(f"forestcc {call}: expects one {arg} (one per process), got "
+                            f"{len(lists)}")
     return list(lists[0])
 
 

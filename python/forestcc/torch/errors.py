@@ -9,7 +9,7 @@ Gloo's process groups do. Calls forestcc cannot serve raise ``NotImplementedErro
 """
 from __future__ import annotations
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "unsupported", "translate"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "translate", "unsupported"]
 
 
 class ArgumentError(ValueError, RuntimeError):
@@ -21,7 +21,8 @@ class ArgumentTypeError(TypeError, RuntimeError):
 
 
 def unsupported(call: str, what: str) -> NotImplementedError:
-    """The error for something forestcc does not do, e.g. ``unsupported("allreduce", "ReduceOp.BAND")``."""
+    """The error for something forestcc does not do, e.g.
+    ``unsupported("allreduce", "ReduceOp.BAND")``."""
     return NotImplementedError(f"forestcc {call}: {what} is not supported by the forestcc backend")
 
 
@@ -36,7 +37,8 @@ def translate(exc: BaseException, call: str, *, started: bool = False) -> BaseEx
 
     if isinstance(exc, (ArgumentError, ArgumentTypeError, NotImplementedError, DistBackendError)):
         return exc
-    between_ranks = isinstance(exc, ValueError) and (started or str(exc).startswith("forestcc rank"))
+    between_ranks = isinstance(exc, ValueError) and (
+        started or str(exc).startswith("forestcc rank"))
     if isinstance(exc, ForestccError) or between_ranks:
         kind = "mismatch between ranks" if between_ranks else type(exc).__name__
         return DistBackendError(f"forestcc {call}: {kind}: {exc}")

@@ -26,7 +26,7 @@ from forestcc.torch.errors import ArgumentError, translate, unsupported
 from forestcc.torch.tensors import byte_buffer, copy_bytes_into, host, one_tensor
 from forestcc.torch.work import Completer, ForestccWork, completed_work
 
-__all__ = ["ProcessGroupForestcc", "BACKEND_NAME"]
+__all__ = ["BACKEND_NAME", "ProcessGroupForestcc"]
 
 BACKEND_NAME = "forestcc"
 _COLLECTIVE, _SEND, _RECV = "collective", "send", "recv"
@@ -54,7 +54,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
 
     # -- what torch asks about the group ----------------------------------------------------
 
-    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+    def getBackendName(self) -> str:
         """The backend's name: "forestcc"."""
         return BACKEND_NAME
 
@@ -118,7 +118,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
 
     # -- point to point, barriers ----------------------------------------------------------
 
-    def send(self, tensors: Sequence[torch.Tensor], dstRank: int, tag: int = 0) -> ForestccWork:  # noqa: N803
+    def send(self, tensors: Sequence[torch.Tensor], dstRank: int, tag: int = 0) -> ForestccWork:
         """Send the tensor to group rank ``dstRank``; completes when the receiver has it.
         Messages between two ranks match in the order they are posted (``tag`` must be 0)."""
         t = one_tensor(tensors, "send")
@@ -127,7 +127,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         return self._run("send", lambda a: self._comm.send(host(buf), dstRank, async_op=True),
                          lambda: [t], stream=_SEND)
 
-    def recv(self, tensors: Sequence[torch.Tensor], srcRank: int, tag: int = 0) -> ForestccWork:  # noqa: N803
+    def recv(self, tensors: Sequence[torch.Tensor], srcRank: int, tag: int = 0) -> ForestccWork:
         """Receive into the tensor what group rank ``srcRank`` sends (same number of bytes)."""
         t = one_tensor(tensors, "recv")
         _check_tag(tag, "recv")
@@ -138,8 +138,8 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 copy_bytes_into(t, buf)
             return [t]
 
-        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=True), finish,
-                         stream=_RECV)
+        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=True),
+                         finish, stream=_RECV)
 
     def recv_anysource(self, tensors: Sequence[torch.Tensor], tag: int = 0) -> ForestccWork:
         """Not supported: forestcc matches every receive with a named sender."""
@@ -149,13 +149,13 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         """Complete once every rank of the group has entered the barrier."""
         async_op = True if opts is None else opts.asyncOp
         if not async_op:
-            return self._run("barrier", lambda a: self._comm.barrier(), lambda: [], False)
+            return self._run("barrier", lambda a: self._comm.barrier(), list, False)
         # forestcc's barrier(async_op=True) fails in its bindings (no arrays to keep); a
         # one-byte all_reduce is a barrier too: no rank's result is complete before every
         # rank's input arrived.
         token = torch.zeros(1, dtype=torch.uint8)
-        return self._run("barrier", lambda a: self._comm.all_reduce(host(token), op="max", async_op=a),
-                         lambda: [])
+        return self._run("barrier",
+                         lambda a: self._comm.all_reduce(host(token), op="max", async_op=a), list)
 
     def monitored_barrier(self, timeout: timedelta | None = None,
                           wait_all_ranks: bool = False) -> None:
@@ -174,19 +174,22 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
             try:
                 self._store.wait([f"{key}/done"], timeout)
             except Exception as exc:
-                raise RuntimeError(f"forestcc monitored_barrier: rank {me} did not hear from rank 0 "
-                                   f"within {timeout}: {exc}") from exc
+                raise RuntimeError(f"forestcc monitored_barrier: rank {me} did not hear from "
+                                   f"rank 0 within {timeout}: {exc}") from exc
             return
         missing = []
         for r in range(1, n):
             try:
-                self._store.wait([f"{key}/{r}"], timeout if not missing else timedelta(milliseconds=1))
+                # once one rank is missing the time is up: only look for the others
+                left = timeout if not missing else timedelta(milliseconds=1)
+                self._store.wait([f"{key}/{r}"], left)
             except Exception:
                 missing.append(r)
                 if not wait_all_ranks:
                     break
         if missing:
-            which = "s " + ", ".join(map(str, missing)) if len(missing) > 1 else " " + str(missing[0])
+            which = ("s " + ", ".join(map(str, missing)) if len(missing) > 1
+                     else " " + str(missing[0]))
             raise RuntimeError(f"forestcc monitored_barrier: rank{which} failed to pass "
                                f"monitored_barrier in {timeout}")
         self._store.set(f"{key}/done", b"1")

@@ -86,9 +86,10 @@ def _torch_env_complete(url: str) -> bool:
 
 
 def _launcher_rendezvous(timeout: timedelta):
+    from torch.distributed import TCPStore
+
     import forestcc
     from forestcc import _C
-    from torch.distributed import TCPStore
 
     comm = forestcc.init(timeout=timeout.total_seconds())
     rank, size = comm.rank, comm.size

@@ -13,8 +13,16 @@ import torch
 
 from forestcc.torch.errors import ArgumentError, ArgumentTypeError, unsupported
 
-__all__ = ["as_bytes", "byte_buffer", "copy_bytes_into", "one_tensor", "check_tensor",
-           "check_same", "pack_bytes", "host"]
+__all__ = [
+    "as_bytes",
+    "byte_buffer",
+    "check_same",
+    "check_tensor",
+    "copy_bytes_into",
+    "host",
+    "one_tensor",
+    "pack_bytes",
+]
 
 # dtypes whose tensors forestcc gets as numpy views: cheaper for it to read than DLPack
 _NUMPY_DTYPES = {torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.float32,

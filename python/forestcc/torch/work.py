@@ -24,14 +24,14 @@ import torch.distributed as dist
 
 from forestcc.torch.errors import translate
 
-__all__ = ["ForestccWork", "Pending", "Completer", "completed_work"]
+__all__ = ["Completer", "ForestccWork", "Pending", "completed_work"]
 
 
 class Pending:
     """The completion of one queued call: ``handles`` to wait for, then ``finish()`` returns
     the output tensors that complete ``future``."""
 
-    __slots__ = ("handles", "finish", "future", "call", "_lock", "_done")
+    __slots__ = ("_done", "_lock", "call", "finish", "future", "handles")
 
     def __init__(self, handles: Sequence[Any], finish: Callable[[], list[torch.Tensor]],
                  call: str):
