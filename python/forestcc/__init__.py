@@ -23,6 +23,7 @@ _LAZY = {
     "TimeoutError": "forestcc.errors",
     "RemoteError": "forestcc.errors",
     "AbortedError": "forestcc.errors",
+    "MismatchError": "forestcc.errors",
     "config_table": "forestcc.errors",
 }
 

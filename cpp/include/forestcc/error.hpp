@@ -13,6 +13,8 @@ enum class ErrorCode : int {
   Timeout = 4,       // a deadline expired (a wait, a rendezvous)
   Aborted = 5,       // the communicator was poisoned by an earlier error, here or on a peer
   Internal = 6,      // a bug in forestcc
+  Mismatch = 7,      // the ranks' calls disagree (collective, root, dtype, op, count or plan)
+  Interrupted = 8,   // a signal the host program handles arrived while waiting (Ctrl-C)
 };
 
 const char* errorCodeName(ErrorCode code);

@@ -74,18 +74,42 @@ WaitPolicy Communicator::State::waitPolicy(int peer, double timeoutSeconds) cons
   return WaitPolicy{timeoutSeconds, spinUs, rank, peer, peer == rank ? 0 : peers[peer].pid, &control->header};
 }
 
-static void storeAbort(ControlBlock* block, int rank, const std::string& reason) {
+static void storeAbort(ControlBlock* block, int rank, const std::string& reason, ErrorCode code, uint64_t call) {
   uint32_t expected = 0;
   if (block->header.abortBy.compare_exchange_strong(expected, static_cast<uint32_t>(rank + 1))) {
     std::snprintf(block->header.abortMessage, sizeof block->header.abortMessage, "%s", reason.c_str());
+    block->header.abortCode.store(static_cast<uint32_t>(code), std::memory_order_relaxed);
+    block->header.abortCall.store(call, std::memory_order_relaxed);
     block->header.messageReady.store(1, std::memory_order_release);
   }
 }
 
-void Communicator::State::poison(const std::string& reason) {
-  storeAbort(control, rank, reason);
+void Communicator::State::poison(const std::string& reason, ErrorCode code, uint64_t call) {
+  storeAbort(control, rank, reason, code, call);
   std::lock_guard<std::mutex> g(mu);
-  for (auto& kv : peerControls) storeAbort(static_cast<ControlBlock*>(kv.second->data()), rank, reason);
+  for (auto& kv : peerControls) storeAbort(static_cast<ControlBlock*>(kv.second->data()), rank, reason, code, call);
+}
+
+uint64_t Communicator::State::poisonedCall() const {
+  if (!poisoned()) return 0;
+  for (int i = 0; i < 1000 && !control->header.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
+  return control->header.abortCall.load(std::memory_order_relaxed);
+}
+
+ErrorCode Communicator::State::poisonedCode() const {
+  if (!control->header.abortBy.load(std::memory_order_acquire)) return ErrorCode::Aborted;
+  for (int i = 0; i < 1000 && !control->header.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
+  // Ranks whose calls disagreed all raise the mismatch, wherever it was seen first.
+  return control->header.abortCode.load(std::memory_order_relaxed) == static_cast<uint32_t>(ErrorCode::Mismatch)
+             ? ErrorCode::Mismatch
+             : ErrorCode::Aborted;
+}
+
+bool Communicator::State::poisoned() const { return control->header.abortBy.load(std::memory_order_acquire) != 0; }
+
+void Communicator::State::raisePoisoned(const std::string& what, int peer) {
+  throw Error(poisonedCode(), rankPrefix(rank) + what + " aborted: the communicator was poisoned; " + abortReason(),
+              rank, peer);
 }
 
 std::string Communicator::State::abortReason() const {
@@ -99,9 +123,7 @@ void Communicator::State::raiseWaitFailure(WaitOutcome outcome, int peer, const 
                                            double timeoutSeconds) {
   std::string prefix = rankPrefix(rank);
   switch (outcome) {
-    case WaitOutcome::Aborted:
-      throw Error(ErrorCode::Aborted, prefix + what + " aborted: the communicator was poisoned; " + abortReason(),
-                  rank, peer);
+    case WaitOutcome::Aborted: raisePoisoned(what, peer);
     case WaitOutcome::PeerDead: {
       std::string msg = prefix + what + ": rank " + std::to_string(peer) + " (pid " +
                         std::to_string(peers[peer].pid) + ") died";
@@ -286,7 +308,7 @@ std::shared_ptr<Channel> Communicator::makeMemoryChannel(int peer, const Registe
 void Communicator::abort(const std::string& reason) { state_->poison(rankPrefix(state_->rank) + reason); }
 
 void Communicator::checkHealthy() const {
-  if (state_->control->header.abortBy.load(std::memory_order_acquire))
+  if (state_->poisoned())
     throw Error(ErrorCode::Aborted, rankPrefix(state_->rank) + "the communicator was poisoned; " + state_->abortReason(),
                 state_->rank);
 }

@@ -16,6 +16,8 @@ struct alignas(64) ControlHeader {
   uint64_t magic;
   std::atomic<uint32_t> abortBy;   // 0 healthy; otherwise 1 + the rank that poisoned it
   std::atomic<uint32_t> messageReady;
+  std::atomic<uint32_t> abortCode;  // the ErrorCode of the error that poisoned it
+  std::atomic<uint64_t> abortCall;  // the collective call it happened in (0: none)
   char abortMessage[512];
 };
 
@@ -41,22 +43,38 @@ struct BufferDescriptor {
 // What a rank publishes when it enters a collective call, before its first signal: peers read it
 // only after a signal chain from that rank (the plans' entry rule), so plain stores suffice.
 constexpr int kMaxVariableBlocks = 512;  // all_to_all_v rank limit
-// A call's number, the generator of its plan, its block size and root: peers compare it with
-// their own to notice ranks that chose different algorithms or disagree on the call.
+// What a call is, as every rank states it on entry: its number, the plan (a hash of the whole
+// plan, every rank's program included, so two ranks can only agree when they run the same plan
+// file or generate the same built-in plan), and the call's arguments. Peers compare it with their
+// own before their data depends on each other (schedules/README.md, "Call stamps"), in every
+// build: collective, root, dtype, op and count are a few bytes, so nothing is checked only under
+// FORESTCC_DEBUG.
 constexpr int kPlanFamilyChars = 32;
 struct CallStamp {
-  uint64_t sequence;
-  uint64_t blockBytes;  // count x element size (0 for all_to_all_v, whose blocks differ)
-  int64_t root;
-  char family[kPlanFamilyChars];
+  uint64_t sequence;    // 0 while being rewritten (a seqlock: readers retry or give up)
+  uint64_t planHash;
+  uint64_t count;       // elements per block (0 for all_to_all_v, whose blocks differ)
+  int32_t root;
+  uint8_t collective;   // plan::Collective
+  uint8_t dtype;        // DataType
+  uint8_t op;           // ReduceOp
+  uint8_t variable;     // 1: all_to_all_v
+  char family[kPlanFamilyChars];  // the plan's generator, for messages
 };
 
+// Stamps of the last kStampHistory calls, by sequence mod kStampHistory. A rank may run ahead of
+// a peer (a non-root that only signals, say), but every kStampWindow calls it waits until every
+// same-node peer has entered the call kStampWindow before, so no rank gets kStampHistory calls
+// ahead and a peer always finds its stamp of the call it checks.
+constexpr uint64_t kStampHistory = 64;
+constexpr uint64_t kStampWindow = kStampHistory / 2;
+
 struct alignas(64) CallMailbox {
-  uint64_t sequence;            // collective calls entered on this communicator
-  // Plans check byCall[sequence mod 2] before they touch a peer's memory (the peer is then in
-  // this call: its sequence is checked first). Eager plans check, at the end of a call,
-  // byEagerCall[bank]: a peer may be calls ahead by then, but not two eager calls.
-  CallStamp byCall[2];
+  uint64_t sequence;            // collective calls entered on this communicator (release store)
+  // Plans check byCall[sequence mod kStampHistory] before they touch a peer's memory and after
+  // each wait on a peer. Eager plans check, at the end of a call, byEagerCall[bank]: a peer may be
+  // calls ahead by then, but not two eager calls.
+  CallStamp byCall[kStampHistory];
   CallStamp byEagerCall[2];
   BufferDescriptor buffers[3];  // input, output, scratch (plan::Buffer order)
   // all_to_all_v: element offsets of the input (0) and output (1) blocks, nranks + 1 each.

@@ -12,6 +12,8 @@ const char* errorCodeName(ErrorCode code) {
     case ErrorCode::Timeout: return "timeout";
     case ErrorCode::Aborted: return "aborted";
     case ErrorCode::Internal: return "internal error";
+    case ErrorCode::Mismatch: return "mismatched calls";
+    case ErrorCode::Interrupted: return "interrupted";
   }
   return "unknown error";
 }

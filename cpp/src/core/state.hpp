@@ -45,9 +45,15 @@ struct Communicator::State {
   ControlBlock* peerControl(int peer);
   int allocateSlot();
   WaitPolicy waitPolicy(int peer, double timeoutSeconds) const;
-  // Poison here and on every mapped peer; returns the message stored (first poisoner wins).
-  void poison(const std::string& reason);
+  // Poison here and on every mapped peer (first poisoner wins); `code` is the kind of the error
+  // that did it, so waiters woken by a mismatch raise a mismatch too.
+  void poison(const std::string& reason, ErrorCode code = ErrorCode::Aborted, uint64_t call = 0);
+  uint64_t poisonedCall() const;  // the collective call the poison came from (0: none)
+  bool poisoned() const;
+  ErrorCode poisonedCode() const;  // Mismatch when a mismatch poisoned it, else Aborted
   std::string abortReason() const;
+  // Throws the error a waiter woken by the poison raises: "<what> aborted: ... <reason>".
+  [[noreturn]] void raisePoisoned(const std::string& what, int peer);
   [[noreturn]] void raiseWaitFailure(WaitOutcome outcome, int peer, const std::string& what, double timeoutSeconds);
 };
 

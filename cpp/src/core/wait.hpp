@@ -32,8 +32,21 @@ struct WaitPolicy {
 
 enum class WaitOutcome { Ready, Timeout, PeerDead, Aborted };
 
-template <class Ready>
-WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p) {
+// Set by a host program that must see its signals while a wait blocks (the Python module: Ctrl-C
+// raises KeyboardInterrupt there); throws to abandon the wait. Called between sleeps only.
+using InterruptCheck = void (*)();
+void setInterruptCheck(InterruptCheck check);
+void checkInterrupt();
+
+struct NoWatch {
+  void operator()() const {}
+};
+
+// Waits until ready() (spin, yield, then sleep). Between sleeps, about every 50 ms, it checks
+// the abort flag, the peer's liveness, pending signals (checkInterrupt) and calls watch(), which
+// may throw: the executor uses it to notice a peer that entered this call with other arguments.
+template <class Ready, class Watch = NoWatch>
+WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{}) {
   if (ready()) return WaitOutcome::Ready;
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -61,7 +74,9 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p) {
     if (now >= deadline) return ready() ? WaitOutcome::Ready : WaitOutcome::Timeout;
     if (now >= nextLivenessCheck) {
       if (p.peerPid > 0 && !processAlive(p.peerPid)) return ready() ? WaitOutcome::Ready : WaitOutcome::PeerDead;
-      nextLivenessCheck = now + std::chrono::milliseconds(100);
+      watch();
+      checkInterrupt();
+      nextLivenessCheck = now + std::chrono::milliseconds(50);
     }
     if (now < yieldEnd) {
       sched_yield();

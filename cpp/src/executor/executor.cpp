@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "executor/copy_kernels.hpp"
+#include "executor/plan_checks.hpp"
 #include "executor/reduce_kernels.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
@@ -37,6 +38,7 @@ struct Executor::Call {
   bool variable = false;  // all_to_all_v block layout
   bool streaming = false;  // copy with streaming stores (large calls, copy_kernels.hpp)
   int bank = -1;           // eager plans: the scratch bank of this call (every rank agrees)
+  CallStamp stamp{};       // what this rank says the call is (control_block.hpp)
   const uint64_t* localOffsets[2] = {nullptr, nullptr};
 };
 
@@ -81,12 +83,63 @@ std::string stepName(const CompiledPlan& p, int worker, size_t step, const plan:
   return o.str();
 }
 
+// Stamps are written and read as a seqlock: a reader that raced with the owner rewriting the slot
+// (the owner is two calls further) sees the sequence change and does not trust what it read.
+void writeStamp(CallStamp& slot, const CallStamp& stamp) {
+  __atomic_store_n(&slot.sequence, 0, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(reinterpret_cast<char*>(&slot) + sizeof slot.sequence,
+              reinterpret_cast<const char*>(&stamp) + sizeof stamp.sequence, sizeof stamp - sizeof stamp.sequence);
+  __atomic_store_n(&slot.sequence, stamp.sequence, __ATOMIC_RELEASE);
+}
+
+// False when the slot changed while being read. Sequence 0: never written (or being rewritten,
+// which a reader cannot tell apart: either way not this call's stamp).
+bool readStamp(const CallStamp& slot, CallStamp& out) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const uint64_t before = __atomic_load_n(&slot.sequence, __ATOMIC_ACQUIRE);
+    std::memcpy(&out, &slot, sizeof out);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t after = __atomic_load_n(&slot.sequence, __ATOMIC_RELAXED);
+    out.sequence = before;
+    if (before == after) return true;
+  }
+  return false;
+}
+
+bool sameCall(const CallStamp& a, const CallStamp& b) {
+  return a.sequence == b.sequence && a.planHash == b.planHash && a.count == b.count && a.root == b.root &&
+         a.collective == b.collective && a.dtype == b.dtype && a.op == b.op && a.variable == b.variable;
+}
+
+bool reduces(plan::Collective c) {
+  return c == plan::Collective::AllReduce || c == plan::Collective::ReduceScatter || c == plan::Collective::Reduce;
+}
+
+// "all_reduce(count=1000, dtype=float32, op=sum, plan=forestcc.builtin.direct#3f2a...)".
+std::string describeCall(const CallStamp& st) {
+  const auto c = static_cast<plan::Collective>(st.collective);
+  std::ostringstream o;
+  o << (st.variable ? "all_to_all_v" : plan::name(c)) << "(";
+  if (c != plan::Collective::Barrier) {
+    if (!st.variable) o << "count=" << st.count << ", ";
+    o << "dtype=" << name(static_cast<DataType>(st.dtype)) << ", ";
+  }
+  if (reduces(c)) o << "op=" << name(static_cast<ReduceOp>(st.op)) << ", ";
+  if (plan::rooted(c)) o << "root=" << st.root << ", ";
+  o << "plan=" << std::string(st.family, strnlen(st.family, kPlanFamilyChars)) << "#" << std::hex
+    << (st.planHash >> 32) << ")";
+  return o.str();
+}
+
 }  // namespace
 
 // ---- construction and compilation ----------------------------------------------------------
 
 Executor::Executor(std::shared_ptr<Communicator::State> state)
-    : state_(std::move(state)), streamingBytes_(static_cast<uint64_t>(config::streamingBytes())) {
+    : state_(std::move(state)),
+      streamingBytes_(static_cast<uint64_t>(config::streamingBytes())),
+      debug_(config::debug()) {
   expected_.assign(static_cast<size_t>(kMaxLocalRanks) * kMaxPlanChannelsPerPeer, 0);
 }
 
@@ -130,6 +183,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
                 s.rank);
   out->scratchBanks = p.scratchBanks;
   std::snprintf(out->family, sizeof out->family, "%s", (p.generator.empty() ? p.name : p.generator).c_str());
+  out->hash = planHash(p);
   const plan::RankProgram& mine = p.ranks[s.rank];
   std::map<int, int> pairIndex;
   int loopbacks = 0;
@@ -194,6 +248,8 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
                         " never waits on rank " + std::to_string(r) +
                         ": an eager plan must wait on every other rank in every call",
                     s.rank, r);
+  // After this rank's own checks, which name the op or the peer more precisely.
+  checkSignalBalance(p, s.rank);
   return out;
 }
 
@@ -250,16 +306,12 @@ void Executor::publish(Call& call) {
   if (call.variable)
     for (int b = 0; b < 2; ++b)
       std::memcpy(mb.blockOffsets[b], call.localOffsets[b], sizeof(uint64_t) * (call.plan->nranks + 1));
-  auto stamp = [&](CallStamp& st) {
-    std::memcpy(st.family, call.plan->family, kPlanFamilyChars);
-    st.blockBytes = call.count * call.elem;
-    st.root = call.plan->root;
-    st.sequence = call.sequence;
-  };
-  stamp(mb.byCall[call.sequence & 1]);
-  if (call.bank >= 0) stamp(mb.byEagerCall[call.bank]);
-  // Plain stores: the first signal of this call (a release) publishes them.
-  mb.sequence = call.sequence;
+  writeStamp(mb.byCall[call.sequence % kStampHistory], call.stamp);
+  if (call.bank >= 0) writeStamp(mb.byEagerCall[call.bank], call.stamp);
+  // The rest are plain stores, published by the first signal of this call (a release). The
+  // sequence is a release store too: a peer that reads it past this call knows every signal this
+  // rank sent in earlier calls has landed (watchPeer relies on it).
+  __atomic_store_n(&mb.sequence, call.sequence, __ATOMIC_RELEASE);
 }
 
 char* Executor::mapSegment(const BufferDescriptor& d, int peer) {
@@ -287,7 +339,8 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
                     ", this rank at #" + std::to_string(call.sequence) +
                     "): the plan breaks the entry rule, or the ranks call collectives in different orders",
                 state_->rank, peer);
-  checkStamp(call, peer, mb.byCall[call.sequence & 1]);
+  checkStamp(call, peer, mb.byCall[call.sequence % kStampHistory], "before touching its memory");
+  v.checked = call.sequence;
   for (int b = 0; b < 3; ++b) {
     const BufferDescriptor& d = mb.buffers[b];
     RemoteBuffer& rb = v.buffers[b];
@@ -309,32 +362,98 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   return v;
 }
 
-void Executor::checkStamp(const Call& call, int peer, const CallStamp& stamp) {
-  const uint64_t sequence = __atomic_load_n(&stamp.sequence, __ATOMIC_ACQUIRE);
-  const uint64_t blockBytes = call.count * call.elem;
-  const bool samePlan = sequence == call.sequence && std::strncmp(stamp.family, call.plan->family, kPlanFamilyChars) == 0;
-  if (samePlan && stamp.blockBytes == blockBytes && stamp.root == call.plan->root) return;
+void Executor::checkStamp(const Call& call, int peer, const CallStamp& slot, const std::string& where) {
+  CallStamp theirs;
+  const bool read = readStamp(slot, theirs);
+  const CallStamp& mine = call.stamp;
+  if (read && sameCall(theirs, mine)) return;
   std::string what;
-  if (!samePlan) {
-    const std::string theirs = sequence == call.sequence
-                                   ? std::string(stamp.family, strnlen(stamp.family, kPlanFamilyChars))
-                                   : std::string(call.bank >= 0 ? "no eager plan" : "no plan") + " in this call";
-    what = "rank " + std::to_string(peer) + " ran " + theirs + " where this rank ran plan '" + call.plan->name +
-           "' (" + call.plan->family + "): the ranks chose different algorithms. algo=\"auto\" decides by each "
-           "rank's buffers (forestcc.empty or ordinary memory, in place or not): give every rank the same kind and "
-           "placement, or name the algorithm";
-  } else if (stamp.blockBytes != blockBytes) {
-    what = "rank " + std::to_string(peer) + " called it with blocks of " + std::to_string(stamp.blockBytes) +
-           " bytes, this rank with " + std::to_string(blockBytes) + " (do the ranks' counts and dtypes agree?)";
+  const std::string them = "rank " + std::to_string(peer);
+  if (!read || theirs.sequence > mine.sequence) {
+    what = them + " is already past this call (" + (read ? "at collective #" + std::to_string(theirs.sequence)
+                                                         : std::string("two or more calls ahead")) +
+           "): the ranks call collectives in different orders or numbers";
+  } else if (theirs.sequence < mine.sequence) {
+    what = them + " has not entered this call (it is at collective #" + std::to_string(theirs.sequence) +
+           ") but its signal arrived: an earlier call left a signal behind, or the ranks call collectives in "
+           "different orders";
   } else {
-    what = "rank " + std::to_string(peer) + " called it with root " + std::to_string(stamp.root) + ", this rank with " +
-           std::to_string(call.plan->root);
+    what = them + " called " + describeCall(theirs) + " where this rank called " + describeCall(mine);
+    const bool sameArguments = theirs.collective == mine.collective && theirs.variable == mine.variable &&
+                               theirs.root == mine.root && theirs.dtype == mine.dtype && theirs.op == mine.op &&
+                               theirs.count == mine.count;
+    if (sameArguments)
+      what += ": the ranks chose different algorithms or plans. algo=\"auto\" decides by each rank's buffers "
+              "(forestcc.empty or ordinary memory, in place or not): give every rank the same kind and placement, "
+              "or name the algorithm";
+    else if (theirs.collective == mine.collective && theirs.variable == mine.variable && theirs.root == mine.root &&
+             theirs.op == mine.op)
+      what += " (do the ranks' counts and dtypes agree?)";
   }
-  const std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + " (" +
-                              plan::name(call.plan->collective) + "): " + what;
+  std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(mine.sequence) + " (" +
+                        describeCall(mine) + "): " + what + " [" + where + "]";
+  if (debug_) message += "\n" + stampTable(call);
   // The ranks' calls disagree from here on: waits would only run into the timeout.
-  state_->poison(message);
-  throw Error(ErrorCode::InvalidUsage, message, state_->rank, peer);
+  state_->poison(message, ErrorCode::Mismatch, mine.sequence);
+  throw Error(ErrorCode::Mismatch, message, state_->rank, peer);
+}
+
+std::string Executor::stampTable(const Call& call) {
+  Communicator::State& s = *state_;
+  std::ostringstream o;
+  o << "FORESTCC_DEBUG: collective #" << call.sequence << " on each rank of this node:";
+  for (int r : s.localRanks) {
+    CallStamp st;
+    const bool read = readStamp(s.peerControl(r)->mailbox.byCall[call.sequence % kStampHistory], st);
+    o << "\n  rank " << r << ": ";
+    if (read && st.sequence == call.sequence) o << describeCall(st);
+    else o << "not in this call (at collective #" << __atomic_load_n(&s.peerControl(r)->mailbox.sequence, __ATOMIC_ACQUIRE) << ")";
+  }
+  return o.str();
+}
+
+void Executor::awaitStampWindow(uint64_t sequence) {
+  Communicator::State& s = *state_;
+  const uint64_t floor = sequence - kStampWindow;
+  for (int r : s.localRanks) {
+    if (r == s.rank) continue;
+    const uint64_t* at = &s.peerControl(r)->mailbox.sequence;
+    auto ready = [&] { return __atomic_load_n(at, __ATOMIC_ACQUIRE) >= floor; };
+    const WaitOutcome outcome = waitUntil(ready, s.waitPolicy(r, s.timeout));
+    if (outcome != WaitOutcome::Ready)
+      s.raiseWaitFailure(outcome, r,
+                         "collective #" + std::to_string(sequence) + ": waiting for rank " + std::to_string(r) +
+                             " to enter collective #" + std::to_string(floor) + " (a rank runs at most " +
+                             std::to_string(kStampWindow) + " calls ahead)",
+                         s.timeout);
+  }
+}
+
+void Executor::confirmPeer(Call& call, int worker, int peer, const std::string& where) {
+  PeerView& v = views_[worker][peer];
+  if (v.checked == call.sequence) return;
+  checkStamp(call, peer, state_->peerControl(peer)->mailbox.byCall[call.sequence % kStampHistory], where);
+  v.checked = call.sequence;
+}
+
+template <class Ready>
+void Executor::watchPeer(const Call& call, int peer, Ready& ready, const std::string& where) {
+  const CallMailbox& mb = state_->peerControl(peer)->mailbox;
+  const uint64_t at = __atomic_load_n(&mb.sequence, __ATOMIC_ACQUIRE);
+  if (at < call.sequence) return;  // not there yet: keep waiting
+  if (at == call.sequence) {
+    checkStamp(call, peer, mb.byCall[call.sequence % kStampHistory], where);
+    return;
+  }
+  // It left this call; everything it sent in it has landed (its sequence is a release store).
+  if (ready()) return;
+  checkStamp(call, peer, mb.byCall[call.sequence % kStampHistory], where);
+  const std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + " (" +
+                              describeCall(call.stamp) + "): rank " + std::to_string(peer) +
+                              " made the same call but finished it without the signal this rank waits for [" + where +
+                              "]: the plan's signals do not balance";
+  state_->poison(message, ErrorCode::Mismatch, call.sequence);
+  throw Error(ErrorCode::Mismatch, message, state_->rank, peer);
 }
 
 void Executor::checkEagerPeers(const Call& call) {
@@ -343,15 +462,25 @@ void Executor::checkEagerPeers(const Call& call) {
   // no peer can have stamped the next eager call but one over it before this rank starts the next.
   Communicator::State& s = *state_;
   for (const ExecChannel& ch : call.plan->channels)
-    if (ch.peer != s.rank) checkStamp(call, ch.peer, ch.peerBlock->mailbox.byEagerCall[call.bank]);
+    if (ch.peer != s.rank) {
+      // Its stamp of this call says what it ran (another algorithm, say); the bank's stamp that
+      // what it wrote into this rank's bank is of this call.
+      checkStamp(call, ch.peer, ch.peerBlock->mailbox.byCall[call.sequence % kStampHistory],
+                 "at the end of an eager call");
+      checkStamp(call, ch.peer, ch.peerBlock->mailbox.byEagerCall[call.bank], "at the end of an eager call");
+    }
 }
 
 // ---- running ---------------------------------------------------------------------------------
 
 void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   Communicator::State& s = *state_;
-  if (s.control->header.abortBy.load(std::memory_order_acquire))
-    throw Error(ErrorCode::Aborted, rankPrefix(s.rank) + "the communicator was poisoned; " + s.abortReason(), s.rank);
+  if (s.poisoned()) {
+    // A peer already found this very call mismatched: this rank's part of it raises the same.
+    const bool thisCall = s.poisonedCode() == ErrorCode::Mismatch && s.poisonedCall() == sequence_ + 1;
+    throw Error(thisCall ? ErrorCode::Mismatch : ErrorCode::Aborted,
+                rankPrefix(s.rank) + "the communicator was poisoned; " + s.abortReason(), s.rank);
+  }
   Call call;
   call.plan = &p;
   call.buffers = &buffers;
@@ -408,27 +537,49 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   const uint64_t own = p.inPlace ? std::max(buffers.inputBytes, buffers.outputBytes) : buffers.inputBytes + buffers.outputBytes;
   call.streaming = own * s.localRanks.size() >= streamingBytes_;
   call.sequence = ++sequence_;
+  CallStamp& st = call.stamp;
+  st.sequence = call.sequence;
+  st.planHash = p.hash;
+  st.count = call.count;
+  st.root = p.root;
+  st.collective = static_cast<uint8_t>(p.collective);
+  // Only what the call uses: a barrier has no data, only reductions have an operator.
+  st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(buffers.dtype);
+  st.op = reduces(p.collective) ? static_cast<uint8_t>(buffers.op) : 0;
+  st.variable = call.variable;
+  std::memcpy(st.family, p.family, kPlanFamilyChars);
 
   const int workers = static_cast<int>(p.workers.size());
   if (static_cast<int>(views_.size()) < std::max(workers, 1)) {
     views_.resize(std::max(workers, 1), std::vector<PeerView>(s.size));
     bounce_.resize(views_.size());
   }
+  if (call.sequence % kStampWindow == 0) awaitStampWindow(call.sequence);
   publish(call);
   // Once published, an error on this rank (a size that disagrees with a peer's, say) poisons the
-  // communicator: the peers waiting on this rank learn why now, not at their timeout.
+  // communicator: the peers waiting on this rank learn why now, not at their timeout. When another
+  // rank poisoned it first, its report is the cause and this rank's error a symptom (a peer's
+  // memory gone because it left the call, say): the caller gets the report.
+  const std::string callName = "collective #" + std::to_string(call.sequence) + " (" + describeCall(st) + ")";
   auto poisonWith = [&](const std::exception_ptr& error) {
     try {
       std::rethrow_exception(error);
+    } catch (const Error& e) {
+      s.poison(e.what(), e.code() == ErrorCode::Mismatch ? ErrorCode::Mismatch : ErrorCode::Aborted, call.sequence);
     } catch (const std::exception& e) {
       s.poison(e.what());
     }
+  };
+  auto poisonedElsewhere = [&] {
+    const uint32_t by = s.control->header.abortBy.load(std::memory_order_acquire);
+    return by != 0 && static_cast<int>(by) - 1 != s.rank;
   };
   if (workers == 1) {
     try {
       runWorker(call, 0);
     } catch (...) {
       poisonWith(std::current_exception());
+      if (poisonedElsewhere()) s.raisePoisoned(callName, -1);
       throw;
     }
   } else if (workers > 1) {
@@ -481,9 +632,13 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       mine = firstError_;
       poisonWith(mine);
     }
+    if (mine && poisonedElsewhere()) s.raisePoisoned(callName, -1);
     if (mine) std::rethrow_exception(mine);
   }
   if (call.bank >= 0) checkEagerPeers(call);
+  // A peer that failed in this call poisoned the communicator before it left it; what this rank
+  // read from that peer's memory afterwards may be stale, so the call must not return as a success.
+  if (s.poisoned()) s.raisePoisoned(callName, -1);
   if (buffers.op == ReduceOp::Avg) {
     const bool reduced = p.collective == plan::Collective::AllReduce || p.collective == plan::Collective::ReduceScatter ||
                          (p.collective == plan::Collective::Reduce && s.rank == p.root);
@@ -562,7 +717,7 @@ void Executor::runWorker(Call& call, int worker) {
     return RemoteMemory::inProcess(s.peers[peer].pid, there.address, there.bytes, s.rank, peer);
   };
   auto mismatch = [&](int peer, uint64_t mine, uint64_t theirs, const char* what) {
-    throw Error(ErrorCode::InvalidUsage,
+    throw Error(ErrorCode::Mismatch,
                 rankPrefix(s.rank) + "plan '" + p.name + "': " + what + " " + std::to_string(mine / elem) +
                     " elements but rank " + std::to_string(peer) + "'s side has " + std::to_string(theirs / elem) +
                     " (do the ranks' counts or splits agree?)", s.rank, peer);
@@ -649,15 +804,23 @@ void Executor::runWorker(Call& call, int worker) {
   auto wait = [&](const plan::Op& op, size_t step, uint32_t slice) {
     const ExecChannel& ch = p.channels[op.channel];
     const uint64_t want = *ch.expected + 1;
-    if (__atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) < want) {
+    auto ready = [&] { return __atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) >= want; };
+    const bool remote = ch.peer != s.rank;
+    if (!ready()) {
       WaitPolicy policy = s.waitPolicy(ch.peer, s.timeout);
-      WaitOutcome outcome =
-          waitUntil([&] { return __atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) >= want; }, policy);
+      auto watch = [&] {
+        if (remote) watchPeer(call, ch.peer, ready, stepName(p, worker, step, op, slice));
+      };
+      WaitOutcome outcome = waitUntil(ready, policy, watch);
       if (outcome != WaitOutcome::Ready)
         s.raiseWaitFailure(outcome, ch.peer,
                            stepName(p, worker, step, op, slice) + " for rank " + std::to_string(ch.peer), s.timeout);
     }
     *ch.expected = want;
+    // The signal came from a peer in this call: its stamp must be this rank's before anything it
+    // sent is used (eager calls compare theirs at the end, from their banks' stamps).
+    if (remote && call.bank < 0 && views_[worker][ch.peer].checked != call.sequence)
+      confirmPeer(call, worker, ch.peer, stepName(p, worker, step, op, slice));
   };
 
   for (uint32_t slice = 0; slice < slices; ++slice) {
@@ -691,7 +854,7 @@ void Executor::runWorker(Call& call, int worker) {
         }
       } catch (const Error& e) {
         if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Remote || e.code() == ErrorCode::Aborted ||
-            std::string(e.what()).find("plan '") != std::string::npos)
+            e.code() == ErrorCode::Mismatch || std::string(e.what()).find("plan '") != std::string::npos)
           throw;
         throw Error(e.code(), std::string(e.what()) + " [" + stepName(p, worker, step, op, slice) + "]", e.rank(), e.peer());
       }

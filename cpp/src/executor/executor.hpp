@@ -41,6 +41,7 @@ struct CompiledPlan {
   uint64_t minSliceBytes = 0;
   uint32_t scratchBanks = 1;  // 2: eager plan, scratch in the control blocks' banks
   char family[kPlanFamilyChars] = {};  // the plan's generator (truncated), published per call
+  uint64_t hash = 0;                   // planHash of the whole plan, published per call
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
 };
@@ -56,6 +57,7 @@ struct RemoteBuffer {
 
 struct PeerView {
   uint64_t sequence = 0;  // call whose descriptors are cached
+  uint64_t checked = 0;   // call whose stamp was found equal to this rank's
   RemoteBuffer buffers[3];
   const uint64_t* blockOffsets[2] = {nullptr, nullptr};
 };
@@ -83,15 +85,27 @@ class Executor {
   void runWorker(Call& call, int worker);
   void publish(Call& call);
   const PeerView& peerView(Call& call, int worker, int peer);
-  // Throws (and poisons the communicator) unless `peer`'s stamp is of this call, plan family,
-  // block size and root.
-  void checkStamp(const Call& call, int peer, const CallStamp& theirs);
-  // Eager calls: every peer made this call with a plan of the same family (their stamps).
+  // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp `theirs` is of this
+  // call and equal to this rank's. `where` names the step that looked, for the message.
+  void checkStamp(const Call& call, int peer, const CallStamp& theirs, const std::string& where);
+  // After a wait on `peer` ended: its stamp of this call, once per call and worker.
+  void confirmPeer(Call& call, int worker, int peer, const std::string& where);
+  // While a wait on `peer` blocks: a peer that entered this call with another stamp, or left it
+  // without sending what is awaited, is an error now rather than at the timeout.
+  template <class Ready>
+  void watchPeer(const Call& call, int peer, Ready& ready, const std::string& where);
+  // Every kStampWindow calls: wait until every same-node peer entered the call kStampWindow
+  // before this one, so no peer's stamp of a call is overwritten before this rank checked it.
+  void awaitStampWindow(uint64_t sequence);
+  // Eager calls: every peer made this call with the same stamp.
   void checkEagerPeers(const Call& call);
+  // One line per local rank: its stamp of this call (FORESTCC_DEBUG adds it to mismatch errors).
+  std::string stampTable(const Call& call);
   void ensureScratch(uint64_t bytes);
 
   std::shared_ptr<Communicator::State> state_;
   uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
+  bool debug_;                               // FORESTCC_DEBUG, read once
   std::vector<uint64_t> expected_;           // [local index][pair index]
   std::shared_ptr<ShmSegment> scratch_;
   // What publish() last wrote into the mailbox, so an unchanged buffer is not described again

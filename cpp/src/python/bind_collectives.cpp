@@ -73,12 +73,57 @@ struct Scratch {
   size_t size = 0;
 };
 
-std::vector<uint64_t> splits(py::handle obj, const char* arg, int n) {
+// An integer argument (a Python int or anything with __index__, such as numpy integers; not a
+// bool, a float or a string), as a 64-bit value; errors name the argument.
+long long integerArg(py::handle obj, const std::string& arg) {
+  if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
+    throw py::type_error(arg + ": expected an integer, got " + std::string(py::repr(obj)) + " (" +
+                         std::string(py::str(obj.get_type().attr("__name__"))) + ")");
+  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow) throw py::value_error(arg + ": " + std::string(py::repr(obj)) + " does not fit in 64 bits");
+  return v;
+}
+
+// A rank argument (root, peer): an integer in [0, n).
+int rankArg(py::handle obj, const char* arg, int n) {
+  const long long v = integerArg(obj, arg);
+  if (v < 0 || v >= n)
+    throw py::value_error(std::string(arg) + ": " + std::to_string(v) + " is out of range: must be a rank in [0, " +
+                          std::to_string(n) + ")");
+  return static_cast<int>(v);
+}
+
+// True/False, or a numpy bool.
+bool flagArg(py::handle obj, const char* arg) {
+  if (!PyBool_Check(obj.ptr())) {
+    const py::handle type = obj.get_type();
+    if (py::str(type.attr("__module__")).cast<std::string>() == "numpy" &&
+        py::str(type.attr("__name__")).cast<std::string>().rfind("bool", 0) == 0)
+      return PyObject_IsTrue(obj.ptr()) == 1;
+  }
+  if (!PyBool_Check(obj.ptr()))
+    throw py::type_error(std::string(arg) + ": expected True or False, got " + std::string(py::repr(obj)));
+  return obj.ptr() == Py_True;
+}
+
+// Split sizes of all_to_all_v: one non-negative integer per rank, whose sum (`total`) fits in 64
+// bits; a sum that wrapped around would pass the size check with a wrong layout.
+std::vector<uint64_t> splits(py::handle obj, const char* arg, int n, uint64_t& total) {
   if (obj.is_none()) throw py::type_error(std::string(arg) + ": all_to_all_v needs the split sizes");
+  if (!PySequence_Check(obj.ptr()) && !py::hasattr(obj, "__iter__"))
+    throw py::type_error(std::string(arg) + ": expected a sequence of integers, got " +
+                         std::string(py::str(obj.get_type().attr("__name__"))));
   std::vector<uint64_t> out;
+  total = 0;
   for (auto item : py::iter(obj)) {
-    long long v = item.cast<long long>();
-    if (v < 0) throw py::value_error(std::string(arg) + ": split sizes must be >= 0, got " + std::to_string(v));
+    const std::string which = std::string(arg) + "[" + std::to_string(out.size()) + "]";
+    const long long v = integerArg(item, which);
+    if (v < 0) throw py::value_error(which + ": split sizes must be >= 0, got " + std::to_string(v));
+    if (__builtin_add_overflow(total, static_cast<uint64_t>(v), &total))
+      throw py::value_error(std::string(arg) + ": the split sizes add up to more than 2**64 elements");
     out.push_back(static_cast<uint64_t>(v));
   }
   if (static_cast<int>(out.size()) != n)
@@ -189,15 +234,15 @@ py::object finish(PyEngine& pe, std::shared_ptr<Work> work, py::object keep, py:
 // Checks the arguments of one collective call (before anything is sent), picks the plan and
 // runs it, or queues it when asyncOp. Returns `result`, or a PyWork.
 py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle x, py::handle out, py::handle opObj,
-                          int root, py::handle algo, bool asyncOp, py::handle outSplits, py::handle inSplits,
-                          py::handle result) {
+                          py::handle rootObj, py::handle algo, py::handle asyncObj, py::handle outSplits,
+                          py::handle inSplits, py::handle result) {
   Engine& e = *pe.engine;
         const char* collName = variable ? kAllToAllV : plan::name(c);
         const int n = e.size(), rank = e.rank();
         const ReduceOp op = c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce
                                  ? parseOp(opObj) : ReduceOp::Sum;
-        if (plan::rooted(c) && (root < 0 || root >= n))
-          throw py::value_error("root: must be a rank in [0, " + std::to_string(n) + "), got " + std::to_string(root));
+        const int root = plan::rooted(c) ? rankArg(rootObj, "root", n) : -1;
+        const bool asyncOp = flagArg(asyncObj, "async_op");
         CallBuffers b;
         b.op = op;
         bool inPlace = false;
@@ -281,10 +326,9 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
             if (!inPlace && overlaps(vx, vo)) throw py::value_error("out: overlaps x without being the same memory");
             if (variable) {
               if (inPlace) throw py::value_error("out: all_to_all_v is out of place; pass an out that does not overlap x");
-              b.inCounts = splits(inSplits, "in_splits", n);
-              b.outCounts = splits(outSplits, "out_splits", n);
               uint64_t inTotal = 0, outTotal = 0;
-              for (int r = 0; r < n; ++r) inTotal += b.inCounts[r], outTotal += b.outCounts[r];
+              b.inCounts = splits(inSplits, "in_splits", n, inTotal);
+              b.outCounts = splits(outSplits, "out_splits", n, outTotal);
               if (inTotal != vx.count) sizeError("x", vx.count, inTotal, "the sum of in_splits");
               if (outTotal != vo.count) sizeError("out", vo.count, outTotal, "the sum of out_splits");
               b.count = 0;
@@ -384,38 +428,40 @@ void bindCollectives(py::module_& m) {
         return std::const_pointer_cast<CompiledPlan>(pe.engine->builtin(algo, c, root, inPlace));
       }, py::arg("algo"), py::arg("collective"), py::arg("root") = -1, py::arg("in_place") = false)
       // Positional arguments in the order of the Python methods (forestcc/collectives.py).
-      .def("all_reduce", [none](PyEngine& pe, py::handle x, py::handle op, py::handle out, py::handle algo, bool a) {
-        return callCollective(pe, Collective::AllReduce, false, x, out, op, -1, algo, a, none, none, out.is_none() ? x : out);
+      .def("all_reduce", [none](PyEngine& pe, py::handle x, py::handle op, py::handle out, py::handle algo, py::handle a) {
+        return callCollective(pe, Collective::AllReduce, false, x, out, op, none, algo, a, none, none, out.is_none() ? x : out);
       })
-      .def("all_gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, bool a) {
-        return callCollective(pe, Collective::AllGather, false, x, out, none, -1, algo, a, none, none, out);
+      .def("all_gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, py::handle a) {
+        return callCollective(pe, Collective::AllGather, false, x, out, none, none, algo, a, none, none, out);
       })
-      .def("reduce_scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle op, py::handle algo, bool a) {
-        return callCollective(pe, Collective::ReduceScatter, false, x, out, op, -1, algo, a, none, none, out);
+      .def("reduce_scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle op, py::handle algo, py::handle a) {
+        return callCollective(pe, Collective::ReduceScatter, false, x, out, op, none, algo, a, none, none, out);
       })
-      .def("all_to_all", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, bool a) {
-        return callCollective(pe, Collective::AllToAll, false, x, out, none, -1, algo, a, none, none, out);
+      .def("all_to_all", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, py::handle a) {
+        return callCollective(pe, Collective::AllToAll, false, x, out, none, none, algo, a, none, none, out);
       })
       .def("all_to_all_v", [none](PyEngine& pe, py::handle out, py::handle x, py::handle outSplits, py::handle inSplits,
-                                  py::handle algo, bool a) {
-        return callCollective(pe, Collective::AllToAll, true, x, out, none, -1, algo, a, outSplits, inSplits, out);
+                                  py::handle algo, py::handle a) {
+        return callCollective(pe, Collective::AllToAll, true, x, out, none, none, algo, a, outSplits, inSplits, out);
       })
-      .def("broadcast", [none](PyEngine& pe, py::handle x, int root, py::handle algo, bool a) {
+      .def("broadcast", [none](PyEngine& pe, py::handle x, py::handle root, py::handle algo, py::handle a) {
         return callCollective(pe, Collective::Broadcast, false, x, none, none, root, algo, a, none, none, x);
       })
-      .def("reduce", [none](PyEngine& pe, py::handle x, int root, py::handle op, py::handle out, py::handle algo, bool a) {
+      .def("reduce", [none](PyEngine& pe, py::handle x, py::handle root, py::handle op, py::handle out, py::handle algo, py::handle a) {
         return callCollective(pe, Collective::Reduce, false, x, out, op, root, algo, a, none, none, out.is_none() ? x : out);
       })
-      .def("gather", [none](PyEngine& pe, py::handle out, py::handle x, int root, py::handle algo, bool a) {
+      .def("gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle root, py::handle algo, py::handle a) {
         return callCollective(pe, Collective::Gather, false, x, out, none, root, algo, a, none, none, out);
       })
-      .def("scatter", [none](PyEngine& pe, py::handle out, py::handle x, int root, py::handle algo, bool a) {
+      .def("scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle root, py::handle algo, py::handle a) {
         return callCollective(pe, Collective::Scatter, false, x, out, none, root, algo, a, none, none, out);
       })
-      .def("barrier", [none](PyEngine& pe, py::handle algo, bool a) {
-        return callCollective(pe, Collective::Barrier, false, none, none, none, -1, algo, a, none, none, none);
+      .def("barrier", [none](PyEngine& pe, py::handle algo, py::handle a) {
+        return callCollective(pe, Collective::Barrier, false, none, none, none, none, algo, a, none, none, none);
       })
-      .def("send", [](PyEngine& pe, py::handle x, int peer, bool asyncOp) -> py::object {
+      .def("send", [](PyEngine& pe, py::handle x, py::handle peerObj, py::handle asyncObj) -> py::object {
+        const int peer = rankArg(peerObj, "peer", pe.engine->size());
+        const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(x, "x", false);
         std::shared_ptr<Work> work;
         {
@@ -424,7 +470,9 @@ void bindCollectives(py::module_& m) {
         }
         return work ? finish(pe, work, v.keep, py::none()) : py::none();
       })
-      .def("recv", [](PyEngine& pe, py::handle out, int peer, bool asyncOp) -> py::object {
+      .def("recv", [](PyEngine& pe, py::handle out, py::handle peerObj, py::handle asyncObj) -> py::object {
+        const int peer = rankArg(peerObj, "peer", pe.engine->size());
+        const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(out, "out", true);
         std::shared_ptr<Work> work;
         {

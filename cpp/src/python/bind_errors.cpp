@@ -1,5 +1,10 @@
 // forestcc::Error -> Python: InvalidUsage becomes ValueError (bad arguments are refused before
 // anything is sent); the others become forestcc exception classes carrying .rank and .peer.
+// Also the interrupt check of native waits: Python's signal handlers run while a collective
+// blocks (Ctrl-C raises KeyboardInterrupt instead of waiting out FORESTCC_TIMEOUT).
+#include <thread>
+
+#include "core/wait.hpp"
 #include "forestcc/error.hpp"
 #include "python/module.hpp"
 
@@ -7,7 +12,35 @@ namespace py = pybind11;
 
 namespace forestcc::python {
 
+namespace {
+
+std::thread::id gMainThread;
+// The exception a Python signal handler raised during a wait, re-raised by the translator
+// (owned references; touched with the GIL held only).
+PyObject* gPendingType = nullptr;
+PyObject* gPendingValue = nullptr;
+PyObject* gPendingTraceback = nullptr;
+
+// Runs Python's signal handlers, which only the main thread does (as CPython does itself).
+void checkPythonSignals() {
+  if (std::this_thread::get_id() != gMainThread || !Py_IsInitialized()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  const bool raised = PyErr_CheckSignals() != 0;
+  if (raised) {
+    Py_XDECREF(gPendingType);
+    Py_XDECREF(gPendingValue);
+    Py_XDECREF(gPendingTraceback);
+    PyErr_Fetch(&gPendingType, &gPendingValue, &gPendingTraceback);
+  }
+  PyGILState_Release(gil);
+  if (raised) throw Error(ErrorCode::Interrupted, "forestcc: interrupted by a signal while waiting");
+}
+
+}  // namespace
+
 void bindErrors(py::module_& m) {
+  gMainThread = std::this_thread::get_id();
+  setInterruptCheck(&checkPythonSignals);
   static PyObject* base = PyErr_NewExceptionWithDoc(
       "forestcc._C.ForestccError", "A forestcc operation failed; .rank and .peer name who saw and who caused it.",
       PyExc_RuntimeError, nullptr);
@@ -20,21 +53,36 @@ void bindErrors(py::module_& m) {
   static PyObject* timeout = derive("forestcc._C.TimeoutError", "A wait or rendezvous passed its deadline.", PyExc_TimeoutError);
   static PyObject* remote = derive("forestcc._C.RemoteError", "A peer failed, closed its connection or died.", PyExc_ConnectionError);
   static PyObject* aborted = derive("forestcc._C.AbortedError", "The communicator was poisoned by an earlier error.", nullptr);
+  static PyObject* mismatch = derive(
+      "forestcc._C.MismatchError",
+      "The ranks' calls disagree (collective, root, dtype, op, count, algorithm or plan); raised on every rank of "
+      "the call.", PyExc_ValueError);
   m.attr("ForestccError") = py::handle(base);
   m.attr("TimeoutError") = py::handle(timeout);
   m.attr("RemoteError") = py::handle(remote);
   m.attr("AbortedError") = py::handle(aborted);
+  m.attr("MismatchError") = py::handle(mismatch);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
+      if (e.code() == ErrorCode::Interrupted) {
+        if (gPendingType) {
+          PyErr_Restore(gPendingType, gPendingValue, gPendingTraceback);
+          gPendingType = gPendingValue = gPendingTraceback = nullptr;
+        } else {
+          PyErr_SetNone(PyExc_KeyboardInterrupt);
+        }
+        return;
+      }
       PyObject* cls = base;
       switch (e.code()) {
         case ErrorCode::InvalidUsage: cls = PyExc_ValueError; break;
         case ErrorCode::Timeout: cls = timeout; break;
         case ErrorCode::Remote: cls = remote; break;
         case ErrorCode::Aborted: cls = aborted; break;
+        case ErrorCode::Mismatch: cls = mismatch; break;
         default: break;
       }
       PyObject* exc = PyObject_CallFunction(cls, "s", e.what());

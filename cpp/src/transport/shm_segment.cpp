@@ -55,14 +55,35 @@ void removeOwned(const std::string& name) {
 }
 
 constexpr int kFatalSignals[] = {SIGTERM, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
-struct sigaction gPrevious[sizeof(kFatalSignals) / sizeof(int)];
+constexpr int kFatalCount = sizeof(kFatalSignals) / sizeof(int);
+struct sigaction gPrevious[kFatalCount];
 
-void unlinkOwnedOnSignal(int sig) {
-  for (int i = 0; i < kMaxOwned; ++i)
-    if (gOwned[i][0] != '\0') shm_unlink(gOwned[i]);
-  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(int); ++i)
-    if (kFatalSignals[i] == sig) sigaction(sig, &gPrevious[i], nullptr);
-  raise(sig);
+// A request to terminate that a program may catch and survive (checkpoint on SIGTERM, reload on
+// SIGHUP), unlike a fault.
+bool terminationRequest(int sig) { return sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+
+bool isHandler(const struct sigaction& a) {
+  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction != nullptr : a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
+}
+
+// Unlinks the owned segments only when the signal ends the process. When the program installed
+// its own handler for a termination request before forestcc (Python's signal.signal), that
+// handler runs instead and the segments stay: the program may go on using its communicators,
+// and unlinks at exit.
+void onFatalSignal(int sig, siginfo_t* info, void* context) {
+  int i = 0;
+  while (i < kFatalCount && kFatalSignals[i] != sig) ++i;
+  if (i == kFatalCount) return;
+  const struct sigaction& previous = gPrevious[i];
+  if (terminationRequest(sig) && isHandler(previous)) {
+    if (previous.sa_flags & SA_SIGINFO) previous.sa_sigaction(sig, info, context);
+    else previous.sa_handler(sig);
+    return;
+  }
+  for (int k = 0; k < kMaxOwned; ++k)
+    if (gOwned[k][0] != '\0') shm_unlink(gOwned[k]);
+  sigaction(sig, &previous, nullptr);
+  raise(sig);  // delivered when this handler returns, with the previous disposition
 }
 
 // A normal exit also unlinks: Python does not promise to destroy module globals (the default
@@ -78,9 +99,9 @@ void installSignalCleanup() {
     std::atexit(unlinkOwnedAtExit);
     for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(int); ++i) {
       struct sigaction sa {};
-      sa.sa_handler = unlinkOwnedOnSignal;
+      sa.sa_sigaction = onFatalSignal;
       sigemptyset(&sa.sa_mask);
-      sa.sa_flags = SA_RESETHAND;
+      sa.sa_flags = SA_SIGINFO | SA_RESTART;
       struct sigaction prev {};
       sigaction(kFatalSignals[i], nullptr, &prev);
       if (prev.sa_handler == SIG_IGN) continue;  // keep what the program asked for

@@ -1,0 +1,88 @@
+"""No silent wrong answers: ranks whose calls disagree in collective, root, dtype, op, count,
+algorithm or placement each return the right answer for their own call or raise MismatchError
+(tests/programs/mismatch_matrix.py); none returns wrong data, writes past its buffers or waits
+for the timeout."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_job
+
+COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+               "gather", "scatter", "barrier"]
+ROOTED = {"broadcast", "reduce", "gather", "scatter"}
+REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
+
+
+def one_change_cases(differing: list[int]) -> list[list]:
+    """Every collective against a call that differs from it in exactly one thing."""
+    cases = []
+    for coll in COLLECTIVES:
+        base = {"coll": coll, "count": 64}
+        variants = [{**base, "coll": other} for other in COLLECTIVES if other != coll]
+        if coll != "barrier":
+            variants += [{**base, "count": 65}, {**base, "count": 32, "dtype": "float64"},
+                         {**base, "dtype": "int32"}, {**base, "dtype": "bfloat16"}]
+        if coll in ROOTED:
+            variants.append({**base, "root": 1})
+        if coll in REDUCING:
+            variants += [{**base, "op": "max"}, {**base, "op": "prod"}]
+        cases += [[base, v, differing] for v in variants]
+    return cases
+
+
+# The reports of issue 12, as they were found (sizes and algorithms included).
+REPORTED = [
+    [{"coll": "all_reduce", "count": 1000}, {"coll": "reduce_scatter", "count": 1000}, [1]],
+    [{"coll": "all_gather", "count": 4096}, {"coll": "reduce_scatter", "count": 4096}, [1]],
+    [{"coll": "all_gather", "count": 4096, "algo": "direct"},
+     {"coll": "all_to_all", "count": 4096, "algo": "direct"}, [1]],
+    [{"coll": "all_reduce"}, {"coll": "barrier"}, [1]],
+    [{"coll": "gather", "count": 2}, {"coll": "gather", "count": 2, "root": 1}, [1]],
+    [{"coll": "scatter", "count": 2}, {"coll": "scatter", "count": 2, "root": 1}, [1]],
+    [{"coll": "reduce", "count": 2}, {"coll": "reduce", "count": 2, "root": 1}, [1]],
+    [{"coll": "broadcast", "count": 1000}, {"coll": "broadcast", "count": 1000, "root": 1}, [1]],
+    [{"count": 1000}, {"count": 500, "dtype": "float64"}, [1]],
+    [{"count": 1000}, {"count": 1000, "op": "max"}, [1]],
+    [{"algo": "direct"}, {"algo": "ring"}, [1]],
+    [{"algo": "direct", "in_place": True}, {"algo": "direct", "in_place": False}, [1]],
+    [{"coll": "all_reduce", "count": 1 << 20}, {"coll": "all_reduce", "count": 1 << 20,
+                                                 "dtype": "int32"}, [1]],
+]
+REPORTED_4 = [
+    [{"coll": "gather", "count": 1 << 20}, {"coll": "broadcast", "count": 1 << 20}, [3]],
+    [{"coll": "all_reduce", "count": 100, "algo": "ring"},
+     {"coll": "all_reduce", "count": 101, "algo": "ring"}, [0]],
+    [{"coll": "all_reduce", "count": 100, "algo": "direct"},
+     {"coll": "all_reduce", "count": 101, "algo": "direct"}, [0]],
+]
+
+
+def check(result, cases):
+    lines = result.lines("CASE")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    bad = [ln for ln in lines if ln.split()[2] not in ("OK", "RAISED")]
+    assert not bad, "\n".join(bad[:20])
+    raised = {int(ln.split()[1]) for ln in lines if ln.split()[2] == "RAISED"}
+    # Every case is a real disagreement: some rank must have noticed it.
+    assert raised == set(range(len(cases))), sorted(set(range(len(cases))) - raised)
+
+
+@pytest.mark.parametrize("n,differing", [(2, [1]), (3, [2]), (4, [1, 2])])
+def test_no_silent_wrong_answer_matrix(n, differing, no_new_shm):
+    cases = one_change_cases(differing)
+    result = run_job(n, "mismatch_matrix.py", json.dumps(cases), timeout=600)
+    check(result, cases)
+    assert len(result.lines("CASE")) == n * len(cases)
+
+
+def test_reported_mismatches_raise_on_two_ranks(no_new_shm):
+    result = run_job(2, "mismatch_matrix.py", json.dumps(REPORTED))
+    check(result, REPORTED)
+
+
+def test_reported_mismatches_raise_on_four_ranks(no_new_shm):
+    result = run_job(4, "mismatch_matrix.py", json.dumps(REPORTED_4))
+    check(result, REPORTED_4)
