@@ -1,8 +1,11 @@
 """Planted bugs for plan verifier tests: each check mutates a correct plan in place (a dropped
 wait, a dropped signal, a wrong chunk index, an unsynchronized extra put) and asserts that
 forestcc.plan.verify reports it. Shared by test_verifier.py (reference plans) and
-test_generators.py (built-in plans); `data` is hypothesis' st.data()."""
+test_generators.py (built-in plans); `data` is hypothesis' st.data(). Below them, `mutate`:
+the seeded random mutator of test_plan_fuzz.py."""
 from __future__ import annotations
+
+import copy
 
 from forestcc.plan import ops, verify
 from forestcc.plan import verifier as v
@@ -106,3 +109,163 @@ def check_added_conflicting_put(plan, data) -> None:
     # the race names the added put, as the access reported or as the one it conflicts with
     added = f"rank {r}, worker {len(workers) - 1}, step 0 (put)"
     assert any(i.kind == v.RACE and added in i.message for i in result.issues)
+
+
+# ----------------------------------------------------------------------------- random mutants
+# A seeded fuzzer of plan files (test_plan_fuzz.py): small edits of a valid plan, of the kinds a
+# hand edit or a generator bug makes. Most mutants break the plan; some leave it correct. Every
+# mutant must be refused before it runs or compute exactly the right data.
+
+def _refs(op):
+    """(field, position in srcs or None) of every chunk ref of an op."""
+    out = [(f, None) for f in ops.REF_FIELDS if f in op]
+    return out + [(ops.REF_LIST_FIELD, j) for j in range(len(op.get(ops.REF_LIST_FIELD, [])))]
+
+
+def _pick_op(plan, rng, names=None):
+    positions = ops_positions(plan, names)
+    if not positions:
+        return None
+    r, w, s = rng.choice(positions)
+    return r, w, s, plan["ranks"][r]["workers"][w]["ops"]
+
+
+def _random_channel(plan, rng, r):
+    channels = plan["ranks"][r]["channels"]
+    return rng.randrange(len(channels)) if channels else None
+
+
+def _extra_sync(plan, rng, name):
+    r = rng.randrange(plan["nranks"])
+    ch = _random_channel(plan, rng, r)
+    workers = plan["ranks"][r]["workers"]
+    if ch is None or not workers:
+        return None
+    # the channel's own worker when it has one (a channel belongs to one worker)
+    users = [w for w, worker in enumerate(workers) if any(op.get("ch") == ch for op in worker["ops"])]
+    w = users[0] if users else rng.randrange(len(workers))
+    op_list = workers[w]["ops"]
+    op_list.insert(rng.randint(0, len(op_list)), {"op": name, "ch": ch})
+    return f"extra {name} rank {r} worker {w} ch {ch}"
+
+
+def _drop(plan, rng):
+    picked = _pick_op(plan, rng)
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    return f"drop rank {r} worker {w} step {s} ({op_list.pop(s)['op']})"
+
+
+def _duplicate(plan, rng):
+    picked = _pick_op(plan, rng)
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    op_list.insert(s, copy.deepcopy(op_list[s]))
+    return f"duplicate rank {r} worker {w} step {s} ({op_list[s]['op']})"
+
+
+def _move(plan, rng):
+    picked = _pick_op(plan, rng)
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    op = op_list.pop(s)
+    to = rng.randint(0, len(op_list))
+    op_list.insert(to, op)
+    return f"move rank {r} worker {w} step {s} ({op['op']}) to {to}"
+
+
+def _chunk_index(plan, rng):
+    picked = _pick_op(plan, rng, {o for o in ops.OPS if o not in (ops.SIGNAL, ops.WAIT, ops.FLUSH)})
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    op = op_list[s]
+    field, j = rng.choice(_refs(op))
+    ref = op[field] if j is None else op[field][j]
+    k = plan["chunks_per_block"]
+    size = plan["buffers"][ref[0]] - op.get("n", 1)
+    same_part = [i for i in range(ref[1] % k, size + 1, k) if i != ref[1]]
+    if not same_part:
+        return None
+    ref[1] = rng.choice(same_part)
+    return f"chunk index rank {r} worker {w} step {s} {field} -> {ref[1]}"
+
+
+def _buffer(plan, rng):
+    picked = _pick_op(plan, rng, {o for o in ops.OPS if o not in (ops.SIGNAL, ops.WAIT, ops.FLUSH)})
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    op = op_list[s]
+    field, j = rng.choice(_refs(op))
+    ref = op[field] if j is None else op[field][j]
+    others = [b for b in ops.BUFFERS
+              if b != ref[0] and plan["buffers"][b] >= ref[1] + op.get("n", 1)]
+    if not others:
+        return None
+    ref[0] = rng.choice(others)
+    return f"buffer rank {r} worker {w} step {s} {field} -> {ref[0]}"
+
+
+def _channel(plan, rng):
+    picked = _pick_op(plan, rng, {o for o in ops.OPS if "ch" in ops.OP_FIELDS[o]})
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    channels = len(plan["ranks"][r]["channels"])
+    if channels < 2:
+        return None
+    op = op_list[s]
+    op["ch"] = rng.choice([c for c in range(channels) if c != op["ch"]])
+    return f"channel rank {r} worker {w} step {s} ({op['op']}) -> {op['ch']}"
+
+
+def _kind(plan, rng):
+    swaps = {ops.PUT: ops.PUT_SIGNAL, ops.PUT_SIGNAL: ops.PUT, ops.SIGNAL: ops.WAIT,
+             ops.WAIT: ops.SIGNAL}
+    picked = _pick_op(plan, rng, set(swaps))
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    op = op_list[s]
+    op["op"] = swaps[op["op"]]
+    return f"kind rank {r} worker {w} step {s} -> {op['op']}"
+
+
+def _count(plan, rng):
+    picked = _pick_op(plan, rng, {o for o in ops.OPS if "n" in ops.OP_FIELDS[o]})
+    if picked is None:
+        return None
+    r, w, s, op_list = picked
+    op = op_list[s]
+    n = op.get("n", 1) + rng.choice([-1, 1])
+    if n < 1:
+        return None
+    op["n"] = n
+    return f"n rank {r} worker {w} step {s} -> {n}"
+
+
+def _slices(plan, rng):
+    plan["pipeline"] = {"max_slices": rng.randint(1, 5), "min_slice_bytes": 0}
+    return f"pipeline {plan['pipeline']}"
+
+
+MUTATIONS = (lambda p, rng: _extra_sync(p, rng, ops.SIGNAL),
+             lambda p, rng: _extra_sync(p, rng, ops.WAIT),
+             _drop, _duplicate, _move, _chunk_index, _buffer, _channel, _kind, _count, _slices)
+
+
+def mutate(plan, rng):
+    """A copy of the plan with one or two random edits and a description, or (None, None) when
+    the drawn edit does not apply to this plan. rng: random.Random (seeded by the caller)."""
+    mutant = copy.deepcopy(plan)
+    done = []
+    for _ in range(1 if rng.random() < 0.8 else 2):
+        what = rng.choice(MUTATIONS)(mutant, rng)
+        if what is None:
+            return None, None
+        done.append(what)
+    return mutant, "; ".join(done)

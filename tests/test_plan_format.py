@@ -369,3 +369,194 @@ def test_builder_checks_its_arguments():
     w = b.worker(0)
     b.copy(0, w, ("input", 0), ("scratch", 2))
     assert b.build()["buffers"]["scratch"] == 3  # grows to fit the refs used
+
+
+# ----------------------------------------------------------------------------- limits
+# One validator for the loader and the verifier: beyond ops.MAX_* a plan is refused naming the
+# field, before it can run for hours, grow the verifier without bound or reach pybind's casts.
+
+def _ring2():
+    return reference.ring_all_reduce(2)
+
+
+def _many_workers(p):
+    p["ranks"][0]["workers"] += [{"id": i, "ops": []}
+                                 for i in range(len(p["ranks"][0]["workers"]), ops.MAX_WORKERS + 1)]
+
+
+def _many_channels_to_a_peer(p):
+    for rank, peer in ((0, 1), (1, 0)):
+        channels = p["ranks"][rank]["channels"]
+        channels += [{"id": i, "peer": peer, "transport": "auto"}
+                     for i in range(len(channels), ops.MAX_CHANNELS_PER_PEER + 1)]
+
+
+LIMIT_ERRORS = [
+    ("max_slices 2**32+5", lambda p: p.update(pipeline={"max_slices": 2**32 + 5}),
+     f"pipeline: 'max_slices' is 4294967301, above the limit of {ops.MAX_SLICES}"),
+    ("max_slices 2**31-1", lambda p: p.update(pipeline={"max_slices": 2**31 - 1,
+                                                        "min_slice_bytes": 0}),
+     f"'max_slices' is 2147483647, above the limit of {ops.MAX_SLICES}"),
+    ("min_slice_bytes", lambda p: p.update(pipeline={"min_slice_bytes": 2**64}),
+     "'min_slice_bytes' is 18446744073709551616, above the limit"),
+    ("chunks_per_block 2**33", lambda p: p.update(chunks_per_block=2**33),
+     f"'chunks_per_block' is 8589934592, above the limit of {ops.MAX_CHUNKS}"),
+    ("scratch", lambda p: p["buffers"].update(scratch=ops.MAX_CHUNKS + 1),
+     f"buffers: 'scratch' is {ops.MAX_CHUNKS + 1}, above the limit"),
+    ("nranks", lambda p: p.update(nranks=ops.MAX_RANKS + 1), "'nranks' is 65537, above the limit"),
+    ("max_bytes", lambda p: p["size_range"].update(max_bytes=2**63),
+     "size_range: 'max_bytes' is 9223372036854775808, above the limit"),
+    ("n", lambda p: p["ranks"][0]["workers"][0]["ops"][-1].update(n=2**32),
+     "'n' is 4294967296, above the limit"),
+    ("workers", _many_workers, f"rank 0: has 2 channels and {ops.MAX_WORKERS + 1} workers"),
+    ("channels per peer", _many_channels_to_a_peer,
+     (f"rank 0: has {ops.MAX_CHANNELS_PER_PEER + 1} channels to rank 1; the executor takes at "
+      f"most {ops.MAX_CHANNELS_PER_PEER} per peer")),
+]
+
+
+@pytest.mark.parametrize("description,mutate,fragment", LIMIT_ERRORS,
+                         ids=[e[0] for e in LIMIT_ERRORS])
+def test_limits_are_refused_naming_the_field(description, mutate, fragment):
+    plan = _ring2()
+    mutate(plan)
+    errors = validation_errors(plan, "plan.json")
+    assert any(fragment in e for e in errors), errors
+    # the verifier shares the validator: an invalid plan, not a run that never ends
+    assert {i.kind for i in verify(plan, "plan.json").issues} == {"invalid"}
+
+
+def test_limits_admit_their_boundary():
+    plan = _ring2()
+    plan["pipeline"] = {"max_slices": ops.MAX_SLICES, "min_slice_bytes": ops.MAX_BYTES}
+    plan["buffers"]["scratch"] = ops.MAX_CHUNKS
+    plan["size_range"] = {"min_bytes": 0, "max_bytes": ops.MAX_BYTES}
+    assert validation_errors(plan) == []
+
+
+def test_total_ops_limit(monkeypatch):
+    plan = _ring2()
+    monkeypatch.setattr(ops, "MAX_OPS", 5)
+    errors = validation_errors(plan, "plan.json")
+    assert errors == ["plan.json: has more than 5 ops (the limit of a plan) by rank 0"]
+
+
+def test_pipeline_fields_are_optional():
+    for pipeline in ({}, {"max_slices": 4}, {"min_slice_bytes": 1024}):
+        plan = _ring2()
+        plan["pipeline"] = pipeline
+        assert validation_errors(plan) == [], pipeline
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("[" * 100_000 + "]" * 100_000, "unreadable: JSON nested too deeply"),
+    ('{"version": NaN}', "unreadable: NaN is not a JSON number"),
+    ('{"version": 1' + "0" * 5000 + "}", "unreadable: Exceeds the limit"),
+    (b'{"name": "\xff"}', "unreadable: not UTF-8 text"),
+])
+def test_unreadable_files_are_plan_errors(tmp_path, text, fragment):
+    path = tmp_path / "plan.json"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    with pytest.raises(PlanError, match=re.escape(f"{path}: {fragment}")):
+        load(path)
+
+
+def test_deep_json_is_exit_2_for_plan_verify(tmp_path, capsys):
+    from forestcc.plan.cli import plan_main
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert plan_main(["verify", str(path)]) == 2
+    assert f"{path}: unreadable: JSON nested too deeply" in capsys.readouterr().err
+
+
+def test_file_size_limit(tmp_path, monkeypatch):
+    path = tmp_path / "plan.json"
+    save(_ring2(), path)
+    monkeypatch.setattr(ops, "MAX_FILE_BYTES", path.stat().st_size - 1)
+    with pytest.raises(PlanError, match="plan.json: unreadable: larger than"):
+        load(path)
+
+
+def test_deep_values_in_a_dict_are_reported_not_raised():
+    plan = _ring2()
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    plan["name"] = deep
+    assert any("'name' must be a string, got <list>" in e for e in validation_errors(plan))
+
+
+# ---- the C++ loader (forestcc._C, Engine.compile) refuses the same values, naming the field
+
+@pytest.fixture(scope="module")
+def solo():
+    import forestcc
+    return forestcc.init(unique_id=forestcc.unique_id(), rank=0, size=1)
+
+
+def _one_rank_plan():
+    from forestcc.plan import builtin
+    return builtin.generate("ring", "all_reduce", 1)
+
+
+@pytest.mark.parametrize("field,path,bad,good", [
+    ("pipeline.max_slices", ("pipeline", "max_slices"), ops.MAX_SLICES + 1, ops.MAX_SLICES),
+    ("pipeline.min_slice_bytes", ("pipeline", "min_slice_bytes"), ops.MAX_BYTES + 1,
+     ops.MAX_BYTES),
+    ("chunks_per_block", ("chunks_per_block",), ops.MAX_CHUNKS + 1, None),
+    ("buffers.scratch", ("buffers", "scratch"), ops.MAX_CHUNKS + 1, ops.MAX_CHUNKS),
+    ("size_range.max_bytes", ("size_range", "max_bytes"), ops.MAX_BYTES + 1, ops.MAX_BYTES),
+    ("nranks", ("nranks",), ops.MAX_RANKS + 1, None),
+    ("scratch_banks", ("scratch_banks",), 3, None),
+])
+def test_cpp_loader_agrees_on_limits(solo, field, path, bad, good):
+    for value, accepted in ((bad, False), (good, True)):
+        if value is None:
+            continue
+        plan = _one_rank_plan()
+        target = plan
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        assert (validation_errors(plan) == []) == accepted, (field, value)
+        if accepted:
+            solo._engine.compile(plan)
+        else:
+            with pytest.raises(ValueError, match=re.escape(f"plan: '{field}' is {value}, outside")):
+                solo._engine.compile(plan)
+
+
+@pytest.mark.parametrize("mutate,fragment", [
+    (lambda p: p.update(pipeline={"max_slices": 2**32 + 5}),
+     "'pipeline.max_slices' is 4294967301, outside 1..1024"),
+    (lambda p: p["ranks"][0]["workers"][0]["ops"][0].update(n=True),
+     "'ranks[0].workers[0].ops[0].n' must be an integer, got True"),
+    (lambda p: p["ranks"][0]["workers"][0]["ops"][0].update(src=["input", 2**40]),
+     "'ranks[0].workers[0].ops[0].src[1]' is 1099511627776, outside"),
+    (lambda p: p["ranks"][0]["workers"][0]["ops"][0].update(src=["input", 1]),
+     "'ranks[0].workers[0].ops[0].src' chunks 1..1 are out of range: 'input' has 1 chunks"),
+    (lambda p: p["ranks"][0]["workers"][0]["ops"].append({"op": "signal", "ch": 70000}),
+     "'ranks[0].workers[0].ops[1].ch' names a channel, but the rank has none"),
+    (lambda p: p.pop("buffers"), "'buffers' is missing"),
+    (lambda p: p.update(in_place=1), "'in_place' must be true or false"),
+])
+def test_cpp_loader_names_the_field(solo, mutate, fragment):
+    """A dict that skipped the Python validator: a message naming the field, never a KeyError
+    or pybind11's opaque cast error."""
+    plan = _one_rank_plan()
+    mutate(plan)
+    with pytest.raises(ValueError, match=re.escape(f"plan: {fragment}")):
+        solo._engine.compile(plan)
+
+
+def test_cpp_loader_takes_the_pipeline_defaults(solo):
+    for pipeline in ({}, {"max_slices": 2}, {"min_slice_bytes": 64}):
+        plan = _one_rank_plan()
+        plan["pipeline"] = pipeline
+        solo._engine.compile(plan)  # a missing field was a bare KeyError at run time
+    plan = _one_rank_plan()
+    plan["provenance"]["params"] = {"huge": 2**70, "text": "x"}  # informational: left out
+    solo._engine.compile(plan)

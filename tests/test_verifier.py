@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
-from forestcc.plan import PlanBuilder, ops, reference, save, verify
+from forestcc.plan import PlanBuilder, PlanError, ops, proof, reference, save, verify
 from forestcc.plan import verifier as v
 from forestcc.plan.cli import build_parser, plan_main, verify_main
 from hypothesis import given, settings
@@ -18,6 +20,13 @@ from plan_mutations import (check_added_conflicting_put, check_dropped_signal,
 from plan_mutations import ops_positions as _ops_positions
 
 IN, OUT, SCR = ops.INPUT, ops.OUTPUT, ops.SCRATCH
+
+
+@pytest.fixture(autouse=True)
+def private_proof_cache(tmp_path, monkeypatch):
+    """`plan verify` and load_proven record proofs: here in the test's own directory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(proof, "_seen", {})
 
 
 # ----------------------------------------------------------------------------- correct plans
@@ -454,7 +463,162 @@ def test_python_dash_m_entry_point(tmp_path):
     save(reference.direct_all_to_all(3), path)
     env_path = str(pathlib.Path(__file__).resolve().parents[1] / "python")
     done = subprocess.run([sys.executable, "-m", "forestcc.plan", "verify", str(path)],
-                          capture_output=True, text=True, env={"PYTHONPATH": env_path},
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": env_path, "XDG_CACHE_HOME": str(tmp_path)},
                           check=False)
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
+
+
+# ----------------------------------------------------------------------------- bounded proofs
+
+def test_verify_within_limits_or_too_large():
+    plan = reference.ring_all_reduce(6, parts=2)
+    unbounded = verify(plan)
+    assert str(verify(plan, max_work=10**9, max_memory=1 << 30)) == str(unbounded)
+    with pytest.raises(v.TooLarge, match="work units"):
+        verify(plan, max_work=1000)
+    with pytest.raises(v.TooLarge, match="bytes of memory"):
+        verify(plan, max_memory=10_000)
+
+
+def test_verifier_effort_is_counted_not_timed():
+    plan = reference.direct_all_to_all(5)
+    counts = []
+    for _ in range(2):
+        verifier = v._Verifier(plan, "p", max_work=10**12, max_memory=10**12)
+        verifier.run()
+        counts.append(verifier.work)
+    assert counts[0] == counts[1] > 0
+    with pytest.raises(v.TooLarge):  # the same count decides at the same point every time
+        verify(plan, max_work=counts[0] - 1)
+    verify(plan, max_work=counts[0])
+
+
+def test_balance_issues_is_the_static_check():
+    plan = reference.ring_all_reduce(3)
+    assert v.balance_issues(plan) == []
+    plan["ranks"][0]["workers"][0]["ops"].append({"op": "signal", "ch": 0})
+    issues = v.balance_issues(plan)
+    assert [i.kind for i in issues] == [v.UNBALANCED]
+    assert "rank 0 channel 0 signals" in issues[0].message
+
+
+# ----------------------------------------------------------------------------- plan files at load
+
+def _racy(nranks=3):
+    """Signals balance, but a put lands in the wrong output block: only the full proof sees it."""
+    plan = reference.ring_all_gather(nranks)
+    for entry in plan["ranks"]:
+        for worker in entry["workers"]:
+            for op in worker["ops"]:
+                if op["op"] in (ops.PUT, ops.PUT_SIGNAL):
+                    op["dst"] = [OUT, (op["dst"][1] + plan["chunks_per_block"])
+                                 % plan["buffers"][OUT]]
+                    return plan
+    raise AssertionError("no put")
+
+
+def _no_verifier(monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("verified again")
+    monkeypatch.setattr(v, "verify", refuse)
+
+
+def test_plan_files_are_proven_once_per_content(tmp_path, monkeypatch):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    save(reference.ring_all_reduce(3), good)
+    save(_racy(), bad)
+    assert v.balance_issues(_racy()) == []  # only the proof finds what is wrong
+    assert proof.load_proven(good)["nranks"] == 3
+    assert proof.plan_status(good) == proof.PROVEN
+    with pytest.raises(PlanError) as refused:
+        proof.load_proven(bad)
+    first = str(refused.value).splitlines()[0]
+    assert first.startswith(f"{bad}: refused before running") and "plan verify" in first
+    # on disk: the next process (here: a cleared memory) reads the outcome instead of proving
+    records = sorted(p.name for p in proof.cache_dir().iterdir() if not p.name.startswith("."))
+    assert len(records) == 2 and all(r.endswith("-" + proof.verifier_version()) for r in records)
+    monkeypatch.setattr(proof, "_seen", {})
+    _no_verifier(monkeypatch)
+    proof.load_proven(good)
+    with pytest.raises(PlanError) as again:
+        proof.load_proven(bad)
+    assert str(again.value) == str(refused.value)  # the same message on every rank and job
+
+
+def test_a_recorded_proof_holds_for_its_content_and_verifier_version(tmp_path, monkeypatch):
+    path = tmp_path / "bad.json"
+    save(_racy(), path)
+    proof.record_proof(path.read_bytes())  # what `plan verify` / `plan generate` record
+    assert proof.load_proven(path)  # taken on the record's word
+    monkeypatch.setattr(proof, "_seen", {})
+    monkeypatch.setattr(proof, "_version", "another-verifier")
+    with pytest.raises(PlanError, match="refused before running"):
+        proof.load_proven(path)
+    monkeypatch.setattr(proof, "_seen", {})
+    monkeypatch.setattr(proof, "_version", None)
+    path.write_text(path.read_text() + " ")  # other bytes, no record
+    with pytest.raises(PlanError, match="refused before running"):
+        proof.load_proven(path)
+
+
+def test_plans_too_large_to_prove_get_the_static_checks(tmp_path, monkeypatch):
+    monkeypatch.setattr(proof, "MAX_WORK", 100)
+    racy, unbalanced = tmp_path / "racy.json", tmp_path / "unbalanced.json"
+    save(_racy(), racy)
+    plan = reference.ring_all_reduce(3)
+    plan["ranks"][1]["workers"][0]["ops"].insert(0, {"op": "wait", "ch": 0})
+    save(plan, unbalanced)
+    proof.load_proven(racy)  # the limitation: balanced, too large, so not proven
+    assert proof.plan_status(racy) == proof.STATIC_ONLY
+    with pytest.raises(PlanError, match=r"unbalanced\.json: .*unbalanced_signals"):
+        proof.load_proven(unbalanced)
+    # the record of "too large" holds for the limits it was found under only
+    monkeypatch.setattr(proof, "MAX_WORK", 10**9)
+    monkeypatch.setattr(proof, "_seen", {})
+    with pytest.raises(PlanError, match="refused before running"):
+        proof.load_proven(racy)
+    monkeypatch.setattr(proof, "MAX_MEMORY", 1000)
+    monkeypatch.setattr(proof, "_seen", {})
+    proof._record_path(hashlib.sha256(racy.read_bytes()).hexdigest()).unlink()
+    proof.load_proven(racy)
+    assert proof.plan_status(racy) == proof.STATIC_ONLY
+
+
+def test_invalid_files_are_refused_before_any_proof(tmp_path, monkeypatch):
+    _no_verifier(monkeypatch)
+    path = tmp_path / "slices.json"
+    plan = reference.ring_all_reduce(2)
+    plan["pipeline"] = {"max_slices": 2**31 - 1, "min_slice_bytes": 0}
+    path.write_text(json.dumps(plan))
+    with pytest.raises(PlanError, match=re.escape(f"{path}: pipeline: 'max_slices' is 2147483647")):
+        proof.load_proven(path)
+
+
+def test_proofs_work_without_a_writable_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # cache_dir() cannot be made
+    path = tmp_path / "bad.json"
+    save(_racy(), path)
+    with pytest.raises(PlanError, match="refused before running"):
+        proof.load_proven(path)
+
+
+def test_cli_verify_records_the_proof(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "p.json"
+    save(reference.ring_all_reduce(4), path)
+    assert plan_main(["verify", "-q", str(path)]) == 0
+    _no_verifier(monkeypatch)
+    proof.load_proven(path)
+    assert proof.plan_status(path) == proof.PROVEN
+
+
+def test_forest_generator_records_the_proof_of_what_it_writes(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "ag.json"
+    assert plan_main(["generate", "forest", "--topology", "dgx-a100x1", "--collective",
+                      "all_gather", "-o", str(path)]) == 0
+    _no_verifier(monkeypatch)
+    proof.load_proven(path)
+    assert proof.plan_status(path) == proof.PROVEN

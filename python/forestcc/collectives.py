@@ -26,7 +26,9 @@ class CollectivesMixin:
 
     def _resolve_plan(self, algo):
         """The engine's callback for an ``algo`` that is not a built-in name: a plan file path,
-        a plan dict or a compiled plan; compiled once per file version."""
+        a plan dict or a compiled plan. A plan file is proven before its first run
+        (forestcc.plan.proof: once per content, remembered on disk) and compiled once per file
+        version; a refused one raises PlanError naming the file, on every rank."""
         if isinstance(algo, dict):
             from forestcc import plan as plan_module
             return self._engine.compile(plan_module.validate(algo, "<algo dict>"))
@@ -37,11 +39,12 @@ class CollectivesMixin:
                 raise ValueError(f"algo: {algo!r} is neither 'auto', a built-in algorithm "
                                  f"({', '.join(sorted(tuning.builtin_algorithms()))}) nor an "
                                  f"existing plan file")
-            key = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+            st = os.stat(path)
+            key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
             compiled = self._plan_files.get(key)
             if compiled is None:
-                from forestcc import plan as plan_module
-                compiled = self._engine.compile(plan_module.load(path))
+                from forestcc.plan import proof
+                compiled = self._engine.compile(proof.load_proven(path))
                 self._plan_files[key] = compiled
             return compiled
         raise TypeError(f"algo: expected 'auto', an algorithm name, a plan file path or a plan "

@@ -3,6 +3,8 @@
 - ``load``/``loads``/``save``/``dumps``/``validate``: the file format (format.py)
 - ``PlanBuilder``: compose plans in Python (builder.py)
 - ``verify``: prove a plan deadlock-free, race-free and correct (verifier.py)
+- ``proof.load_proven``: what running a plan file checks first (proof.py: the verifier, bounded,
+  remembered per file content)
 - ``geometry`` and ``semantics``: what chunks are and what each collective must produce
 - ``reference``: small known-good plans for every collective
 

@@ -7,7 +7,8 @@ generators `plan verify --algo NAME --nranks N`, `plan dump` and `plan algorithm
 take the verify subcommand with add_verify_arguments + verify_main; `python -m forestcc.plan`
 runs main.
 Exit status of verify: 0 when every plan is correct, 1 when one has issues, 2 when a file
-cannot be read or is not a valid plan.
+cannot be read or is not a valid plan. A file that verifies is recorded as proven
+(forestcc.plan.proof), so running it skips the proof.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import argparse
 import json
 import sys
 
-from . import builtin_cli, forest_cli
+from . import builtin_cli, forest_cli, proof
 from . import format as plan_format
 from .verifier import verify
 
@@ -37,7 +38,8 @@ def verify_main(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.files:
         try:
-            plan = plan_format.load(path)
+            data = plan_format.read_bytes(path)
+            plan = plan_format.loads(data, path)
         except plan_format.PlanError as error:
             status = max(status, EXIT_INVALID)
             if args.json:
@@ -48,6 +50,8 @@ def verify_main(args: argparse.Namespace) -> int:
         result = verify(plan, name=path)
         if not result.ok:
             status = max(status, EXIT_ISSUES)
+        else:  # running this exact content skips the proof from now on, however large
+            proof.record_proof(data)
         _report_verified(args, path, result)
     if getattr(args, "algo", None) is not None:  # generated plans (builtin_cli)
         status = max(status, builtin_cli.verify_generated(

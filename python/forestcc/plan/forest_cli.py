@@ -111,7 +111,12 @@ def generate_forest_main(args: argparse.Namespace) -> int:
             status = EXIT_ISSUES
     try:
         plan_format.save(plan, args.output)
-    except OSError as err:
+        if not args.no_verify and status == EXIT_OK:
+            # a proof of exactly what was written: running the file skips proving it again,
+            # however large (forestcc.plan.proof)
+            from . import proof
+            proof.record_proof(plan_format.read_bytes(args.output))
+    except (OSError, plan_format.PlanError) as err:
         return _fail("generate forest", err)
     print(f"wrote      {args.output}")
     return status

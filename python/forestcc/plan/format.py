@@ -1,9 +1,11 @@
 """Plan files (format v1): load, validate, save.
 
 Validation here is structural: types, ranges, names, buffer sizes, chunk references in range,
-channel ownership and pairing. Whether a plan computes its collective (no deadlock, no race,
-right result) is the verifier's job. Every message names the file and, where it applies, the
-rank, worker, step (op index), field and bad value.
+channel ownership and pairing, and the format's limits (ops.MAX_*: slices, chunks, sizes,
+workers, channels, ops), so that a plan that validates can also be loaded by the executor. Whether
+a plan computes its collective (no deadlock, no race, right result) is the verifier's job. Every
+message names the file and, where it applies, the rank, worker, step (op index), field and bad
+value. The loader and the verifier share this one validator.
 """
 from __future__ import annotations
 
@@ -32,7 +34,10 @@ def _is_number(value) -> bool:
 
 
 def _show(value) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    try:
+        text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    except (RecursionError, TypeError, ValueError):  # too deep, or not JSON at all (a dict
+        text = f"<{type(value).__name__}>"          # handed in from Python)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -53,12 +58,15 @@ class _Checker:
         self.error(where, f"{key!r} must be {wanted}, got {_show(value)}")
 
     def int_field(self, obj: dict, key: str, where: str, minimum: int = 0,
-                  nullable: bool = False) -> bool:
+                  nullable: bool = False, maximum: int | None = None) -> bool:
         value = obj.get(key)
         if value is None and nullable and key in obj:
             return True
         if not _is_int(value) or value < minimum:
             self.error(where, f"{key!r} must be an integer >= {minimum}, got {_show(value)}")
+            return False
+        if maximum is not None and value > maximum:
+            self.error(where, f"{key!r} is {_show(value)}, above the limit of {maximum}")
             return False
         return True
 
@@ -92,8 +100,8 @@ def validation_errors(plan, source: str = "<plan>") -> list[str]:
                         f"{', '.join(ops.COLLECTIVES)}")
     if not isinstance(plan.get("in_place"), bool):
         check.error("", f"'in_place' must be true or false, got {_show(plan.get('in_place'))}")
-    ok_sizes = check.int_field(plan, "nranks", "", 1)
-    ok_sizes = check.int_field(plan, "chunks_per_block", "", 1) and ok_sizes
+    ok_sizes = check.int_field(plan, "nranks", "", 1, maximum=ops.MAX_RANKS)
+    ok_sizes = check.int_field(plan, "chunks_per_block", "", 1, maximum=ops.MAX_CHUNKS) and ok_sizes
     if collective in ops.ROOTED_COLLECTIVES:
         if check.int_field(plan, "root", "", 0) and ok_sizes and plan["root"] >= plan["nranks"]:
             check.error("", f"'root' {plan['root']} is not a rank (nranks is {plan['nranks']})")
@@ -118,10 +126,11 @@ def _check_buffers(check: _Checker, plan: dict, header_ok: bool) -> None:
         check.error("", f"'buffers' must be an object, got {_show(buffers)}")
         return
     check.keys(buffers, ops.BUFFERS, ops.BUFFERS, "buffers")
+    ok = True
     for name in ops.BUFFERS:
         if name in buffers:
-            check.int_field(buffers, name, "buffers", 0)
-    if not header_ok:
+            ok = check.int_field(buffers, name, "buffers", 0, maximum=ops.MAX_CHUNKS) and ok
+    if not header_ok or not ok:
         return
     expected = geometry.expected_buffer_chunks(
         plan["collective"], plan["nranks"], plan["chunks_per_block"])
@@ -137,8 +146,9 @@ def _check_size_range(check: _Checker, size_range) -> None:
         check.error("", f"'size_range' must be an object, got {_show(size_range)}")
         return
     check.keys(size_range, ops.SIZE_RANGE_KEYS, ops.SIZE_RANGE_KEYS, "size_range")
-    if (check.int_field(size_range, "min_bytes", "size_range", 0)
-            and check.int_field(size_range, "max_bytes", "size_range", 0, nullable=True)
+    if (check.int_field(size_range, "min_bytes", "size_range", 0, maximum=ops.MAX_BYTES)
+            and check.int_field(size_range, "max_bytes", "size_range", 0, nullable=True,
+                                maximum=ops.MAX_BYTES)
             and size_range.get("max_bytes") is not None
             and size_range["max_bytes"] < size_range["min_bytes"]):
         check.error("size_range", f"'max_bytes' {size_range['max_bytes']} is below "
@@ -151,9 +161,9 @@ def _check_pipeline(check: _Checker, pipeline) -> None:
         return
     check.keys(pipeline, ops.PIPELINE_KEYS, (), "pipeline")
     if "max_slices" in pipeline:
-        check.int_field(pipeline, "max_slices", "pipeline", 1)
+        check.int_field(pipeline, "max_slices", "pipeline", 1, maximum=ops.MAX_SLICES)
     if "min_slice_bytes" in pipeline:
-        check.int_field(pipeline, "min_slice_bytes", "pipeline", 0)
+        check.int_field(pipeline, "min_slice_bytes", "pipeline", 0, maximum=ops.MAX_BYTES)
 
 
 def _check_provenance(check: _Checker, provenance) -> None:
@@ -185,6 +195,7 @@ def _check_ranks(check: _Checker, plan: dict) -> None:
     sizes[_PARTS] = k if _is_int(k) and k >= 1 else 1
     # (rank, peer) -> number of channels from rank to peer, for the pairing check
     channel_counts: dict = {}
+    total_ops = 0
     for position, entry in enumerate(ranks):
         where = f"ranks[{position}]"
         if not isinstance(entry, dict):
@@ -200,10 +211,25 @@ def _check_ranks(check: _Checker, plan: dict) -> None:
         if not isinstance(channels, list) or not isinstance(workers, list):
             check.error(where, "'channels' and 'workers' must be lists")
             continue
+        if len(channels) > ops.MAX_CHANNELS or len(workers) > ops.MAX_WORKERS:
+            check.error(where, f"has {len(channels)} channels and {len(workers)} workers; the "
+                               f"limits are {ops.MAX_CHANNELS} channels and {ops.MAX_WORKERS} "
+                               f"workers per rank")
+            continue
+        total_ops += sum(len(w["ops"]) for w in workers
+                         if isinstance(w, dict) and isinstance(w.get("ops"), list))
+        if total_ops > ops.MAX_OPS:
+            check.error("", f"has more than {ops.MAX_OPS} ops (the limit of a plan) by rank "
+                            f"{position}")
+            return
         peers = _check_channels(check, channels, position, nranks, where, channel_counts)
         _check_workers(check, workers, position, peers, sizes, where)
     for (rank, peer), count in sorted(channel_counts.items()):
         back = channel_counts.get((peer, rank), 0)
+        if count > ops.MAX_CHANNELS_PER_PEER:
+            to = "loopback channels" if rank == peer else f"channels to rank {peer}"
+            check.error(f"rank {rank}", f"has {count} {to}; the executor takes at most "
+                                        f"{ops.MAX_CHANNELS_PER_PEER} per peer")
         if rank == peer and count % 2:
             check.error("", f"rank {rank} has {count} loopback channel(s); loopback channels "
                             f"pair up in id order, so their number must be even")
@@ -276,7 +302,7 @@ def _check_op(check, op, rank, peers, sizes, where) -> int | None:
     required = [f for f in fields if f not in ops.OPTIONAL_FIELDS]
     check.keys(op, ("op",) + fields, required, where)
     count = op.get("n", ops.DEFAULT_N)
-    if "n" in op and not check.int_field(op, "n", where, 1):
+    if "n" in op and not check.int_field(op, "n", where, 1, maximum=ops.MAX_CHUNKS):
         count = 1
     channel = None
     if "ch" in op:
@@ -339,24 +365,58 @@ def validate(plan, source: str = "<plan>") -> dict:
     return plan
 
 
-def loads(text: str, source: str = "<plan>") -> dict:
-    """Parses and validates a plan from JSON text."""
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unreadable(source: str, why: str) -> PlanError:
+    return PlanError([f"{source}: unreadable: {why}"])
+
+
+def parse(text, source: str = "<plan>"):
+    """The JSON value of a plan file's text (str or UTF-8 bytes), not yet validated. Raises
+    PlanError naming the source when it is unreadable: not UTF-8, not JSON (NaN and Infinity
+    included), nested too deeply for the parser, or a number too long to convert."""
     try:
-        plan = json.loads(text)
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")
+        return json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError as error:
+        raise _unreadable(source, f"not UTF-8 text ({error.reason} at byte {error.start})") \
+            from None
     except json.JSONDecodeError as error:
         raise PlanError([f"{source}: not valid JSON: {error}"]) from None
-    return validate(plan, source)
+    except RecursionError:
+        raise _unreadable(source, "JSON nested too deeply (a plan needs only a few levels)") \
+            from None
+    except ValueError as error:  # an integer of thousands of digits, NaN/Infinity
+        raise _unreadable(source, str(error)) from None
+
+
+def loads(text, source: str = "<plan>") -> dict:
+    """Parses and validates a plan from JSON text (str or UTF-8 bytes)."""
+    return validate(parse(text, source), source)
+
+
+def read_bytes(path) -> bytes:
+    """A plan file's bytes; PlanError naming the file when it cannot be read or is larger than
+    ops.MAX_FILE_BYTES."""
+    source = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(ops.MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise PlanError([f"{source}: cannot read: {error.strerror or error}"]) from None
+    if len(data) > ops.MAX_FILE_BYTES:
+        raise _unreadable(source, f"larger than {ops.MAX_FILE_BYTES} bytes (the limit of a "
+                                  f"plan file)")
+    return data
 
 
 def load(path) -> dict:
     """Reads and validates a plan file. Raises PlanError (naming the file) on any problem."""
     source = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as error:
-        raise PlanError([f"{source}: cannot read: {error.strerror or error}"]) from None
-    return loads(text, source)
+    return loads(read_bytes(path), source)
 
 
 def canonical_op(op: dict) -> dict:

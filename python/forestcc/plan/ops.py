@@ -99,3 +99,19 @@ DEFAULT_PIPELINE = {"max_slices": 1, "min_slice_bytes": 0}
 def op_count(op: dict) -> int:
     """Number of contiguous chunks an op moves ("n", default 1)."""
     return op.get("n", DEFAULT_N)
+
+
+# Limits of format v1. Plans beyond them are refused when loaded or verified (one validator,
+# format.validation_errors), with a message naming the field, before anything reaches the
+# executor's fixed-size records. The C++ loader (cpp/src/python/plan_dict.cpp) refuses the same
+# values; tests/test_plan_format.py checks that the two agree.
+MAX_RANKS = 1 << 16            # nranks (the built-in generators' range)
+MAX_CHUNKS = 1 << 22           # chunks_per_block, each buffer's size and an op's n, in chunks
+MAX_SLICES = 1024              # pipeline.max_slices: every slice runs the whole op list
+MAX_BYTES = 1 << 62            # size_range.*, pipeline.min_slice_bytes
+MAX_WORKERS = 256              # workers per rank: CPU threads or GPU thread blocks
+MAX_CHANNELS = 1 << 16         # channels per rank: an op names one in 16 bits
+MAX_CHANNELS_PER_PEER = 64     # channels from one rank to one peer (or loopback): the executor's
+                               # semaphore slots (kMaxPlanChannelsPerPeer, control_block.hpp)
+MAX_OPS = 1 << 23              # ops in the whole plan
+MAX_FILE_BYTES = 1 << 30       # a plan file's size

@@ -42,6 +42,10 @@ import numpy as np
 from . import format as plan_format
 from . import geometry, ops, semantics
 
+# Vector clock entries count one component's events; the format's limits keep every count far
+# below 2**31 (ops per plan, slices not multiplied in: one slice is verified).
+_CLOCK = np.int32
+
 # Issue kinds.
 INVALID = "invalid"                # structural error (format validation)
 DEADLOCK = "deadlock"              # a wait that can never be satisfied
@@ -119,10 +123,30 @@ class _Location:
         self.reads: dict = {}  # component -> (stamp, info) of the latest read by it
 
 
+class TooLarge(Exception):
+    """verify() with limits: proving this plan would take more work or memory than allowed.
+    Raised before the limit is crossed by much, never after the verifier ran unbounded."""
+
+
+# The verifier's effort, counted (never timed, so the outcome is the same on every machine and
+# every rank). A work unit is a fraction of a microsecond of this pure-Python verifier's CPU time
+# (0.2-0.5 us on the development machine); memory is the live vector clocks and chunk records,
+# in bytes. See _Verifier._charge.
+_WORK_PER_OP = 16                # Python overhead of one op
+_COMPONENTS_PER_WORK = 256       # an op's clock copies/joins: numpy over every component
+_WORK_PER_CHUNK = 4              # one chunk read or written by an op
+_SYMBOLS_PER_WORK = 16           # a reduction's content grows with the ranks it sums
+_BYTES_PER_COMPONENT = 4         # a vector clock entry (np.int32)
+_BYTES_PER_LOCATION = 300        # a chunk's record: content, last write, readers
+
+
 class _Verifier:
-    def __init__(self, plan: dict, name: str):
+    def __init__(self, plan: dict, name: str, max_work: int | None = None,
+                 max_memory: int | None = None):
         self.plan = plan
         self.name = name
+        self.max_work, self.max_memory = max_work, max_memory
+        self.work = 0
         self.issues: list[Issue] = []
         self.nranks = n = plan["nranks"]
         self.collective = plan["collective"]
@@ -141,15 +165,35 @@ class _Verifier:
             comps += len(entry["channels"])
             self.rank_comps.append((first, comps))
         self.ncomps = comps
+        # Vector clocks alive at the start: one per worker and one per rank (its finish).
+        self.clocks = sum(len(entry["workers"]) for entry in ranks) + n
+        reducing = self.collective in (ops.ALL_REDUCE, ops.REDUCE_SCATTER, ops.REDUCE)
+        self.chunk_work = _WORK_PER_CHUNK + (n if reducing else 1) // _SYMBOLS_PER_WORK
+        self.op_work = _WORK_PER_OP + comps // _COMPONENTS_PER_WORK
+        if max_work is not None:  # every op runs once at least: refuse at once, not midway
+            total_ops = sum(len(w["ops"]) for entry in ranks for w in entry["workers"])
+            if total_ops * self.op_work > max_work:
+                raise TooLarge(f"proving it takes more than {max_work} work units "
+                               f"({total_ops} ops over {comps} vector clock components)")
         self.peer = [[c["peer"] for c in entry["channels"]] for entry in ranks]
-        self.partner = self._pair_channels()
-        self.signals = {}  # (rank, ch) -> list of clocks of the signals sent on it
+        self.partner = pair_channels(plan)
+        # (rank, ch) -> the signals sent on it, by number, as (base clock, lane component,
+        # stamp): the signal's clock is the base with the lane component raised to the stamp.
+        # A signal is dropped (None) once the matching wait took it, and signals a worker sends
+        # with no worker event between them share one base (_signal_base), so only signals in
+        # flight cost memory, and a run of signals to many peers costs one clock.
+        self.signals = {}
+        self.bases = {}  # worker component -> (its value at the snapshot, snapshot)
+        self.base_users = {}  # id(snapshot) -> signals in flight that hold it (for _charge)
         self.waits_done = {}  # (rank, ch) -> waits completed
-        self.lanes = {}  # (rank, ch) -> lane clock
+        self.lane_events = {}  # (rank, ch) -> events of the lane so far (its own component)
         self.memory = {}  # (rank, buffer, index) -> _Location
         self.races = {}  # (kind, info, info) -> [location key, ...]: one issue per op pair
         self.lanes_after_peer_entered = set()  # (rank, ch) whose lane has seen a peer event
         self.banked = plan.get("scratch_banks", 1) == 2  # eager: peers' scratch needs no entry
+        # The initial contents, the expected outputs and the writable-input sets: ranks x chunks.
+        self._charge(n * (plan["buffers"][ops.INPUT] + 2 * plan["buffers"][ops.OUTPUT])
+                     * self.chunk_work, n * plan["buffers"][ops.INPUT])
         for r in range(n):
             for i in range(plan["buffers"][ops.INPUT]):
                 key = (r,) + self.alias[r](ops.INPUT, i)
@@ -159,23 +203,6 @@ class _Verifier:
         self.writable_input = [
             {idx for buf, idx in (self.alias[r](ops.OUTPUT, i) for i in range(out_chunks))
              if buf == ops.INPUT} for r in range(n)]
-
-    def _pair_channels(self) -> dict:
-        """(rank, ch) -> (peer, ch on peer): the i-th channel r->p pairs with the i-th p->r;
-        loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
-        by_pair: dict = {}
-        for r, peers in enumerate(self.peer):
-            for c, p in enumerate(peers):
-                by_pair.setdefault((r, p), []).append(c)
-        partner = {}
-        for (r, p), chans in by_pair.items():
-            if r == p:
-                for a, b in zip(chans[0::2], chans[1::2]):
-                    partner[(r, a)], partner[(r, b)] = (r, b), (r, a)
-            else:
-                for a, b in zip(chans, by_pair[(p, r)]):
-                    partner[(r, a)] = (p, b)
-        return partner
 
     # -- memory accesses ------------------------------------------------------------------
 
@@ -216,7 +243,24 @@ class _Verifier:
         except a peer's scratch in an eager plan (its banks; see the module docstring)."""
         return not (self.banked and remote_ref[0] == ops.SCRATCH)
 
+    def _charge(self, work: int, new_locations: int = 0) -> None:
+        """Counts work and checks the memory the verifier would hold with ``new_locations`` more
+        chunk records; raises TooLarge past a limit (nothing is counted without limits)."""
+        if self.max_work is None and self.max_memory is None:
+            return
+        self.work += work
+        if self.max_work is not None and self.work > self.max_work:
+            raise TooLarge(f"proving it takes more than {self.max_work} work units")
+        if self.max_memory is not None:
+            clocks = self.clocks + len(self.bases) + len(self.base_users)
+            memory = (clocks * self.ncomps * _BYTES_PER_COMPONENT
+                      + (len(self.memory) + new_locations) * _BYTES_PER_LOCATION)
+            if memory > self.max_memory:
+                raise TooLarge(f"proving it takes more than {self.max_memory} bytes of memory "
+                               f"({self.ncomps} vector clock components)")
+
     def _keys(self, rank: int, ref, count: int) -> list:
+        self._charge(count * self.chunk_work, count)
         buffer, index = ref
         alias = self.alias[rank]
         return [(rank,) + alias(buffer, i) for i in range(index, index + count)]
@@ -252,24 +296,54 @@ class _Verifier:
 
     # -- execution ------------------------------------------------------------------------
 
-    def _lane_event(self, rank: int, ch: int, worker_clock):
-        """A channel op issued now: its lane catches up with the worker, then ticks."""
-        lane = self.lanes.get((rank, ch))
-        if lane is None:
-            lane = self.lanes[(rank, ch)] = worker_clock.copy()
-        else:
-            np.maximum(lane, worker_clock, out=lane)
-        comp = self.lane_comp[rank][ch]
-        lane[comp] += 1
-        return lane, comp, int(lane[comp])
+    # A lane's clock is never stored: a channel belongs to one worker, which issues its events
+    # in program order, so at each event the lane's clock equals the worker's clock except in
+    # the lane's own component, which counts the lane's events (everything else the lane knows
+    # came from the worker earlier, and clocks only grow). _lane_clock lends the worker's clock
+    # with that component set, and the caller puts the worker's value back. Memory stays at one
+    # clock per worker plus the signals in flight, instead of one clock per channel more.
 
-    def _signal(self, rank: int, ch: int, clock) -> None:
-        lane, _, _ = self._lane_event(rank, ch, clock)
-        self.signals.setdefault((rank, ch), []).append(lane.copy())
+    def _lane_clock(self, rank: int, ch: int, worker_clock):
+        """A channel op issued now: the lane ticks; returns (lane clock, component, stamp,
+        the worker's own value of that component to restore)."""
+        comp = self.lane_comp[rank][ch]
+        stamp = self.lane_events.get((rank, ch), 0) + 1
+        self.lane_events[(rank, ch)] = stamp
+        saved = int(worker_clock[comp])
+        worker_clock[comp] = stamp
+        return worker_clock, comp, stamp, saved
+
+    def _join_lane(self, rank: int, ch: int, clock) -> None:
+        """Flush (or the end of the worker): everything issued on the lane is done."""
+        comp = self.lane_comp[rank][ch]
+        clock[comp] = max(int(clock[comp]), self.lane_events.get((rank, ch), 0))
+
+    def _signal(self, rank: int, ch: int, clock, wcomp: int) -> None:
+        comp = self.lane_comp[rank][ch]
+        stamp = self.lane_events.get((rank, ch), 0) + 1
+        self.lane_events[(rank, ch)] = stamp
+        base = self._signal_base(clock, wcomp)
+        self.base_users[id(base)] = self.base_users.get(id(base), 0) + 1
+        self.signals.setdefault((rank, ch), []).append((base, comp, stamp))
+
+    def _signal_base(self, clock, wcomp: int):
+        """A copy of the worker's clock, shared while it is unchanged: every op that changes a
+        worker's clock ticks the worker's own component, so that value identifies it."""
+        version = int(clock[wcomp])
+        cached = self.bases.get(wcomp)
+        if cached is None or cached[0] != version:
+            cached = self.bases[wcomp] = (version, clock.copy())
+        return cached[1]
 
     def _put(self, rank, op, ch, src_field, dst_field, clock, info) -> None:
+        lane, comp, stamp, saved = self._lane_clock(rank, ch, clock)
+        try:
+            self._put_with(rank, op, ch, src_field, dst_field, lane, comp, stamp, info)
+        finally:
+            lane[comp] = saved
+
+    def _put_with(self, rank, op, ch, src_field, dst_field, lane, comp, stamp, info) -> None:
         count = ops.op_count(op)
-        lane, comp, stamp = self._lane_event(rank, ch, clock)
         peer = self.peer[rank][ch]
         remote_ref = op[src_field] if op["op"] == ops.GET else op[dst_field]
         if (peer != rank and self._needs_entry(remote_ref)
@@ -295,20 +369,24 @@ class _Verifier:
             sent = self.signals.get(partner, ())
             if len(sent) <= done:
                 return False
-            np.maximum(clock, sent[done], out=clock)
+            base, comp, stamp = sent[done]
+            np.maximum(clock, base, out=clock)
+            clock[comp] = max(int(clock[comp]), stamp)
+            sent[done] = None
+            users = self.base_users.pop(id(base)) - 1
+            if users:
+                self.base_users[id(base)] = users
             self.waits_done[(rank, ch)] = done + 1
             clock[wcomp] += 1
         elif name == ops.SIGNAL:
-            self._signal(rank, ch, clock)
+            self._signal(rank, ch, clock, wcomp)
         elif name == ops.FLUSH:
-            lane = self.lanes.get((rank, ch))
-            if lane is not None:
-                np.maximum(clock, lane, out=clock)
+            self._join_lane(rank, ch, clock)
             clock[wcomp] += 1
         elif name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
             self._put(rank, op, ch, "src", "dst", clock, info)
             if name == ops.PUT_SIGNAL:
-                self._signal(rank, ch, clock)
+                self._signal(rank, ch, clock, wcomp)
         elif name == ops.COPY:
             clock[wcomp] += 1
             count = ops.op_count(op)
@@ -337,13 +415,15 @@ class _Verifier:
     def run(self) -> VerifyResult:
         ranks = self.plan["ranks"]
         workers = [(r, w) for r in range(self.nranks) for w in range(len(ranks[r]["workers"]))]
-        clocks = {rw: np.zeros(self.ncomps, dtype=np.int64) for rw in workers}
+        clocks = {rw: np.zeros(self.ncomps, dtype=_CLOCK) for rw in workers}
         pc = dict.fromkeys(workers, 0)
         owner = {}  # (rank, ch) -> worker using it, to wake waiters
+        owned = {rw: set() for rw in workers}  # (rank, worker) -> its channels
         for r, w in workers:
             for op in ranks[r]["workers"][w]["ops"]:
                 if "ch" in op:
                     owner[(r, op["ch"])] = w
+                    owned[(r, w)].add(op["ch"])
         blocked_on = {}  # (rank, ch) whose partner signal is awaited -> (rank, worker)
         runnable = deque(workers)
         executed = 0
@@ -354,6 +434,7 @@ class _Verifier:
             while pc[(r, w)] < len(op_list):
                 step = pc[(r, w)]
                 op = op_list[step]
+                self._charge(self.op_work)
                 if not self._step(r, w, step, op, clock):
                     blocked_on[self.partner[(r, op["ch"])]] = (r, w)
                     break
@@ -364,15 +445,14 @@ class _Verifier:
                     if waiter is not None:
                         runnable.append(waiter)
         stuck = [rw for rw in workers if pc[rw] < len(ranks[rw[0]]["workers"][rw[1]]["ops"])]
-        self._check_balance(ranks)
+        self.issues.extend(balance_issues(self.plan, self.partner))
         if stuck:
             self._report_deadlock(stuck, pc, owner, ranks)
         # The end of a worker flushes its channels; a rank is done when all its workers are.
-        finished = [np.zeros(self.ncomps, dtype=np.int64) for _ in range(self.nranks)]
+        finished = [np.zeros(self.ncomps, dtype=_CLOCK) for _ in range(self.nranks)]
         for (r, w), clock in clocks.items():
-            for ch, user in owner.items():
-                if ch[0] == r and user == w and ch in self.lanes:
-                    np.maximum(clock, self.lanes[ch], out=clock)
+            for ch in owned[(r, w)]:
+                self._join_lane(r, ch, clock)
             np.maximum(finished[r], clock, out=finished[r])
         self._report_races()
         if not stuck:
@@ -383,25 +463,6 @@ class _Verifier:
         return VerifyResult(self.name, self.issues, executed)
 
     # -- reports --------------------------------------------------------------------------
-
-    def _check_balance(self, ranks) -> None:
-        sent, waited = {}, {}
-        for r, entry in enumerate(ranks):
-            for worker in entry["workers"]:
-                for op in worker["ops"]:
-                    if op["op"] in (ops.SIGNAL, ops.PUT_SIGNAL):
-                        sent[(r, op["ch"])] = sent.get((r, op["ch"]), 0) + 1
-                    elif op["op"] == ops.WAIT:
-                        key = self.partner[(r, op["ch"])]
-                        waited[key] = waited.get(key, 0) + 1
-        for key in sorted(set(sent) | set(waited)):
-            if sent.get(key, 0) != waited.get(key, 0):
-                (r, c), (p, pc) = key, self.partner[key]
-                self.issues.append(Issue(
-                    UNBALANCED, r, None, None,
-                    f"rank {r} channel {c} signals {sent.get(key, 0)} time(s) but its partner, "
-                    f"rank {p} channel {pc}, waits {waited.get(key, 0)} time(s); semaphores count "
-                    f"on across slices, so the next slice would be mismatched"))
 
     def _report_deadlock(self, stuck, pc, owner, ranks) -> None:
         for r, w in stuck:
@@ -484,6 +545,51 @@ class _Verifier:
                         f"rank {r} can finish {what} before rank {q} has started it"))
 
 
+def pair_channels(plan: dict) -> dict:
+    """(rank, ch) -> (peer, ch on peer) of a valid plan: the i-th channel r->p pairs with the
+    i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
+    by_pair: dict = {}
+    for r, entry in enumerate(plan["ranks"]):
+        for c, channel in enumerate(entry["channels"]):
+            by_pair.setdefault((r, channel["peer"]), []).append(c)
+    partner = {}
+    for (r, p), chans in by_pair.items():
+        if r == p:
+            for a, b in zip(chans[0::2], chans[1::2]):
+                partner[(r, a)], partner[(r, b)] = (r, b), (r, a)
+        else:
+            for a, b in zip(chans, by_pair[(p, r)]):
+                partner[(r, a)] = (p, b)
+    return partner
+
+
+def balance_issues(plan: dict, partner: dict | None = None) -> list[Issue]:
+    """The cheap static part of the proof, for a valid plan: on every channel pair, the signals
+    one side sends (signal, put_signal) equal the waits of the other. Semaphores count on across
+    slices and calls, so an imbalance mismatches the next slice or the next call. Linear in the
+    plan's size; the executor checks the same when it compiles a plan."""
+    partner = pair_channels(plan) if partner is None else partner
+    sent, waited = {}, {}
+    for r, entry in enumerate(plan["ranks"]):
+        for worker in entry["workers"]:
+            for op in worker["ops"]:
+                if op["op"] in (ops.SIGNAL, ops.PUT_SIGNAL):
+                    sent[(r, op["ch"])] = sent.get((r, op["ch"]), 0) + 1
+                elif op["op"] == ops.WAIT:
+                    key = partner[(r, op["ch"])]
+                    waited[key] = waited.get(key, 0) + 1
+    issues = []
+    for key in sorted(set(sent) | set(waited)):
+        if sent.get(key, 0) != waited.get(key, 0):
+            (r, c), (p, pc) = key, partner[key]
+            issues.append(Issue(
+                UNBALANCED, r, None, None,
+                f"rank {r} channel {c} signals {sent.get(key, 0)} time(s) but its partner, "
+                f"rank {p} channel {pc}, waits {waited.get(key, 0)} time(s); semaphores count "
+                f"on across slices and calls, so the next slice or call would be mismatched"))
+    return issues
+
+
 def _describe_keys(keys) -> str:
     """'rank 1 output chunks 0..3' style summary of (rank, buffer, index) keys."""
     keys = sorted(set(keys))
@@ -494,11 +600,17 @@ def _describe_keys(keys) -> str:
     return f"rank {rank} {buffer} {span}{extra}"
 
 
-def verify(plan: dict, name: str | None = None) -> VerifyResult:
+def verify(plan: dict, name: str | None = None, *, max_work: int | None = None,
+           max_memory: int | None = None, validated: bool = False) -> VerifyResult:
     """Checks a plan: structure, deadlock freedom, races, in-flight accesses, input left intact,
-    uninitialized reads and, finally, the output against the collective's definition."""
+    uninitialized reads and, finally, the output against the collective's definition.
+
+    ``max_work`` (units of under a microsecond) and ``max_memory`` (bytes) bound the effort:
+    past either, TooLarge is raised instead of a result. The effort is counted, not timed, so
+    every rank and machine decides alike. ``validated``: the caller has just validated this
+    plan (format.validate), so the structural checks are skipped."""
     label = name or (plan.get("name") if isinstance(plan, dict) else None) or "<plan>"
-    errors = plan_format.validation_errors(plan, label)
+    errors = [] if validated else plan_format.validation_errors(plan, label)
     if errors:
         return VerifyResult(label, [Issue(INVALID, None, None, None, e) for e in errors])
-    return _Verifier(plan, label).run()
+    return _Verifier(plan, label, max_work, max_memory).run()
