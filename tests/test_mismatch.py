@@ -86,3 +86,10 @@ def test_reported_mismatches_raise_on_two_ranks(no_new_shm):
 def test_reported_mismatches_raise_on_four_ranks(no_new_shm):
     result = run_job(4, "mismatch_matrix.py", json.dumps(REPORTED_4))
     check(result, REPORTED_4)
+
+
+def test_bad_arguments_name_the_argument(no_new_shm):
+    for n in (1, 3, 4):
+        result = run_job(n, "bad_arguments.py")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert len(result.lines("OK")) == n, result.stdout

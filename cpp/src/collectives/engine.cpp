@@ -87,7 +87,7 @@ void OrderedQueue::drain() {
 // ---- Engine -----------------------------------------------------------------------------------
 
 Engine::Engine(std::shared_ptr<Communicator> comm)
-    : comm_(std::move(comm)), executor_(comm_->state()), debug_(config::debug()) {
+    : comm_(std::move(comm)), executor_(comm_->state()) {
   sendsDone_.assign(comm_->size(), 0);
   sendsReady_.assign(comm_->size(), 0);
 }
@@ -152,10 +152,7 @@ std::shared_ptr<const CompiledPlan> Engine::builtin(const std::string& algorithm
 
 std::shared_ptr<const CompiledPlan> Engine::compile(const plan::Plan& p) { return executor_.compile(p); }
 
-void Engine::execute(const CompiledPlan& p, const CallBuffers& b) {
-  if (debug_) debugCrossCheck(p, b);
-  executor_.run(p, b);
-}
+void Engine::execute(const CompiledPlan& p, const CallBuffers& b) { executor_.run(p, b); }
 
 void Engine::run(const CompiledPlan& p, const CallBuffers& b) {
   collectives_.runInline([&] { execute(p, b); });
@@ -184,23 +181,6 @@ std::shared_ptr<Work> Engine::recv(void* data, size_t bytes, int peer, bool asyn
   if (async) return recvs_.submit([this, data, bytes, peer] { recvNow(data, bytes, peer); });
   recvs_.runInline([&] { recvNow(data, bytes, peer); });
   return nullptr;
-}
-
-void Engine::debugCrossCheck(const CompiledPlan& p, const CallBuffers& b) {
-  std::ostringstream mine;
-  mine << plan::name(p.collective) << " count=" << b.count << " dtype=" << name(b.dtype) << " op=" << name(b.op)
-       << " root=" << p.root << " plan=" << p.name;
-  auto all = comm_->bootstrap().allGather(mine.str());
-  std::ostringstream diff;
-  bool mismatch = false;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r] != all[0]) mismatch = true;
-    diff << "\n  rank " << r << ": " << all[r];
-  }
-  if (mismatch)
-    throw Error(ErrorCode::InvalidUsage,
-                rankPrefix(comm_->rank()) + "FORESTCC_DEBUG: the ranks called different collectives or "
-                                            "arguments:" + diff.str(), comm_->rank());
 }
 
 // ---- point-to-point -------------------------------------------------------------------------

@@ -125,7 +125,6 @@ class Engine {
   void execute(const CompiledPlan& p, const CallBuffers& b);
   void sendNow(const void* data, size_t bytes, int peer);
   void recvNow(void* data, size_t bytes, int peer);
-  void debugCrossCheck(const CompiledPlan& p, const CallBuffers& b);
 
   std::shared_ptr<Communicator> comm_;
   executor::Executor executor_;
@@ -134,7 +133,6 @@ class Engine {
   std::mutex cacheMu_;
   std::map<std::tuple<std::string, int, int, bool>, std::shared_ptr<const CompiledPlan>> cache_;
 
-  bool debug_ = false;
   OrderedQueue collectives_, sends_, recvs_;
 
   std::vector<uint64_t> sendsDone_, sendsReady_;  // p2p semaphores consumed, by peer

@@ -12,7 +12,8 @@ const std::vector<ConfigEntry>& configTable() {
       {"FORESTCC_TIMEOUT", "float", "300",
        "Seconds before any wait, receive or rendezvous gives up with an error naming the peer."},
       {"FORESTCC_DEBUG", "bool", "0",
-       "Cross-check collective arguments between ranks and print bootstrap diagnostics."},
+       "Adds each local rank's call (collective, count, dtype, op, root, plan) to the message of a "
+       "mismatch between ranks (the check itself runs always), and prints bootstrap diagnostics."},
       {"FORESTCC_NODE_ID", "string", "",
        "Overrides the hostname as the node identity: ranks with the same id share memory."},
       {"FORESTCC_RDZV_DIR", "string", "/tmp",

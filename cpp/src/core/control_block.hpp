@@ -18,7 +18,7 @@ struct alignas(64) ControlHeader {
   std::atomic<uint32_t> messageReady;
   std::atomic<uint32_t> abortCode;  // the ErrorCode of the error that poisoned it
   std::atomic<uint64_t> abortCall;  // the collective call it happened in (0: none)
-  char abortMessage[512];
+  char abortMessage[4096];  // FORESTCC_DEBUG tables of a mismatch fit
 };
 
 constexpr uint64_t kControlMagic = 0x4c52544343434f46ull;  // "FOCCCTRL"

@@ -1,0 +1,40 @@
+"""Signals meet forestcc the way a program expects: a SIGTERM handler installed before
+forestcc.init() keeps the process and its communicator working (issue 12 item 6); Ctrl-C
+interrupts a collective blocked in a native wait, also outside forestcc-run (item 8)."""
+from __future__ import annotations
+
+import signal
+import time
+
+from conftest import collect, run_job, spawn_ranks
+
+
+def test_sigterm_handler_installed_before_init_keeps_the_communicator(no_new_shm):
+    result = run_job(2, "sigterm_handler.py")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert sorted(result.lines("OK")) == ["OK 0", "OK 1"], result.stdout
+
+
+def test_sigterm_without_a_handler_still_ends_the_rank_and_cleans_up(no_new_shm):
+    result = run_job(2, "sigterm_handler.py", "default")
+    assert result.returncode == 128 + signal.SIGTERM, result.stdout + result.stderr
+    assert "rank 0" in result.stderr and "SIGTERM" in result.stderr, result.stderr
+
+
+def test_ctrl_c_interrupts_a_blocked_collective(no_new_shm):
+    # Outside forestcc-run (torchrun's environment): nobody else stops the rank, and the
+    # timeout is far longer than the test waits.
+    procs = spawn_ranks("torchrun", 2, "blocked_collective.py",
+                        extra_env={"FORESTCC_TIMEOUT": "3000"})
+    waiter, sleeper = procs
+    try:
+        line = waiter.stdout.readline()
+        assert line.strip() == "WAITING", line + waiter.stderr.read()
+        time.sleep(2)  # into the native wait (were it earlier, Python would raise it anyway)
+        waiter.send_signal(signal.SIGINT)
+        [result] = collect([waiter], timeout=120)
+    finally:
+        sleeper.terminate()  # SIGTERM: it unlinks its segments (SIGKILL would leave them)
+        collect([sleeper])
+    assert "INTERRUPTED" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr
