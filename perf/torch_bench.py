@@ -50,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=32, help="samples per rank and step")
     p.add_argument("-b", "--min-bytes", default="8")
     p.add_argument("-e", "--max-bytes", default="64M")
-    p.add_argument("-f", "--factor", type=int, default=4, help="size multiplier between rows")
+    p.add_argument("-f", "--factor", type=int, default=2, help="size multiplier between rows")
     p.add_argument("--iters", type=int, default=20,
                    help="timed all_reduce calls per size (fewer above 1 MiB)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
@@ -166,7 +166,9 @@ def _buckets(params: int) -> list[torch.Tensor]:
 
 
 def bench_allreduce(args, groups) -> list[dict]:
-    """dist.all_reduce time and busbw per size and backend."""
+    """dist.all_reduce time and busbw per size and backend: every call timed on its own, in
+    five rounds that alternate between the backends; the median call (the slowest rank's) is
+    reported, so a rank descheduled by load from elsewhere spoils single calls, not the row."""
     n = dist.get_world_size()
     rows = []
     size = max(4, parse_size(args.min_bytes))
@@ -174,23 +176,23 @@ def bench_allreduce(args, groups) -> list[dict]:
     while size <= last:
         count = max(1, size // 4)
         tensors = {b: torch.ones(count) for b in BACKENDS}
-        iters = max(3, min(args.iters, int(args.iters * (1 << 20) / max(size, 1))))
+        iters = max(2, min(args.iters, int(args.iters * (1 << 20) / max(size, 1))))
         per = {b: [] for b in BACKENDS}
         for b in BACKENDS:  # warm-up
             for _ in range(2):
                 dist.all_reduce(tensors[b], group=groups[b])
-        for _ in range(3):  # three interleaved rounds of `iters` calls, best round kept
+        for _ in range(5):
             for b in BACKENDS:
                 g, t = groups[b], tensors[b]
-
-                def calls():
-                    for _ in range(iters):
-                        dist.all_reduce(t, group=g)
-
-                per[b].append(median_time(calls, 1) / iters)
+                dist.barrier()
+                for _ in range(iters):
+                    start = time.perf_counter()
+                    dist.all_reduce(t, group=g)
+                    per[b].append(time.perf_counter() - start)
         row = dict(bytes=count * 4, count=count, ranks=n)
-        for b in BACKENDS:
-            sec = min(per[b])
+        medians = torch.tensor([statistics.median(per[b]) for b in BACKENDS], dtype=torch.float64)
+        dist.all_reduce(medians, op=dist.ReduceOp.MAX)
+        for b, sec in zip(BACKENDS, medians.tolist()):
             row[f"{b}_us"] = sec * 1e6
             row[f"{b}_busbw"] = count * 4 / sec / 1e9 * 2 * (n - 1) / n
         rows.append(row)
@@ -229,7 +231,8 @@ def main(argv=None) -> None:
     if args.part in ("all", "allreduce"):
         rows = bench_allreduce(args, groups)
         out["allreduce"] = rows
-        say("# dist.all_reduce float32 sum in place: time (us, best of 3 rounds) and busbw (GB/s)")
+        say("# dist.all_reduce float32 sum in place: median call time (us; the slowest rank's) "
+            "and busbw (GB/s)")
         say(f"# {'size(B)':>10} {'count':>10} {'forestcc us':>12} {'busbw':>8} {'gloo us':>12} "
             f"{'busbw':>8} {'speedup':>8}")
         for r in rows:

@@ -154,7 +154,8 @@ class CollectivesMixin:
                                     f"expected {n} × {o.numel()}")
         red = reductions.resolve(_op(opts), outputs[0].dtype, call)
         # Block r of the packed input is every input's block r, one after another.
-        packed = torch.cat([red.buffer(x).view(n, -1) for x in inputs], dim=1).reshape(-1)
+        packed = torch.cat([red.buffer(x).view(n, _buffer_numel(red, x) // n) for x in inputs],
+                           dim=1).reshape(-1)
         total = sum(o.numel() for o in outputs)
         out = red.new_buffer(total)
         places, off = [], 0
