@@ -13,6 +13,8 @@ pytest.importorskip("ml_dtypes")
 
 # Block element counts: empty, one element, counts that do not divide by any rank count.
 SMALL = "0,1,7,1001"
+# For the reductions also: more than two of the kernels' 2048-element tiles, and a ragged end.
+TILES = "4099"
 
 
 def _ok(result, n):
@@ -25,8 +27,21 @@ def _ok(result, n):
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
 def test_every_collective_dtype_op_and_algorithm(n):
     # every dtype x op through algo="auto"; every built-in algorithm on three of the dtypes
-    _ok(run_job(n, "collectives_check.py", "all", SMALL,
+    _ok(run_job(n, "collectives_check.py", "all", SMALL, "--reduction-sizes", TILES,
                 "--algo-dtypes", "float32,int64,bfloat16"), n)
+
+
+def test_the_check_sees_a_wrong_element_anywhere():
+    # the checker itself: one wrong element per result, never the first (a check of element 0
+    # alone, or of the first tile, would pass a broken collective), must fail every such result
+    result = run_job(2, "collectives_check.py", "auto", "1,7," + TILES, "--corrupt",
+                     "--dtypes", "int8,uint64,float16,bfloat16,float64")
+    assert result.returncode != 0, result.stdout[-2000:]
+    for rank in range(2):
+        mine = [ln.split()[1:] for ln in result.stdout.splitlines() if ln.startswith(f"[{rank}] ")]
+        (checked,) = [w for w in mine if w[0] == "CHECKED"]
+        (corrupted,) = [w for w in mine if w[0] == "CORRUPTED"]
+        assert int(corrupted[1]) > 0 and checked[3] == corrupted[1], (rank, checked, corrupted)
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -4,7 +4,12 @@ a numpy reference computed from every rank's (deterministic) input.
 argv: ALGOS SIZES [--memory numpy|forestcc]
   ALGOS: comma-separated algorithm names, "auto", or "all" (auto + every built-in that supports
          the collective); SIZES: comma-separated element counts per block.
-Prints "CHECKED n" and one "FAIL ..." line per mismatch; exits 1 on any failure.
+  --reduction-sizes: more counts, for all_reduce / reduce_scatter / reduce only (4099: the
+         reduction kernels work in tiles of 2048 elements, which smaller counts never fill).
+  --corrupt: a test of the checker itself: every result of two or more elements gets one wrong
+         element, never element 0, before it is compared; then FAILURES must equal CORRUPTED.
+Prints "CHECKED n FAILURES f" (and "CORRUPTED c") and one "FAIL ..." line per mismatch; exits 1
+on any failure.
 """
 import argparse
 import sys
@@ -27,15 +32,19 @@ parser.add_argument("--dtypes", default="all")
 parser.add_argument("--collectives", default="all")
 parser.add_argument("--algo-dtypes", default="all",
                     help="dtypes that run every algorithm of ALGOS; the others run 'auto' only")
+parser.add_argument("--reduction-sizes", default="")
+parser.add_argument("--corrupt", action="store_true")
 args = parser.parse_args()
 
 comm = forestcc.init()
 N, R = comm.size, comm.rank
 SIZES = [int(s) for s in args.sizes.split(",")]
+REDUCTION_SIZES = [int(s) for s in args.reduction_sizes.split(",") if s]
 dtypes = DTYPES if args.dtypes == "all" else [np.dtype(d).type if d != "bfloat16" else ml_dtypes.bfloat16
                                               for d in args.dtypes.split(",")]
 supported = {name: set(colls) for name, colls in _C.plan.algorithms()}
 checked = 0
+corrupted = 0
 failures = []
 
 
@@ -91,9 +100,25 @@ def same(got, want, dtype):
                        rtol=tol, atol=tol)
 
 
+def corrupt(got, want, dtype):
+    """A copy of `got` with one element wrong: the last, the middle or the second, in turn."""
+    global corrupted
+    got = np.array(got, copy=True)
+    i = [got.size - 1, got.size // 2, 1][corrupted % 3]
+    corrupted += 1
+    if np.dtype(dtype).kind in "iu":
+        got[i] = np.asarray(want)[i] ^ 1
+    else:
+        w = float(np.asarray(want)[i])
+        got[i] = w + max(1.0, abs(w))  # off by more than any tolerance
+    return got
+
+
 def check(label, got, want, dtype):
     global checked
     checked += 1
+    if args.corrupt and np.asarray(got).size >= 2:
+        got = corrupt(got, want, dtype)
     if not same(got, want, dtype):
         bad = np.flatnonzero(np.asarray(got, dtype=np.float64) != np.asarray(want, dtype=np.float64))
         failures.append(f"{label}: {len(bad)} wrong elements, first at {bad[:5].tolist()}: "
@@ -107,7 +132,7 @@ def enabled(name):
 current_dtype = "float32"
 for dtype in dtypes:
     dn = current_dtype = np.dtype(dtype).name
-    for c in SIZES:
+    for c in sorted(set(SIZES) | set(REDUCTION_SIZES)):
         # all_reduce / reduce_scatter / reduce: every op
         for op in OPS:
             if enabled("all_reduce"):
@@ -148,6 +173,8 @@ for dtype in dtypes:
                         comm.reduce(x, root, op=op, algo=algo)
                         if R == root:
                             check(f"reduce in-place root={root} {algo} {dn} {op} c={c}", x, want, dtype)
+        if c not in SIZES:
+            continue
         # data movement: ops do not apply
         if enabled("all_gather"):
             for algo in algos_for("all_gather"):
@@ -231,4 +258,6 @@ if enabled("async"):
 for f in failures[:40]:
     print("FAIL", f)
 print("CHECKED", checked, "FAILURES", len(failures))
+if args.corrupt:
+    print("CORRUPTED", corrupted)
 sys.exit(1 if failures else 0)

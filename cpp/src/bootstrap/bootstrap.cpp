@@ -1,5 +1,6 @@
 // Rendezvous (every rank connects to rank 0), allGather/barrier as a star through rank 0, and
-// direct point-to-point blobs between ranks over lazily opened connections.
+// direct point-to-point blobs between ranks over lazily opened connections, which each rank's
+// PeerListener accepts (or refuses, saying why) from the end of the rendezvous on.
 #include "forestcc/bootstrap.hpp"
 
 #include <sys/socket.h>
@@ -12,6 +13,8 @@
 #include <sstream>
 
 #include "bootstrap/file_rendezvous.hpp"
+#include "bootstrap/hello.hpp"
+#include "bootstrap/peer_listener.hpp"
 #include "bootstrap/root_sockets.hpp"
 #include "bootstrap/socket.hpp"
 #include "forestcc/config.hpp"
@@ -21,31 +24,7 @@ namespace forestcc {
 
 namespace {
 
-constexpr uint32_t kHelloRendezvous = 1;
-constexpr uint32_t kHelloPeer = 2;
 constexpr uint64_t kAbortSeq = ~0ull;
-
-struct Hello {
-  char tag[4] = {'F', 'C', 'C', 'H'};
-  uint32_t kind = 0;
-  uint64_t magic = 0;
-  int32_t rank = -1;
-  int32_t nranks = 0;
-  uint16_t listenPort = 0;
-  uint8_t pad[6] = {};
-};
-
-enum HelloStatus : uint32_t { kOk = 0, kWrongMagic = 1, kBadRank = 2, kDuplicateRank = 3, kSizeMismatch = 4 };
-
-const char* helloStatusText(uint32_t s) {
-  switch (s) {
-    case kWrongMagic: return "wrong magic: the unique id belongs to another job (or is stale)";
-    case kBadRank: return "rank out of range";
-    case kDuplicateRank: return "another process already joined with this rank";
-    case kSizeMismatch: return "ranks disagree on the number of ranks";
-  }
-  return "refused";
-}
 
 struct FrameHeader {
   uint64_t key;  // sequence number (star) or tag (point-to-point)
@@ -95,7 +74,8 @@ struct Bootstrap::Impl {
   UniqueId id;
   double timeout;
   std::mutex mu;
-  Socket listener;
+  Socket listener;                  // until the rendezvous is over; then peers owns it
+  std::unique_ptr<PeerListener> peers;
   Socket toRoot;                    // non-root ranks
   std::vector<Socket> fromRanks;    // rank 0: one connection per rank
   std::vector<std::string> listenAddrs;
@@ -157,8 +137,7 @@ struct Bootstrap::Impl {
         continue;  // a port scanner or a dead client: ignore it
       }
       uint32_t status = kOk;
-      if (std::memcmp(h.tag, "FCCH", 4) != 0 || h.magic != id.magic()) status = kWrongMagic;
-      else if (h.kind != kHelloRendezvous) status = kWrongMagic;
+      if (!h.fromJob(id.magic()) || h.kind != kHelloRendezvous) status = kWrongMagic;
       else if (h.nranks != nranks) status = kSizeMismatch;
       else if (h.rank <= 0 || h.rank >= nranks) status = kBadRank;
       else if (fromRanks[h.rank].valid()) status = kDuplicateRank;
@@ -192,7 +171,7 @@ struct Bootstrap::Impl {
 
   void joinRendezvous(double connectTimeout) {
     SocketAddress rootAddr = uniqueIdAddress(id);
-    toRoot = Socket::connect(rootAddr, Deadline::in(connectTimeout), rank);
+    toRoot = Socket::connect(rootAddr, Deadline::in(connectTimeout), rank, "rank 0");
     SocketAddress mine = toRoot.localAddress();
     std::string host = mine.toString();
     host = host.substr(0, host.rfind(':'));
@@ -276,44 +255,50 @@ struct Bootstrap::Impl {
   }
 
   // ---- point to point ----
+  // The other side answers every hello at once (PeerListener), so waiting for the answer cannot
+  // block on what that rank's own thread is doing; a process of another job listening at the
+  // address (the peer exited and its port was reused) is caught here, not by a timeout later.
   Socket& outgoingTo(int peer) {
     auto it = outgoing.find(peer);
     if (it != outgoing.end()) return it->second;
     Deadline d = deadline();
-    Socket s = Socket::connect(SocketAddress::parse(listenAddrs[peer]), d, rank);
+    const std::string there = who(peer) + " at " + listenAddrs[peer];
+    Socket s = Socket::connect(SocketAddress::parse(listenAddrs[peer]), d, rank, there);
     Hello h;
     h.kind = kHelloPeer;
     h.magic = id.magic();
     h.rank = rank;
     h.nranks = nranks;
-    // No reply is awaited: two ranks that send to each other before receiving must not block on
-    // each other's accept. A receiver that refuses us just closes the connection.
-    s.sendAll(&h, sizeof h, d, rank, who(peer));
+    s.sendAll(&h, sizeof h, d, rank, there);
+    uint32_t status = kOk;
+    s.recvAll(&status, sizeof status, d, rank, there, peer);
+    if (status == kWrongMagic)
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(rank) + "the process at " + listenAddrs[peer] + ", " + who(peer) +
+                      "'s address in this job, refused a connection from this rank: wrong magic: it belongs to "
+                      "another job (did " + who(peer) + " exit and another job take its port?)",
+                  rank, peer);
+    if (status != kOk)
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(rank) + who(peer) + " at " + listenAddrs[peer] + " refused a connection from this rank: " +
+                      helloStatusText(status),
+                  rank, peer);
     return outgoing[peer] = std::move(s);
   }
 
   Socket& incomingFrom(int peer, const Deadline& d) {
-    while (incoming.find(peer) == incoming.end()) {
-      Socket s;
-      try {
-        s = listener.accept(d, rank);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::Timeout) throw;
-        throw Error(ErrorCode::Timeout, rankPrefix(rank) + "timed out after " + seconds(timeout) +
-                                            " s waiting for rank " + std::to_string(peer) + " to connect",
-                    rank, peer);
-      }
-      Hello h;
-      try {
-        s.recvAll(&h, sizeof h, Deadline::in(std::min(timeout, 10.0)), rank, "a connecting process");
-      } catch (const Error&) {
-        continue;
-      }
-      bool ok = std::memcmp(h.tag, "FCCH", 4) == 0 && h.magic == id.magic() && h.kind == kHelloPeer &&
-                h.rank >= 0 && h.rank < nranks && !incoming.count(h.rank);
-      if (ok) incoming[h.rank] = std::move(s);
+    auto it = incoming.find(peer);
+    if (it != incoming.end()) return it->second;
+    Socket s = peers->take(peer, d);
+    if (!s.valid()) {
+      std::string failure = peers->failure();
+      throw Error(ErrorCode::Timeout,
+                  rankPrefix(rank) + "timed out after " + seconds(timeout) + " s waiting for rank " +
+                      std::to_string(peer) + " to connect" +
+                      (failure.empty() ? "" : " (accepting connections failed: " + failure + ")"),
+                  rank, peer);
     }
-    return incoming[peer];
+    return incoming[peer] = std::move(s);
   }
 
   void checkPeer(int peer, const char* what) const {
@@ -369,6 +354,8 @@ Bootstrap::Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSec
                                              std::to_string(nranks) + " ranks");
   if (rank == 0) impl_->rootRendezvous(rootListenFd);
   else impl_->joinRendezvous(connectTimeoutSeconds > 0 ? connectTimeoutSeconds : timeoutSeconds);
+  impl_->peers = std::make_unique<PeerListener>(std::move(impl_->listener), rank, nranks, impl_->id.magic(),
+                                                timeoutSeconds);
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::fromEnvironment(double timeoutSeconds) {

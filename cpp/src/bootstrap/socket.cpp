@@ -96,7 +96,7 @@ Socket Socket::listen(const SocketAddress& addr) {
   return s;
 }
 
-Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline, int rank) {
+Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline, int rank, const std::string& who) {
   int backoffMs = 1;
   while (true) {
     int fd = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -112,8 +112,8 @@ Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline, int 
     if (!retry) throwSystemError("connect(" + addr.toString() + ")", err, rank);
     if (deadline.expired())
       throw Error(ErrorCode::Timeout,
-                  rankPrefix(rank) + "timed out connecting to " + addr.toString() + " (" +
-                      std::strerror(err) + "); is rank 0 running and reachable?",
+                  rankPrefix(rank) + "timed out connecting to " + who + " at " + addr.toString() + " (" +
+                      std::strerror(err) + "); is it running and reachable?",
                   rank);
     std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
     backoffMs = std::min(backoffMs * 2, 100);

@@ -46,7 +46,8 @@ class Socket {
 
   static Socket listen(const SocketAddress& addr);  // port 0 picks one
   // Connects, retrying refused/unreachable until the deadline (the listener may not be up yet).
-  static Socket connect(const SocketAddress& addr, const Deadline& deadline, int rank);
+  // `who` names the listening side in the timeout error ("rank 0").
+  static Socket connect(const SocketAddress& addr, const Deadline& deadline, int rank, const std::string& who);
   // Waits for one incoming connection.
   Socket accept(const Deadline& deadline, int rank);
   SocketAddress localAddress() const;
