@@ -2,17 +2,67 @@
 the environment another launcher (Open MPI, MPICH, Slurm, torchrun) would set."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.internal.conjecture import engine as _hypothesis_engine
 
 PROGRAMS = Path(__file__).parent / "programs"
+
+# The suite's own namespace. Every run names its shared memory /dev/shm/<SHM_PREFIX>-<pid>-...
+# (forestcc reads FORESTCC_SHM_PREFIX, default "fcc"), set here at import, before any test or
+# child starts, so every process the suite starts inherits it. The leak checks then judge only
+# this run's segments and processes, and another forestcc job on the machine (default prefix,
+# or another run of this suite) neither fails them nor is swept by them: forestcc sweeps only
+# names that start with its own prefix and a pid, and "fcct<hex>-" is never "fcc-<pid>-".
+SHM_PREFIX = f"fcct{uuid.uuid4().hex[:8]}"
+os.environ["FORESTCC_SHM_PREFIX"] = SHM_PREFIX
+
+# Hypothesis: no per-example deadline (a loaded 2-core machine is slow at random), no explain
+# phase (it reruns a failing test many more times), one bug reported per test, and shrinking
+# bounded: each failing test gets at most SHRINK_SECONDS of shrinking and the whole run at most
+# SHRINK_BUDGET_SECONDS (counted as the time of failing hypothesis tests), after which failures
+# are reported as found. Without this, shrinking may take five minutes per failing test, and a
+# broken shared dependency fails all of them. Tests' own @settings inherit what they do not set.
+SHRINK_SECONDS = 60
+SHRINK_BUDGET_SECONDS = 240
+settings.register_profile(
+    "forestcc", deadline=None, max_examples=100, report_multiple_bugs=False, print_blob=True,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("forestcc")
+# Hypothesis has no setting for the shrink time; this module constant is its documented knob
+# ("monkeypatchable"). Fail loudly if a release renames it, rather than shrink unbounded.
+if not hasattr(_hypothesis_engine, "MAX_SHRINKING_SECONDS"):
+    raise RuntimeError("hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS is gone: "
+                       "bound shrinking another way in tests/conftest.py")
+_shrink_spent = 0.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    global _shrink_spent
+    cap = min(SHRINK_SECONDS, max(0.0, SHRINK_BUDGET_SECONDS - _shrink_spent))
+    _hypothesis_engine.MAX_SHRINKING_SECONDS = cap
+    start = time.monotonic()
+    outcome = yield
+    if outcome.excinfo is not None and getattr(getattr(item, "obj", None), "is_hypothesis_test",
+                                                 False):
+        _shrink_spent += time.monotonic() - start
+        item.add_report_section("call", "shrinking", f"tests/conftest.py capped shrinking at "
+                                f"{cap:.0f} s (a warning of 'five minutes' quotes hypothesis's "
+                                f"default)")
+
+
 # Generous: only there to turn a hang into a failure on a loaded 2-core machine.
 JOB_TIMEOUT = 240
 # Variables of any launcher, stripped so a test's job sees only the convention it emulates.
@@ -56,19 +106,43 @@ def run_job(n: int, program: str, *args: str, env: dict | None = None,
     return JobResult(p.returncode, p.stdout, p.stderr)
 
 
+# Sockets that keep free_port_pair()'s ports taken until the test ends.
+_held_ports: list[socket.socket] = []
+
+
 def free_port_pair() -> int:
-    """A port p such that p and p + 1 were both free a moment ago (torchrun uses p; forestcc p+1)."""
+    """A port p such that p and p + 1 stay reserved for this test (torchrun's store uses p;
+    forestcc's rank 0 listens on p + 1).
+
+    Both are bound (on every address, not listening) until the test ends, so no other job can
+    take them between this call and the ranks' bind, a window that was long enough on a loaded
+    machine to time out a torchrun test. They are bound without SO_REUSEADDR (so the bind fails
+    if anyone else holds them) and SO_REUSEADDR is set afterwards: Linux then lets a socket that
+    also sets SO_REUSEADDR bind and listen there while none is listening (forestcc's listener
+    and torch's TCPStore set it), refuses every bind without it, and hands out a bound port as
+    an ephemeral one only when no other is left. Another run of this suite probes p + 1 without
+    SO_REUSEADDR too, so two runs never share a pair."""
     for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+        first, second = socket.socket(), socket.socket()
+        try:
+            first.bind(("", 0))
+            second.bind(("", first.getsockname()[1] + 1))
+        except (OSError, OverflowError):  # p + 1 taken, or p was the last port
+            first.close()
+            second.close()
+            continue
+        for s in (first, second):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _held_ports.extend((first, second))
+        return first.getsockname()[1]
     raise RuntimeError("no free port pair")
+
+
+@pytest.fixture(autouse=True)
+def _release_held_ports():
+    yield
+    while _held_ports:
+        _held_ports.pop().close()
 
 
 def convention_env(convention: str, rank: int, size: int, job: str, port: int) -> dict[str, str]:
@@ -117,14 +191,42 @@ def collect(procs: list[subprocess.Popen], timeout: float = JOB_TIMEOUT) -> list
     return out
 
 
-def shm_segments() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("fcc-")}
+def shm_segments(prefix: str = SHM_PREFIX) -> set[str]:
+    """This run's shared-memory segments (those of other jobs on the machine are not ours)."""
+    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix + "-")}
 
 
-@pytest.fixture
-def no_new_shm():
-    """Fails the test if it leaves forestcc shared-memory segments behind."""
+@contextlib.contextmanager
+def assert_no_new_shm():
+    """Fails if the block leaves shared-memory segments of this run behind."""
     before = shm_segments()
     yield
     leaked = shm_segments() - before
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
+
+
+@pytest.fixture
+def no_new_shm():
+    """Fails the test if it leaves forestcc shared-memory segments of this run behind."""
+    with assert_no_new_shm():
+        yield
+
+
+def suite_processes() -> list[int]:
+    """Running processes (zombies aside) that this run started, at any depth, orphans included:
+    those whose environment carries this run's FORESTCC_SHM_PREFIX. Other jobs' are not listed."""
+    mine = f"FORESTCC_SHM_PREFIX={SHM_PREFIX}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone, or another user's
+            continue
+        if mine in env and state not in ("Z", "X"):
+            found.append(int(pid))
+    return found

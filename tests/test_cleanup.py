@@ -1,15 +1,28 @@
 """Shared-memory segments never outlive their job: normal exit, fatal signals, SIGKILL (swept by
-the next forestcc process and by forestcc-run)."""
+the next forestcc process and by forestcc-run). And the suite's own namespace: its leak checks
+see only this run's segments and processes, never another forestcc job's on the machine; and
+its bound on hypothesis's shrinking."""
 import os
+import socket
 import subprocess
 import sys
 
 import pytest
-from conftest import PROGRAMS, clean_env, run_job, shm_segments
+from conftest import (
+    PROGRAMS,
+    SHM_PREFIX,
+    SHRINK_SECONDS,
+    assert_no_new_shm,
+    clean_env,
+    free_port_pair,
+    run_job,
+    shm_segments,
+    suite_processes,
+)
 
 
 def _segments_of(pid: int) -> set[str]:
-    return {n for n in shm_segments() if n.startswith(f"fcc-{pid}-")}
+    return {n for n in shm_segments() if n.startswith(f"{SHM_PREFIX}-{pid}-")}
 
 
 @pytest.mark.parametrize("how", ["exit", "sigterm", "segv"])
@@ -46,3 +59,104 @@ def test_freed_array_releases_its_segment():
     del a
     gc.collect()
     assert shm_segments() - before == set()
+
+
+# -- the suite's own namespace --------------------------------------------------------------------
+# Prints the names of the segments this process created, then waits until its stdin closes.
+_ALLOCATE_AND_WAIT = ("import os, sys, forestcc; a = forestcc.empty(16, 'float32'); "
+                      "print('SEG', *sorted(n for n in os.listdir('/dev/shm') "
+                      "if f'-{os.getpid()}-' in n), flush=True); sys.stdin.read()")
+
+
+def _start_waiting(env: dict) -> tuple[subprocess.Popen, list[str]]:
+    p = subprocess.Popen([sys.executable, "-c", _ALLOCATE_AND_WAIT], env=env, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    line = p.stdout.readline().split()
+    assert line[:1] == ["SEG"] and line[1:], line
+    return p, line[1:]
+
+
+def _finish(p: subprocess.Popen) -> None:
+    p.communicate(timeout=120)
+    assert p.returncode == 0
+
+
+def test_ranks_inherit_the_suites_prefix():
+    """Every process the suite starts, ranks under forestcc-run included, names its shared memory
+    with this run's prefix (set once in conftest)."""
+    assert SHM_PREFIX != "fcc" and os.environ["FORESTCC_SHM_PREFIX"] == SHM_PREFIX
+    code = ("import os, forestcc; a = forestcc.empty(16, 'float32'); print('SEG', "
+            "os.environ['FORESTCC_SHM_PREFIX'], *sorted(n for n in os.listdir('/dev/shm') "
+            "if f'-{os.getpid()}-' in n))")
+    p = subprocess.run([sys.executable, "-m", "forestcc.launcher", "-n", "2", "--label", "--",
+                        sys.executable, "-c", code], env=clean_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = [ln.split()[1:] for ln in p.stdout.splitlines() if " SEG " in ln]
+    assert len(lines) == 2, p.stdout
+    for _, prefix, *names in lines:
+        assert prefix == SHM_PREFIX and names, lines
+        assert all(n.startswith(f"{SHM_PREFIX}-") for n in names), lines
+
+
+def test_leak_checks_ignore_another_jobs_segments_and_processes():
+    """A forestcc job beside the suite (default prefix "fcc") holding a segment and a running
+    rank is none of the suite's business: neither check reports it."""
+    other = None
+    try:
+        with assert_no_new_shm():   # raises if the other job's segment counted as this run's
+            other, names = _start_waiting(clean_env(FORESTCC_SHM_PREFIX="fcc",
+                                                    FORESTCC_JOB_ID="another-job"))
+        # the check above ran while the other job's segment existed; it still does
+        assert all(n.startswith("fcc-") and os.path.exists(f"/dev/shm/{n}") for n in names)
+        assert not set(names) & shm_segments()
+        assert other.pid not in suite_processes()
+    finally:
+        if other is not None:
+            _finish(other)
+
+
+def test_leak_checks_see_the_suites_own():
+    """The same checks do report this run's: a running child, and the segment a SIGKILLed child
+    leaves until the sweep."""
+    mine, names = _start_waiting(clean_env())
+    try:
+        assert set(names) <= shm_segments()
+        assert mine.pid in suite_processes()
+    finally:
+        _finish(mine)
+    assert mine.pid not in suite_processes()
+    with pytest.raises(AssertionError, match="segments left behind"), assert_no_new_shm():
+        subprocess.run([sys.executable, str(PROGRAMS / "shm_crash.py"), "sigkill"],
+                       env=clean_env(), capture_output=True, timeout=120)
+    from forestcc import _C
+    assert _C.sweep_stale_shared_memory() >= 1
+
+
+def test_port_pair_is_held_until_the_test_ends():
+    """free_port_pair()'s ports cannot be taken by another job (a bind without SO_REUSEADDR)
+    while the test runs, yet forestcc's rank 0 (which sets SO_REUSEADDR) can listen on p + 1 and
+    be connected to."""
+    port = free_port_pair()
+    for p in (port, port + 1):
+        for host in ("", "127.0.0.1"):
+            with socket.socket() as other, pytest.raises(OSError):
+                other.bind((host, p))
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port + 1))
+        listener.listen()
+        with socket.create_connection(("127.0.0.1", port + 1), timeout=60):
+            listener.accept()[0].close()
+
+
+def test_hypothesis_shrinking_is_bounded():
+    """The tests' own @settings (here one like theirs) inherit the suite's profile: one bug per
+    test, no explain phase, and a shrink time cap set for this test (hypothesis's default lets
+    every failing test shrink for five minutes)."""
+    from hypothesis import Phase, settings
+    from hypothesis.internal.conjecture import engine
+    theirs = settings(max_examples=40, deadline=None, derandomize=True)
+    assert theirs.report_multiple_bugs is False
+    assert Phase.shrink in theirs.phases and Phase.explain not in theirs.phases
+    assert 0 <= engine.MAX_SHRINKING_SECONDS <= SHRINK_SECONDS < 300

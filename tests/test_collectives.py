@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 
+import ml_dtypes  # noqa: F401 - the rank programs' bfloat16 and float8 arrays need it
 import pytest
-
 from conftest import run_job
-
-pytest.importorskip("ml_dtypes")
 
 # Block element counts: empty, one element, counts that do not divide by any rank count.
 SMALL = "0,1,7,1001"
@@ -140,6 +138,8 @@ def test_debug_cross_check_reports_mismatch(what):
     lines = result.lines("MISMATCH")
     assert len(lines) == 2, result.stdout
     assert all("rank 0" in ln and "rank 1" in ln for ln in lines)
+    # The per-rank table, on the rank that found the mismatch and on the one it reached.
+    assert all("FORESTCC_DEBUG: collective #1 on each rank" in ln for ln in lines), lines
 
 
 def test_two_communicators_concurrently():

@@ -8,12 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forestcc import topology
-from forestcc.topology import Link, Node, Topology, TopologyError
-
-_graph = pytest.importorskip("forestcc._graph", reason="the C++ graph core is not built")
+from forestcc import _graph, topology
 from forestcc.algorithms import evaluate_trees, generate_forest, throughput_bound
 from forestcc.algorithms.forest import cut_ratio
+from forestcc.topology import Link, Node, Topology, TopologyError
 
 
 def brute_force_bound(topo: Topology) -> Fraction:

@@ -13,20 +13,6 @@ from forestcc import topology
 from forestcc.plan import save
 from forestcc.topology import Link, Node, Topology
 
-
-def _collectives_available() -> bool:
-    try:
-        import forestcc
-        return hasattr(forestcc.Communicator, "all_gather")
-    except Exception:  # noqa: BLE001 - the native module may be missing or older
-        return False
-
-
-pytestmark = [
-    pytest.mark.skipif(not _collectives_available(), reason="collectives API not built yet"),
-]
-pytest.importorskip("forestcc._graph", reason="the C++ graph core is not built")
-
 # Counts: one element, uneven (not divisible by the chunks), several slices of the pipeline.
 COUNTS = "1,1001,300007"
 

@@ -12,10 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forestcc import topology
-from forestcc.plan import load, ops, verify
-from forestcc.topology import Link, Node, Topology
-
-pytest.importorskip("forestcc._graph", reason="the C++ graph core is not built")
 from forestcc.algorithms.baselines import (
     double_binary_tree_plan,
     hierarchical_plan,
@@ -28,8 +24,10 @@ from forestcc.algorithms.tree_plan import (
     MAX_CHANNELS_PER_PEER,
     MAX_REDUCE_SOURCES,
 )
+from forestcc.plan import load, ops, verify
 from forestcc.plan.cli import plan_main
 from forestcc.plan.simulator import plan_routes
+from forestcc.topology import Link, Node, Topology
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 # Presets whose plans verify in about a second each on a small machine.

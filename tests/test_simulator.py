@@ -8,11 +8,6 @@ from fractions import Fraction
 import pytest
 
 from forestcc import topology
-from forestcc.plan import PlanBuilder, reference, save
-from forestcc.plan.simulator import SimulationError, bus_factor, simulate
-from forestcc.topology import Link, Node, Topology
-
-pytest.importorskip("forestcc._graph", reason="the C++ graph core is not built")
 from forestcc.algorithms.baselines import (
     double_binary_tree_plan,
     hierarchical_plan,
@@ -20,7 +15,10 @@ from forestcc.algorithms.baselines import (
 )
 from forestcc.algorithms.forest import throughput_bound
 from forestcc.algorithms.forest_plan import forest_plan
+from forestcc.plan import PlanBuilder, reference, save
 from forestcc.plan.cli import plan_main
+from forestcc.plan.simulator import SimulationError, bus_factor, simulate
+from forestcc.topology import Link, Node, Topology
 
 MB = 1_000_000
 
