@@ -99,16 +99,15 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         return its Work; ``finish()`` runs once it completed and returns the output tensors."""
         if self._shut_down:
             raise dist.DistBackendError(f"forestcc {call}: the process group was shut down")
-        if not async_op:
-            try:
-                start(False)
-            except BaseException as exc:
-                raise translate(exc, call) from exc
-            return completed_work(finish(), call)
         try:
-            handles = start(True)
+            handles = start(async_op)
         except BaseException as exc:
-            raise translate(exc, call) from exc
+            torch_exc = translate(exc, call)
+            if torch_exc is exc:
+                raise
+            raise torch_exc from exc
+        if not async_op:
+            return completed_work(finish(), call)
         if not isinstance(handles, (list, tuple)):
             handles = [handles]
         work = self._completer.add(stream, handles, finish, call)
