@@ -62,6 +62,7 @@ class Bootstrap {
 
   int rank() const;
   int nranks() const;
+  double timeoutSeconds() const;  // what it was made with; the communicator's waits use it too
   uint64_t magic() const;
   const UniqueId& id() const;
 

@@ -372,6 +372,7 @@ std::unique_ptr<Bootstrap> Bootstrap::fromEnvironment(double timeoutSeconds) {
 Bootstrap::~Bootstrap() = default;
 int Bootstrap::rank() const { return impl_->rank; }
 int Bootstrap::nranks() const { return impl_->nranks; }
+double Bootstrap::timeoutSeconds() const { return impl_->timeout; }
 uint64_t Bootstrap::magic() const { return impl_->id.magic(); }
 const UniqueId& Bootstrap::id() const { return impl_->id; }
 

@@ -148,7 +148,8 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
   State& s = *state_;
   s.rank = bootstrap->rank();
   s.size = bootstrap->nranks();
-  s.timeout = config::timeoutSeconds();
+  // init(timeout=...) bounds every later wait too, not only the rendezvous.
+  s.timeout = bootstrap->timeoutSeconds();
   s.spinUs = config::spinMicroseconds();
   s.controlSegment = ShmSegment::create(sizeof(ControlBlock), "ctl");
   s.control = static_cast<ControlBlock*>(s.controlSegment->data());
