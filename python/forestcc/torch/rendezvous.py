@@ -39,18 +39,7 @@ def communicator_from_store(store, rank: int, size: int, timeout: timedelta):
         store.set(key, raw)
     else:
         raw = bytes(store.get(key))
-    seconds = timeout.total_seconds()
-    # forestcc.init(timeout=) bounds the rendezvous, but the communicator's waits read
-    # FORESTCC_TIMEOUT when it is built: hand them the group's timeout the same way.
-    previous = os.environ.get("FORESTCC_TIMEOUT")
-    os.environ["FORESTCC_TIMEOUT"] = repr(seconds)
-    try:
-        return forestcc.init(unique_id=raw, rank=rank, size=size, timeout=seconds)
-    finally:
-        if previous is None:
-            del os.environ["FORESTCC_TIMEOUT"]
-        else:
-            os.environ["FORESTCC_TIMEOUT"] = previous
+    return forestcc.init(unique_id=raw, rank=rank, size=size, timeout=timeout.total_seconds())
 
 
 def install_launcher_rendezvous() -> None:
