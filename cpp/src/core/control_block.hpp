@@ -50,7 +50,7 @@ constexpr int kMaxVariableBlocks = 512;  // all_to_all_v rank limit
 // build: collective, root, dtype, op and count are a few bytes, so nothing is checked only under
 // FORESTCC_DEBUG.
 constexpr int kPlanFamilyChars = 32;
-struct CallStamp {
+struct alignas(64) CallStamp {  // one cache line: a peer rewriting its next slot never shares it
   uint64_t sequence;    // 0 while being rewritten (a seqlock: readers retry or give up)
   uint64_t planHash;
   uint64_t count;       // elements per block (0 for all_to_all_v, whose blocks differ)

@@ -134,6 +134,10 @@ std::string describeCall(const CallStamp& st) {
 
 }  // namespace
 
+std::string Where::describe() const {
+  return plan ? stepName(*plan, worker, step, *op, slice) : std::string(text);
+}
+
 // ---- construction and compilation ----------------------------------------------------------
 
 Executor::Executor(std::shared_ptr<Communicator::State> state)
@@ -340,7 +344,7 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
                     ", this rank at #" + std::to_string(call.sequence) +
                     "): the plan breaks the entry rule, or the ranks call collectives in different orders",
                 state_->rank, peer);
-  checkStamp(call, peer, mb.byCall[call.sequence % kStampHistory], "before touching its memory");
+  checkStamp(call, peer, mb.byCall[call.sequence % kStampHistory], Where{nullptr, 0, 0, nullptr, 0, "before touching its memory"});
   v.checked = call.sequence;
   for (int b = 0; b < 3; ++b) {
     const BufferDescriptor& d = mb.buffers[b];
@@ -363,7 +367,7 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   return v;
 }
 
-void Executor::checkStamp(const Call& call, int peer, const CallStamp& slot, const std::string& where) {
+void Executor::checkStamp(const Call& call, int peer, const CallStamp& slot, const Where& where) {
   CallStamp theirs;
   const bool read = readStamp(slot, theirs);
   const CallStamp& mine = call.stamp;
@@ -392,7 +396,7 @@ void Executor::checkStamp(const Call& call, int peer, const CallStamp& slot, con
       what += " (do the ranks' counts and dtypes agree?)";
   }
   std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(mine.sequence) + " (" +
-                        describeCall(mine) + "): " + what + " [" + where + "]";
+                        describeCall(mine) + "): " + what + " [" + where.describe() + "]";
   if (debug_) message += "\n" + stampTable(call);
   // The ranks' calls disagree from here on: waits would only run into the timeout.
   state_->poison(message, ErrorCode::Mismatch, mine.sequence);
@@ -430,15 +434,15 @@ void Executor::awaitStampWindow(uint64_t sequence) {
   }
 }
 
-void Executor::confirmPeer(Call& call, int worker, int peer, const std::string& where) {
-  PeerView& v = views_[worker][peer];
+void Executor::confirmPeer(Call& call, int worker, const ExecChannel& ch, const Where& where) {
+  PeerView& v = views_[worker][ch.peer];
   if (v.checked == call.sequence) return;
-  checkStamp(call, peer, state_->peerControl(peer)->mailbox.byCall[call.sequence % kStampHistory], where);
+  checkStamp(call, ch.peer, ch.peerBlock->mailbox.byCall[call.sequence % kStampHistory], where);
   v.checked = call.sequence;
 }
 
 template <class Ready>
-void Executor::watchPeer(const Call& call, int peer, Ready& ready, const std::string& where) {
+void Executor::watchPeer(const Call& call, int peer, Ready& ready, const Where& where) {
   const CallMailbox& mb = state_->peerControl(peer)->mailbox;
   const uint64_t at = __atomic_load_n(&mb.sequence, __ATOMIC_ACQUIRE);
   if (at < call.sequence) return;  // not there yet: keep waiting
@@ -451,24 +455,28 @@ void Executor::watchPeer(const Call& call, int peer, Ready& ready, const std::st
   checkStamp(call, peer, mb.byCall[call.sequence % kStampHistory], where);
   const std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + " (" +
                               describeCall(call.stamp) + "): rank " + std::to_string(peer) +
-                              " made the same call but finished it without the signal this rank waits for [" + where +
-                              "]: the plan's signals do not balance";
+                              " made the same call but finished it without the signal this rank waits for [" +
+                              where.describe() + "]: the plan's signals do not balance";
   state_->poison(message, ErrorCode::Mismatch, call.sequence);
   throw Error(ErrorCode::Mismatch, message, state_->rank, peer);
 }
 
 void Executor::checkEagerPeers(const Call& call) {
+  static const Where kEagerEnd{nullptr, 0, 0, nullptr, 0, "at the end of an eager call"};
   // Every peer's stamp of this call is visible here: the plan waited for an event of each
   // peer in this call (the verifier's rule for eager plans), which it made after publishing; and
   // no peer can have stamped the next eager call but one over it before this rank starts the next.
   Communicator::State& s = *state_;
   for (const ExecChannel& ch : call.plan->channels)
     if (ch.peer != s.rank) {
-      // Its stamp of this call says what it ran (another algorithm, say); the bank's stamp that
-      // what it wrote into this rank's bank is of this call.
+      // The bank's stamp says that what the peer wrote into this rank's bank is of this call (one
+      // cache line to read per peer). When it differs, its stamp of this call says what it ran
+      // instead (another algorithm, say), for the message.
+      CallStamp bank;
+      if (readStamp(ch.peerBlock->mailbox.byEagerCall[call.bank], bank) && sameCall(bank, call.stamp)) continue;
       checkStamp(call, ch.peer, ch.peerBlock->mailbox.byCall[call.sequence % kStampHistory],
-                 "at the end of an eager call");
-      checkStamp(call, ch.peer, ch.peerBlock->mailbox.byEagerCall[call.bank], "at the end of an eager call");
+                 kEagerEnd);
+      checkStamp(call, ch.peer, ch.peerBlock->mailbox.byEagerCall[call.bank], kEagerEnd);
     }
 }
 
@@ -561,7 +569,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   // communicator: the peers waiting on this rank learn why now, not at their timeout. When another
   // rank poisoned it first, its report is the cause and this rank's error a symptom (a peer's
   // memory gone because it left the call, say): the caller gets the report.
-  const std::string callName = "collective #" + std::to_string(call.sequence) + " (" + describeCall(st) + ")";
+  auto callName = [&] { return "collective #" + std::to_string(call.sequence) + " (" + describeCall(st) + ")"; };
   auto poisonWith = [&](const std::exception_ptr& error) {
     try {
       std::rethrow_exception(error);
@@ -580,7 +588,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       runWorker(call, 0);
     } catch (...) {
       poisonWith(std::current_exception());
-      if (poisonedElsewhere()) s.raisePoisoned(callName, -1);
+      if (poisonedElsewhere()) s.raisePoisoned(callName(), -1);
       throw;
     }
   } else if (workers > 1) {
@@ -633,13 +641,13 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       mine = firstError_;
       poisonWith(mine);
     }
-    if (mine && poisonedElsewhere()) s.raisePoisoned(callName, -1);
+    if (mine && poisonedElsewhere()) s.raisePoisoned(callName(), -1);
     if (mine) std::rethrow_exception(mine);
   }
   if (call.bank >= 0) checkEagerPeers(call);
   // A peer that failed in this call poisoned the communicator before it left it; what this rank
   // read from that peer's memory afterwards may be stale, so the call must not return as a success.
-  if (s.poisoned()) s.raisePoisoned(callName, -1);
+  if (s.poisoned()) s.raisePoisoned(callName(), -1);
   if (buffers.op == ReduceOp::Avg) {
     const bool reduced = p.collective == plan::Collective::AllReduce || p.collective == plan::Collective::ReduceScatter ||
                          (p.collective == plan::Collective::Reduce && s.rank == p.root);
@@ -810,7 +818,7 @@ void Executor::runWorker(Call& call, int worker) {
     if (!ready()) {
       WaitPolicy policy = s.waitPolicy(ch.peer, s.timeout);
       auto watch = [&] {
-        if (remote) watchPeer(call, ch.peer, ready, stepName(p, worker, step, op, slice));
+        if (remote) watchPeer(call, ch.peer, ready, Where{&p, worker, step, &op, slice});
       };
       WaitOutcome outcome = waitUntil(ready, policy, watch);
       if (outcome != WaitOutcome::Ready)
@@ -821,7 +829,7 @@ void Executor::runWorker(Call& call, int worker) {
     // The signal came from a peer in this call: its stamp must be this rank's before anything it
     // sent is used (eager calls compare theirs at the end, from their banks' stamps).
     if (remote && call.bank < 0 && views_[worker][ch.peer].checked != call.sequence)
-      confirmPeer(call, worker, ch.peer, stepName(p, worker, step, op, slice));
+      confirmPeer(call, worker, ch, Where{&p, worker, step, &op, slice});
   };
 
   for (uint32_t slice = 0; slice < slices; ++slice) {

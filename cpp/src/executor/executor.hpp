@@ -46,6 +46,18 @@ struct CompiledPlan {
   std::vector<std::vector<plan::Op>> workers;
 };
 
+// Where a check happened, for its message: a plan step, or a fixed text. Plain data, so checks
+// that pass (every call) cost no string formatting.
+struct Where {
+  const CompiledPlan* plan = nullptr;  // null: `text` says it
+  int worker = 0;
+  size_t step = 0;
+  const plan::Op* op = nullptr;
+  uint32_t slice = 0;
+  const char* text = "";
+  std::string describe() const;
+};
+
 // A peer's buffer of the current call as this process reaches it.
 struct RemoteBuffer {
   uint64_t segmentId = 0;       // the mapped segment cached in segmentBase
@@ -87,13 +99,13 @@ class Executor {
   const PeerView& peerView(Call& call, int worker, int peer);
   // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp `theirs` is of this
   // call and equal to this rank's. `where` names the step that looked, for the message.
-  void checkStamp(const Call& call, int peer, const CallStamp& theirs, const std::string& where);
+  void checkStamp(const Call& call, int peer, const CallStamp& theirs, const Where& where);
   // After a wait on `peer` ended: its stamp of this call, once per call and worker.
-  void confirmPeer(Call& call, int worker, int peer, const std::string& where);
+  void confirmPeer(Call& call, int worker, const ExecChannel& ch, const Where& where);
   // While a wait on `peer` blocks: a peer that entered this call with another stamp, or left it
   // without sending what is awaited, is an error now rather than at the timeout.
   template <class Ready>
-  void watchPeer(const Call& call, int peer, Ready& ready, const std::string& where);
+  void watchPeer(const Call& call, int peer, Ready& ready, const Where& where);
   // Every kStampWindow calls: wait until every same-node peer entered the call kStampWindow
   // before this one, so no peer's stamp of a call is overwritten before this rank checked it.
   void awaitStampWindow(uint64_t sequence);
