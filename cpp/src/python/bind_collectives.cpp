@@ -248,7 +248,7 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
         bool inPlace = false;
         std::shared_ptr<Scratch> scratch;
         const void* standIn = nullptr;
-        py::object keepX, keepOut;
+        py::object keepX = py::none(), keepOut = py::none();  // a barrier has neither
         auto stage = [&](size_t bytes) {
           bytes = bytes ? bytes : 1;
           // Blocking calls share one stand-in; a queued call keeps its own (`scratch`, which
