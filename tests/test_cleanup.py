@@ -160,3 +160,26 @@ def test_hypothesis_shrinking_is_bounded():
     assert theirs.report_multiple_bugs is False
     assert Phase.shrink in theirs.phases and Phase.explain not in theirs.phases
     assert 0 <= engine.MAX_SHRINKING_SECONDS <= SHRINK_SECONDS < 300
+
+
+def test_sweep_spares_a_job_whose_prefix_extends_this_one():
+    """A dead pid in the place of a pid is not enough: "<prefix>-7-<pid>-..." of a live job with
+    prefix "<prefix>-7" must survive this prefix's sweep; a name of forestcc's shape whose owner
+    is dead is swept."""
+    from forestcc import _C
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    prefix = os.environ["FORESTCC_SHM_PREFIX"]
+    live = f"{prefix}-{dead}-{os.getpid()}-0-0000abcd-ctl"   # another job's, by its shape
+    stale = f"{prefix}-{dead}-0-0000abcd-ctl"                # this prefix's, owner dead
+    for name in (live, stale):
+        with open(f"/dev/shm/{name}", "w"):
+            pass
+    try:
+        _C.sweep_stale_shared_memory()
+        assert os.path.exists(f"/dev/shm/{live}")
+        assert not os.path.exists(f"/dev/shm/{stale}")
+    finally:
+        for name in (live, stale):
+            if os.path.exists(f"/dev/shm/{name}"):
+                os.unlink(f"/dev/shm/{name}")

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -197,6 +198,26 @@ bool ShmSegment::linked() const {
 
 int ownedSegmentCount() { return gOwnedCount.load(); }
 
+// The pid in a name made by create() ("<pid>-<seq>-<8 hex>-<tag>" after the prefix), or 0 when
+// `rest` is not of that shape: another job whose prefix extends this one ("fcc-7" against "fcc")
+// makes names that start alike, and its live segments must not be taken for a dead pid 7's.
+static int ownerOf(const char* rest) {
+  auto digits = [](const char*& p) {
+    const char* start = p;
+    while (*p >= '0' && *p <= '9') ++p;
+    return p > start;
+  };
+  const char* p = rest;
+  if (!digits(p) || *p != '-') return 0;
+  const int pid = std::atoi(rest);
+  ++p;
+  if (!digits(p) || *p != '-') return 0;
+  ++p;
+  for (int i = 0; i < 8; ++i, ++p)
+    if (!std::isxdigit(static_cast<unsigned char>(*p))) return 0;
+  return *p == '-' && p[1] != '\0' ? pid : 0;
+}
+
 int sweepStaleSegments() {
   std::string prefix = config::shmPrefix() + "-";
   DIR* d = opendir(kShmDir);
@@ -204,7 +225,7 @@ int sweepStaleSegments() {
   int removed = 0;
   while (dirent* e = readdir(d)) {
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
-    int pid = std::atoi(e->d_name + prefix.size());
+    const int pid = ownerOf(e->d_name + prefix.size());
     if (pid > 0 && !processAlive(pid)) {
       if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
     }
