@@ -69,3 +69,21 @@ def test_host_view_accepts_dlpack_and_buffers():
     assert host_view(DLPackOnly(arr)).address == arr.ctypes.data
     with pytest.raises(TypeError, match="GPU arrays"):
         host_view(type("G", (), {"__cuda_array_interface__": {}})())
+
+
+def test_no_knob_is_read_outside_the_config_table():
+    """Configuration comes from one table (DESIGN.md): a FORESTCC_ variable read with getenv or
+    os.environ must be a row of it, or one of the launch variables forestcc-run sets."""
+    import re
+    launch = {"FORESTCC_RANK", "FORESTCC_SIZE", "FORESTCC_LOCAL_RANK", "FORESTCC_LOCAL_SIZE",
+              "FORESTCC_JOB_ID", "FORESTCC_ROOT_FD", "FORESTCC_CUDA"}
+    knobs = {row[0] for row in forestcc.config_table()}
+    root = pathlib.Path(__file__).parent.parent
+    read = re.compile(r"""(?:getenv|environ\.get|environ\[)\(?\s*["'](FORESTCC_[A-Z0-9_]+)""")
+    stray = set()
+    for folder in ("python/forestcc", "perf/forestcc_perf", "cpp/src"):
+        for path in (root / folder).rglob("*"):
+            if path.suffix in (".py", ".cpp", ".hpp") and path.name != "config.cpp":
+                stray |= {(m, str(path.relative_to(root))) for m in read.findall(path.read_text())
+                          if m not in knobs and m not in launch}
+    assert not stray, f"read outside the config table: {sorted(stray)}"

@@ -58,7 +58,8 @@ def user_path() -> Path:
 
 def active_path() -> Path:
     """The file ``algo="auto"`` uses now."""
-    env = os.environ.get("FORESTCC_TUNING")
+    from forestcc import _C
+    env = _C.config_string("FORESTCC_TUNING")  # one config table for every knob
     if env:
         return Path(env)
     user = user_path()

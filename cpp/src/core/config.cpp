@@ -28,6 +28,9 @@ const std::vector<ConfigEntry>& configTable() {
        "Collectives whose data on this node (every local rank's input and output; one buffer in "
        "place) reaches this many bytes copy with streaming (non-temporal) stores, which skip the "
        "cache: faster once the data no longer fits in it (default: 1.5x a 32 MiB L3)."},
+      {"FORESTCC_TUNING", "string", "",
+       "Tuning table algo=\"auto\" reads (a JSON file from forestcc-perf --tune); empty: "
+       "$XDG_CONFIG_HOME/forestcc/tuning.json when it exists, else the table shipped with forestcc."},
       {"FORESTCC_ROOT_ADDR", "string", "",
        "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
   };
