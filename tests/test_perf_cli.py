@@ -628,3 +628,25 @@ def test_channel_bench_needs_two_ranks(no_new_shm):
     p = channel_bench(3, "--max", "4K", "--both-ways")
     assert p.returncode != 0 and "needs exactly 2 ranks (got 3)" in p.stderr + p.stdout
     assert "No such file" not in p.stderr, p.stderr
+
+
+# -- where ranks start each measurement ---------------------------------------------------------------
+def test_spread_cpu_gives_each_rank_of_a_host_its_own_cpu(monkeypatch):
+    """Each placement starts with the k-th rank of a host on the k-th CPU it may use (a library
+    measured before may have left two ranks on one CPU); none where they outnumber the CPUs."""
+    from forestcc_perf import runner
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {7, 3, 5})
+    hosts = ["a", "b", "a", "a"]
+    assert [runner.spread_cpu(hosts, r) for r in range(4)] == [3, 3, 5, 7]
+    assert runner.spread_cpu(["a"] * 4, 0) is None    # oversubscribed: they have to share
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: {2})
+    assert runner.spread_cpu(["a", "a"], 1) is None   # bound by the launcher, one CPU each
+
+
+def test_move_to_cpu_keeps_the_affinity_mask():
+    """The move is two sched_setaffinity calls that end with the mask the thread had."""
+    from forestcc_perf import runner
+    before = os.sched_getaffinity(0)
+    for cpu in sorted(before)[:2]:
+        runner.move_to_cpu(cpu)
+        assert os.sched_getaffinity(0) == before

@@ -24,7 +24,7 @@ from forestcc_perf.collectives import (
     find_collective,
     find_datatype,
 )
-from forestcc_perf.runner import AVERAGE_MODES, Progress, Runner, Settings
+from forestcc_perf.runner import AVERAGE_MODES, Progress, Runner, Settings, spread_cpu
 from forestcc_perf.sizes import format_size, parse_size, size_steps
 
 
@@ -319,13 +319,14 @@ def _run(plan: dict, args: argparse.Namespace, primary: Backend, peers: list[Bac
                         check_iters=args.check, blocking=bool(args.blocking),
                         timeout_s=args.timeout)
     labels = _labels([primary.name] + [b.name for b in peers])
-    runners = [Runner(b, coll, settings, args.algo if b.name == "forestcc" else None, label)
-               for b, label in zip([primary, *peers], labels)]
-    labels = labels[1:]
     rows: list[table.Row] = []
-    peer_rows: dict[str, list[table.Row]] = {label: [] for label in labels}
+    peer_rows: dict[str, list[table.Row]] = {label: [] for label in labels[1:]}
     try:
         ranks = primary.all_gather_object(_rank_info(primary))
+        settings.cpu = spread_cpu([info["host"] for info in ranks], rank)
+        runners = [Runner(b, coll, settings, args.algo if b.name == "forestcc" else None, label)
+                   for b, label in zip([primary, *peers], labels)]
+        labels = labels[1:]
         for line in _preamble(plan, args, primary, peers, labels, ranks):
             _say(line, rank)
         for line in table.header_lines(labels):

@@ -1,11 +1,12 @@
 """Measuring one row: nccl-tests' method on one backend.
 
-For each placement (out of place, then in place): write the inputs, run -w warm-up operations,
-then, after a barrier, -n timed iterations of -m operations each (a sync after every operation
-with -z); time per operation = elapsed / (n × m). The per-rank times are combined with the
-backend's own allreduce (-a: rank 0's, the average, min or max), outside the timed loop. Then -c
-checked operations: fresh inputs (seed = check number), a cleared receive buffer, one operation,
-elements compared with check.expected_output, #wrong summed over ranks.
+For each placement (out of place, then in place): write the inputs, move this rank to a CPU of
+its own (spread_cpu, below), run -w warm-up operations, then, after a barrier, -n timed
+iterations of -m operations each (a sync after every operation with -z); time per operation =
+elapsed / (n × m). The per-rank times are combined with the backend's own allreduce (-a: rank
+0's, the average, min or max), outside the timed loop. Then -c checked operations: fresh inputs
+(seed = check number), a cleared receive buffer, one operation, elements compared with
+check.expected_output, #wrong summed over ranks.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class Settings:
     check_iters: int = 1
     blocking: bool = False
     timeout_s: float = 0.0   # per-measurement watchdog; 0 = none
+    cpu: int | None = None   # where this rank starts every placement (spread_cpu); None: anywhere
 
 
 class Watchdog:
@@ -114,6 +116,8 @@ class Runner:
         def one_op():
             return b.run(coll, send, recv, op, root, in_place)
 
+        if s.cpu is not None:
+            move_to_cpu(s.cpu)
         for _ in range(s.warmup_iters):
             one_op()
         b.sync()
@@ -147,6 +151,38 @@ class Runner:
 
     def _combine(self, local_us: float) -> float:
         return combine_times(self.backend, self.s.average, local_us)
+
+
+def spread_cpu(hosts: list[str], rank: int) -> int | None:
+    """The CPU this rank starts each measurement on: its place among the ranks of its host in
+    the CPUs it may use, or None where they outnumber those CPUs (they must share them; every
+    library then yields) or the platform has no affinity calls.
+
+    Why: a library whose ranks wait in the kernel (gloo's TCP sockets; forestcc's bootstrap,
+    which carries the benchmark's time and #wrong sums) has each rank woken on the CPU of the
+    rank that woke it, so afterwards two ranks often share one CPU while another idles, and a
+    library that spins keeps them there: forestcc yields only after 50 us, the two ranks run in
+    turn, the kernel's load balancer moves neither, and every step pays the spin (a 1 KiB
+    all_reduce took 53-137 us instead of 1-4 us for hundreds of calls); Open MPI, which never
+    yields, takes milliseconds per call until the balancer moves a rank. Started spread,
+    whichever library ran before, a measurement starts as a fresh launch does; what a library
+    then does to its own ranks stays in its figures."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    local = [r for r, host in enumerate(hosts) if host == hosts[rank]]
+    if len(local) > len(allowed):
+        return None
+    return allowed[local.index(rank)]
+
+
+def move_to_cpu(cpu: int) -> None:
+    """Move the calling thread to ``cpu`` now, leaving its affinity as it was (the kernel migrates
+    a thread at once when its mask excludes the CPU it is on)."""
+    allowed = os.sched_getaffinity(0)
+    if cpu in allowed and len(allowed) > 1:
+        os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(0, allowed)
 
 
 def combine_times(b: Backend, mode: int, local_us: float) -> float:

@@ -43,7 +43,8 @@ from forestcc_perf import __version__
 from forestcc_perf.backends.forestcc_backend import (ForestccBackend, algorithm_max_bytes,
                                                      builtin_algorithms)
 from forestcc_perf.collectives import COLLECTIVES, DataType, find_collective
-from forestcc_perf.runner import AVERAGE_MODES, Progress, Runner, Settings, combine_times
+from forestcc_perf.runner import (AVERAGE_MODES, Progress, Runner, Settings, combine_times,
+                                  move_to_cpu, spread_cpu)
 from forestcc_perf.sizes import format_size
 
 TUNED = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
@@ -135,6 +136,8 @@ class Sweep:
         times: dict[str, float] = {}
         for _ in range(self.repeats):
             for a in algos:
+                if s.cpu is not None:
+                    move_to_cpu(s.cpu)
                 for _ in range(s.warmup_iters + 1):
                     comm.barrier(algo=a)
                 self.b.barrier()
@@ -279,6 +282,9 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
                         agg_iters=args.agg_iters, average=args.average,
                         check_iters=args.check, blocking=bool(args.blocking),
                         timeout_s=args.timeout)
+    # every measurement starts with the ranks on CPUs of their own (runner.spread_cpu): the
+    # bootstrap exchanges between them (times, #wrong) can leave two ranks sharing one
+    settings.cpu = spread_cpu(backend.all_gather_object(socket.gethostname()), rank)
     dtype, op = plan["dtypes"][0], plan["ops"][0]
     ranks = plan["tune_ranks"] or (n, n)
     algorithms = builtin_algorithms()
