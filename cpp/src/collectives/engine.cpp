@@ -205,8 +205,16 @@ int localIndexOf(const Communicator::State& s, int rank) {
 
 void waitCounter(Communicator::State& s, uint64_t* counter, uint64_t want, int peer, const std::string& what) {
   if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want) return;
-  WaitOutcome outcome = waitUntil([&] { return __atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want; },
-                                  s.waitPolicy(peer, s.timeout));
+  WaitOutcome outcome;
+  try {
+    outcome = waitUntil([&] { return __atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want; },
+                        s.waitPolicy(peer, s.timeout));
+  } catch (const Error& e) {
+    // Interrupted (Ctrl-C) with a send posted or a receive counted: the pair is out of step (the
+    // peer may still read a buffer the caller frees), so no later call may trust it.
+    s.poison(rankPrefix(s.rank) + what + " was interrupted");
+    throw;
+  }
   if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
 }
 }  // namespace

@@ -521,6 +521,9 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   }
   const uint64_t blockBytes = call.count * call.elem;
   const uint64_t scratchBytes = (p.scratchChunks + call.k - 1) / call.k * blockBytes;
+  // Before this call takes its number and bank: a wait that fails here (a timeout, Ctrl-C)
+  // leaves the communicator as it was, and a retried call waits here again.
+  if ((sequence_ + 1) % kStampWindow == 0) awaitStampWindow(sequence_ + 1);
   if (p.scratchBanks == 2) {
     // Checked before anything is published: every rank has the same count and fails alike.
     if (scratchBytes > kScratchBankBytes)
@@ -563,7 +566,6 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     views_.resize(std::max(workers, 1), std::vector<PeerView>(s.size));
     bounce_.resize(views_.size());
   }
-  if (call.sequence % kStampWindow == 0) awaitStampWindow(call.sequence);
   publish(call);
   // Once published, an error on this rank (a size that disagrees with a peer's, say) poisons the
   // communicator: the peers waiting on this rank learn why now, not at their timeout. When another
@@ -579,16 +581,25 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       s.poison(e.what());
     }
   };
-  auto poisonedElsewhere = [&] {
+  // Another rank's report replaces this rank's error, except an interrupt: the program's own
+  // KeyboardInterrupt handling must run.
+  auto poisonedElsewhere = [&](const std::exception_ptr& error) {
     const uint32_t by = s.control->header.abortBy.load(std::memory_order_acquire);
-    return by != 0 && static_cast<int>(by) - 1 != s.rank;
+    if (by == 0 || static_cast<int>(by) - 1 == s.rank) return false;
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      return e.code() != ErrorCode::Interrupted;
+    } catch (...) {
+    }
+    return true;
   };
   if (workers == 1) {
     try {
       runWorker(call, 0);
     } catch (...) {
       poisonWith(std::current_exception());
-      if (poisonedElsewhere()) s.raisePoisoned(callName(), -1);
+      if (poisonedElsewhere(std::current_exception())) s.raisePoisoned(callName(), -1);
       throw;
     }
   } else if (workers > 1) {
@@ -641,13 +652,14 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       mine = firstError_;
       poisonWith(mine);
     }
-    if (mine && poisonedElsewhere()) s.raisePoisoned(callName(), -1);
+    if (mine && poisonedElsewhere(mine)) s.raisePoisoned(callName(), -1);
     if (mine) std::rethrow_exception(mine);
   }
   if (call.bank >= 0) checkEagerPeers(call);
   // A peer that failed in this call poisoned the communicator before it left it; what this rank
   // read from that peer's memory afterwards may be stale, so the call must not return as a success.
-  if (s.poisoned()) s.raisePoisoned(callName(), -1);
+  // (A poison from a later call, by a peer already past this one, does not concern this call.)
+  if (s.poisoned() && (s.poisonedCall() == 0 || s.poisonedCall() <= call.sequence)) s.raisePoisoned(callName(), -1);
   if (buffers.op == ReduceOp::Avg) {
     const bool reduced = p.collective == plan::Collective::AllReduce || p.collective == plan::Collective::ReduceScatter ||
                          (p.collective == plan::Collective::Reduce && s.rank == p.root);

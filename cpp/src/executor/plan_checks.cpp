@@ -49,7 +49,7 @@ uint64_t planHash(const plan::Plan& p) {
     for (const plan::WorkerProgram& w : r.workers) {
       x.add(w.ops.size());
       for (const plan::Op& op : w.ops) {
-        x.add((uint64_t(op.code) << 48) | (uint64_t(op.sourceCount) << 40) | (uint64_t(op.channel) << 32) | op.count);
+        x.add((uint64_t(op.code) << 56) | (uint64_t(op.sourceCount) << 48) | (uint64_t(op.channel) << 32) | op.count);
         x.add(op.src);
         x.add(op.dst);
         x.add(op.remote);

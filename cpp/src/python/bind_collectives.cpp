@@ -236,6 +236,7 @@ py::object finish(PyEngine& pe, std::shared_ptr<Work> work, py::object keep, py:
 py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle x, py::handle out, py::handle opObj,
                           py::handle rootObj, py::handle algo, py::handle asyncObj, py::handle outSplits,
                           py::handle inSplits, py::handle result) {
+  refuseInsideSignalHandler("a collective call");
   Engine& e = *pe.engine;
         const char* collName = variable ? kAllToAllV : plan::name(c);
         const int n = e.size(), rank = e.rank();
@@ -269,7 +270,9 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
             ArrayView vo = out.is_none() || out.is(x) ? vx : viewArray(out, "out", true);
             sameType(vx, "x", vo, "out");
             if (vo.count != vx.count) sizeError("out", vo.count, vx.count, "the size of x");
-            inPlace = vo.data == vx.data;
+            // Empty arrays are never in place: their data pointers say nothing (torch.empty(0) has
+            // none), and ranks must agree on the placement, which is part of the plan.
+            inPlace = vo.data == vx.data && vx.bytes;
             if (!inPlace && overlaps(vx, vo)) throw py::value_error("out: overlaps x without being the same memory");
             b = {vx.data, vx.bytes, vo.data, vo.bytes, vx.count, vx.dtype, op, {}, {}};
             keepX = vx.keep;
@@ -460,6 +463,7 @@ void bindCollectives(py::module_& m) {
         return callCollective(pe, Collective::Barrier, false, none, none, none, none, algo, a, none, none, none);
       })
       .def("send", [](PyEngine& pe, py::handle x, py::handle peerObj, py::handle asyncObj) -> py::object {
+        refuseInsideSignalHandler("send");
         const int peer = rankArg(peerObj, "peer", pe.engine->size());
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(x, "x", false);
@@ -471,6 +475,7 @@ void bindCollectives(py::module_& m) {
         return work ? finish(pe, work, v.keep, py::none()) : py::none();
       })
       .def("recv", [](PyEngine& pe, py::handle out, py::handle peerObj, py::handle asyncObj) -> py::object {
+        refuseInsideSignalHandler("recv");
         const int peer = rankArg(peerObj, "peer", pe.engine->size());
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(out, "out", true);

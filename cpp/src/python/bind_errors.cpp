@@ -21,11 +21,15 @@ PyObject* gPendingType = nullptr;
 PyObject* gPendingValue = nullptr;
 PyObject* gPendingTraceback = nullptr;
 
+thread_local bool gInHandlers = false;  // running Python signal handlers from inside a wait
+
 // Runs Python's signal handlers, which only the main thread does (as CPython does itself).
 void checkPythonSignals() {
   if (std::this_thread::get_id() != gMainThread || !Py_IsInitialized()) return;
   PyGILState_STATE gil = PyGILState_Ensure();
+  gInHandlers = true;
   const bool raised = PyErr_CheckSignals() != 0;
+  gInHandlers = false;
   if (raised) {
     Py_XDECREF(gPendingType);
     Py_XDECREF(gPendingValue);
@@ -33,10 +37,17 @@ void checkPythonSignals() {
     PyErr_Fetch(&gPendingType, &gPendingValue, &gPendingTraceback);
   }
   PyGILState_Release(gil);
-  if (raised) throw Error(ErrorCode::Interrupted, "forestcc: interrupted by a signal while waiting");
+  if (raised) throw Error(ErrorCode::Interrupted, "forestcc: interrupted by a signal while waiting in a collective");
 }
 
 }  // namespace
+
+void refuseInsideSignalHandler(const char* what) {
+  if (gInHandlers)
+    throw std::runtime_error(std::string("forestcc: ") + what +
+                             " from a signal handler that interrupted a blocked forestcc call: it would wait on that "
+                             "call; set a flag in the handler and communicate after the call returned");
+}
 
 void bindErrors(py::module_& m) {
   gMainThread = std::this_thread::get_id();

@@ -67,20 +67,13 @@ bool isHandler(const struct sigaction& a) {
   return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction != nullptr : a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
 }
 
-// Unlinks the owned segments only when the signal ends the process. When the program installed
-// its own handler for a termination request before forestcc (Python's signal.signal), that
-// handler runs instead and the segments stay: the program may go on using its communicators,
-// and unlinks at exit.
-void onFatalSignal(int sig, siginfo_t* info, void* context) {
+// Unlinks the owned segments, then lets the signal end the process with its previous
+// disposition. Not installed for a termination request the program handles itself (below).
+void onFatalSignal(int sig, siginfo_t*, void*) {
   int i = 0;
   while (i < kFatalCount && kFatalSignals[i] != sig) ++i;
   if (i == kFatalCount) return;
   const struct sigaction& previous = gPrevious[i];
-  if (terminationRequest(sig) && isHandler(previous)) {
-    if (previous.sa_flags & SA_SIGINFO) previous.sa_sigaction(sig, info, context);
-    else previous.sa_handler(sig);
-    return;
-  }
   for (int k = 0; k < kMaxOwned; ++k)
     if (gOwned[k][0] != '\0') shm_unlink(gOwned[k]);
   sigaction(sig, &previous, nullptr);
@@ -106,6 +99,10 @@ void installSignalCleanup() {
       struct sigaction prev {};
       sigaction(kFatalSignals[i], nullptr, &prev);
       if (prev.sa_handler == SIG_IGN) continue;  // keep what the program asked for
+      // A program that handles SIGTERM/SIGHUP/SIGQUIT itself (checkpoint on SIGTERM, installed
+      // before forestcc: Python's signal.signal) may go on after it, using its segments: its
+      // handler stays as it is, flags included, and the segments are unlinked at exit.
+      if (terminationRequest(kFatalSignals[i]) && isHandler(prev)) continue;
       gPrevious[i] = prev;
       sigaction(kFatalSignals[i], &sa, nullptr);
     }
