@@ -382,7 +382,7 @@ class CollectivesMixin:
                 off += nb
             return list(outputs)
 
-        return self._run(call, lambda a: self._all_to_all(flat, src, out_splits, in_splits, a),
+        return self._run(call, lambda a: self._all_to_all(flat, src, out_splits, in_splits, False, a),
                          finish, _async(opts))
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,
@@ -405,13 +405,16 @@ class CollectivesMixin:
                 copy_bytes_into(output, out)
             return [output]
 
-        return self._run(call, lambda a: self._all_to_all(out, src, out_bytes, in_bytes, a),
+        even = not output_split_sizes and not input_split_sizes  # torch passes [] for none
+        return self._run(call, lambda a: self._all_to_all(out, src, out_bytes, in_bytes, even, a),
                          finish, _async(opts))
 
     alltoall_base = all_to_all_single
 
-    def _all_to_all(self, out, src, out_splits, in_splits, async_op):
-        if len(set(out_splits)) == 1 and out_splits == in_splits:
+    def _all_to_all(self, out, src, out_splits, in_splits, even, async_op):
+        # The choice must be the same on every rank (the call is part of what ranks compare):
+        # by whether split sizes were given, never by their values, which differ between ranks.
+        if even:
             return self._comm.all_to_all(host(out), host(src), async_op=async_op)
         return self._comm.all_to_all_v(host(out), host(src), list(out_splits), list(in_splits),
                                        async_op=async_op)
