@@ -30,6 +30,7 @@ class Communicator {
   const std::vector<int>& localRanks() const;
   const std::string& nodeName(int rank) const;
   double timeoutSeconds() const;
+  double spinMicroseconds() const;  // how long a wait busy-polls (FORESTCC_SPIN_US, auto resolved)
   Bootstrap& bootstrap();
 
   // Registers [data, data+size) for channels. Host memory inside a forestcc shared allocation is

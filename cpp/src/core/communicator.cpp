@@ -1,5 +1,6 @@
 #include "forestcc/communicator.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -47,6 +48,29 @@ PeerInfo unpackPeerInfo(const std::string& s) {
   p.pid = std::stoi(pid);
   p.nodeHash = hashName(p.node);
   return p;
+}
+
+// Whether this node's ranks that may run on this rank's CPUs outnumber those CPUs. Affinity masks
+// (taskset, cgroup cpusets, a launcher's binding) narrow what sysconf's count of online CPUs says:
+// two ranks pinned to one CPU must yield at once, or every step costs a whole spin budget.
+bool sharesCpus(const Communicator::State& s) {
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && static_cast<long>(s.localRanks.size()) > cpus;
+  }
+  cpu_set_t reach = mine;
+  int ranks = 0;
+  for (int r : s.localRanks) {
+    cpu_set_t theirs = mine;  // a peer whose mask cannot be read is taken to share ours
+    if (r != s.rank) sched_getaffinity(s.peers[r].pid, sizeof theirs, &theirs);
+    cpu_set_t common;
+    CPU_AND(&common, &theirs, &mine);
+    if (CPU_COUNT(&common) == 0) continue;  // bound elsewhere: never takes our CPUs
+    ++ranks;
+    CPU_OR(&reach, &reach, &theirs);
+  }
+  return ranks > CPU_COUNT(&reach);
 }
 
 }  // namespace
@@ -177,10 +201,10 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
     s.localRanks.push_back(r);
   }
   if (s.spinUs < 0) {
-    // auto: spin while every rank of the node can have a core; when they outnumber the CPUs, a
-    // spinning rank would hold the core the rank it waits for needs, so yield almost at once.
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s.spinUs = cpus > 0 && static_cast<long>(s.localRanks.size()) > cpus ? 1 : 50;
+    // auto: spin while every rank that may share this rank's CPUs can have one; when they
+    // outnumber them, a spinning rank would hold the CPU the rank it waits for needs, so yield
+    // almost at once.
+    s.spinUs = sharesCpus(s) ? 1 : 50;
   }
   s.bootstrap = std::move(bootstrap);
   // Map every same-node peer's control block now, so abort() reaches all of them.
@@ -201,6 +225,7 @@ int Communicator::localSize() const { return static_cast<int>(state_->localRanks
 int Communicator::nodeCount() const { return state_->nodeCount; }
 const std::vector<int>& Communicator::localRanks() const { return state_->localRanks; }
 double Communicator::timeoutSeconds() const { return state_->timeout; }
+double Communicator::spinMicroseconds() const { return state_->spinUs; }
 Bootstrap& Communicator::bootstrap() { return *state_->bootstrap; }
 
 int Communicator::nodeOf(int r) const {

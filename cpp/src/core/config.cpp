@@ -22,8 +22,9 @@ const std::vector<ConfigEntry>& configTable() {
        "Prefix of POSIX shared-memory names (/dev/shm/<prefix>-<pid>-...)."},
       {"FORESTCC_SPIN_US", "float", "auto",
        "Microseconds a wait busy-polls before it yields the core and then sleeps; auto: 50, or 1 "
-       "when the ranks on this node outnumber its online CPUs (a spinning rank would hold the core "
-       "the rank it waits for needs)."},
+       "when the ranks on this node outnumber the CPUs they may run on (their affinity masks: "
+       "taskset, cpusets, launcher binding), since a spinning rank would hold the CPU the rank it "
+       "waits for needs."},
       {"FORESTCC_STREAMING_BYTES", "float", "50331648",
        "Collectives whose data on this node (every local rank's input and output; one buffer in "
        "place) reaches this many bytes copy with streaming (non-temporal) stores, which skip the "
