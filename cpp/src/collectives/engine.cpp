@@ -211,8 +211,9 @@ void waitCounter(Communicator::State& s, uint64_t* counter, uint64_t want, int p
                         s.waitPolicy(peer, s.timeout));
   } catch (const Error& e) {
     // Interrupted (Ctrl-C) with a send posted or a receive counted: the pair is out of step (the
-    // peer may still read a buffer the caller frees), so no later call may trust it.
-    s.poison(rankPrefix(s.rank) + what + " was interrupted");
+    // peer may still read a buffer the caller frees), so no later call may trust it. (Other
+    // failures of a wait poison where they are raised.)
+    if (e.code() == ErrorCode::Interrupted) s.poison(rankPrefix(s.rank) + what + " was interrupted");
     throw;
   }
   if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);

@@ -114,15 +114,20 @@ void Communicator::State::poison(const std::string& reason, ErrorCode code, uint
   for (auto& kv : peerControls) storeAbort(static_cast<ControlBlock*>(kv.second->data()), rank, reason, code, call);
 }
 
+// The poisoner sets abortBy first, then the message, code and call, then messageReady: a reader
+// that saw abortBy waits (briefly) for the rest.
+static bool abortRecord(const ControlHeader& h) {
+  if (!h.abortBy.load(std::memory_order_acquire)) return false;
+  for (int i = 0; i < 1000 && !h.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
+  return true;
+}
+
 uint64_t Communicator::State::poisonedCall() const {
-  if (!poisoned()) return 0;
-  for (int i = 0; i < 1000 && !control->header.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
-  return control->header.abortCall.load(std::memory_order_relaxed);
+  return abortRecord(control->header) ? control->header.abortCall.load(std::memory_order_relaxed) : 0;
 }
 
 ErrorCode Communicator::State::poisonedCode() const {
-  if (!control->header.abortBy.load(std::memory_order_acquire)) return ErrorCode::Aborted;
-  for (int i = 0; i < 1000 && !control->header.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
+  if (!abortRecord(control->header)) return ErrorCode::Aborted;
   // Ranks whose calls disagreed all raise the mismatch, wherever it was seen first.
   return control->header.abortCode.load(std::memory_order_relaxed) == static_cast<uint32_t>(ErrorCode::Mismatch)
              ? ErrorCode::Mismatch
@@ -137,10 +142,9 @@ void Communicator::State::raisePoisoned(const std::string& what, int peer) {
 }
 
 std::string Communicator::State::abortReason() const {
-  uint32_t by = control->header.abortBy.load(std::memory_order_acquire);
-  if (!by) return "";
-  for (int i = 0; i < 1000 && !control->header.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
-  return "rank " + std::to_string(by - 1) + " reported: " + control->header.abortMessage;
+  if (!abortRecord(control->header)) return "";
+  return "rank " + std::to_string(control->header.abortBy.load(std::memory_order_acquire) - 1) +
+         " reported: " + control->header.abortMessage;
 }
 
 void Communicator::State::raiseWaitFailure(WaitOutcome outcome, int peer, const std::string& what,

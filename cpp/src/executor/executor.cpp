@@ -186,8 +186,11 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
     throw Error(ErrorCode::InvalidUsage, prefix + "scratch_banks must be 1 or 2, got " + std::to_string(p.scratchBanks),
                 s.rank);
   out->scratchBanks = p.scratchBanks;
-  std::snprintf(out->family, sizeof out->family, "%s", (p.generator.empty() ? p.name : p.generator).c_str());
-  out->hash = planHash(p);
+  std::snprintf(out->stamp.family, sizeof out->stamp.family, "%s",
+                (p.generator.empty() ? p.name : p.generator).c_str());
+  out->stamp.planHash = planHash(p);
+  out->stamp.root = p.root;
+  out->stamp.collective = static_cast<uint8_t>(p.collective);
   const plan::RankProgram& mine = p.ranks[s.rank];
   std::map<int, int> pairIndex;
   int loopbacks = 0;
@@ -550,16 +553,13 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   call.streaming = own * s.localRanks.size() >= streamingBytes_;
   call.sequence = ++sequence_;
   CallStamp& st = call.stamp;
+  st = p.stamp;
   st.sequence = call.sequence;
-  st.planHash = p.hash;
   st.count = call.count;
-  st.root = p.root;
-  st.collective = static_cast<uint8_t>(p.collective);
   // Only what the call uses: a barrier has no data, only reductions have an operator.
   st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(buffers.dtype);
   st.op = reduces(p.collective) ? static_cast<uint8_t>(buffers.op) : 0;
   st.variable = call.variable;
-  std::memcpy(st.family, p.family, kPlanFamilyChars);
 
   const int workers = static_cast<int>(p.workers.size());
   if (static_cast<int>(views_.size()) < std::max(workers, 1)) {

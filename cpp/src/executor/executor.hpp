@@ -40,8 +40,9 @@ struct CompiledPlan {
   uint32_t maxSlices = 1;
   uint64_t minSliceBytes = 0;
   uint32_t scratchBanks = 1;  // 2: eager plan, scratch in the control blocks' banks
-  char family[kPlanFamilyChars] = {};  // the plan's generator (truncated), published per call
-  uint64_t hash = 0;                   // planHash of the whole plan, published per call
+  // What every call of this plan stamps (control_block.hpp): plan hash, collective, root and
+  // generator, made once here; a call adds its number, count, dtype, op and layout.
+  CallStamp stamp{};
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
 };

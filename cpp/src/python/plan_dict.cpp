@@ -72,6 +72,14 @@ py::list listOf(const py::handle& value, const std::string& field) {
   return py::reinterpret_borrow<py::list>(value);
 }
 
+// A list of at most `limit` entries.
+py::list boundedList(const py::handle& value, const std::string& field, int64_t limit) {
+  py::list list = listOf(value, field);
+  if (static_cast<int64_t>(list.size()) > limit)
+    refuse(field, "has " + std::to_string(list.size()) + " entries; the limit is " + std::to_string(limit));
+  return list;
+}
+
 // Chunk counts of the buffers, to check refs against.
 struct Extents {
   uint64_t chunks[plan::kBufferCount];
@@ -266,18 +274,14 @@ plan::Plan dictToPlan(const py::dict& d) {
     const std::string where = "ranks[" + std::to_string(r) + "]";
     py::object rd = ranks[r];
     plan::RankProgram rp;
-    py::list channels = listOf(member(rd, "channels", where + ".channels"), where + ".channels");
-    if (static_cast<int64_t>(channels.size()) > kMaxChannels)
-      refuse(where + ".channels", "has " + std::to_string(channels.size()) + " entries; the limit is " + std::to_string(kMaxChannels));
+    py::list channels = boundedList(member(rd, "channels", where + ".channels"), where + ".channels", kMaxChannels);
     for (size_t c = 0; c < channels.size(); ++c) {
       const std::string here = where + ".channels[" + std::to_string(c) + "]";
       py::object cd = channels[c];
       const int peer = static_cast<int>(intIn(member(cd, "peer", here + ".peer"), here + ".peer", 0, p.nranks - 1));
       rp.channels.push_back({peer, parseEnum<plan::Transport>(member(cd, "transport", here + ".transport"), "transport")});
     }
-    py::list workers = listOf(member(rd, "workers", where + ".workers"), where + ".workers");
-    if (static_cast<int64_t>(workers.size()) > kMaxWorkers)
-      refuse(where + ".workers", "has " + std::to_string(workers.size()) + " entries; the limit is " + std::to_string(kMaxWorkers));
+    py::list workers = boundedList(member(rd, "workers", where + ".workers"), where + ".workers", kMaxWorkers);
     for (size_t w = 0; w < workers.size(); ++w) {
       const std::string here = where + ".workers[" + std::to_string(w) + "]";
       py::object wd = workers[w];

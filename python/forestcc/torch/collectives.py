@@ -122,13 +122,7 @@ class CollectivesMixin:
         """Reduce ``input`` (size × output's elements) over the ranks; rank r gets block r in
         ``output`` (``reduce_scatter_tensor``)."""
         call = "reduce_scatter_tensor"
-        check_tensor(output, call, "output")
-        check_tensor(input, call, "input")
-        _same_dtype(output, input, call)
-        if input.numel() != output.numel() * self.size():
-            raise ArgumentError(f"forestcc {call}: input has {input.numel()} elements, expected "
-                                f"{self.size()} × {output.numel()} (output's) = "
-                                f"{self.size() * output.numel()}")
+        self._check_whole(call, output, input, "input")
         red = reductions.resolve(_op(opts), output.dtype, call)
         out = red.buffer(output)  # output's own memory when it is contiguous
         return self._reduce_scatter_run(call, red, out, red.buffer(input), [(output, 0)], opts)
@@ -232,13 +226,7 @@ class CollectivesMixin:
         """``output`` (size × input's elements) receives every rank's ``input`` in rank order
         (``all_gather_into_tensor``); in place when ``input`` is ``output``'s block ``rank``."""
         call = "all_gather_into_tensor"
-        check_tensor(output, call, "output")
-        check_tensor(input, call, "input")
-        _same_dtype(output, input, call)
-        if output.numel() != input.numel() * self.size():
-            raise ArgumentError(f"forestcc {call}: output has {output.numel()} elements, expected "
-                                f"{self.size()} × {input.numel()} (input's) = "
-                                f"{self.size() * input.numel()}")
+        self._check_whole(call, output, input, "output")
         out, copied = byte_buffer(output)
         src, _ = byte_buffer(input)
 
@@ -418,6 +406,19 @@ class CollectivesMixin:
             return self._comm.all_to_all(host(out), host(src), async_op=async_op)
         return self._comm.all_to_all_v(host(out), host(src), list(out_splits), list(in_splits),
                                        async_op=async_op)
+
+    def _check_whole(self, call: str, output: torch.Tensor, input: torch.Tensor,
+                     whole: str) -> None:
+        """Both are usable tensors of one dtype, and ``whole`` ("output" or "input") holds size ×
+        the other's elements (all_gather_into_tensor, reduce_scatter_tensor)."""
+        check_tensor(output, call, "output")
+        check_tensor(input, call, "input")
+        _same_dtype(output, input, call)
+        big, small, part = (output, input, "input") if whole == "output" else (input, output, "output")
+        if big.numel() != small.numel() * self.size():
+            raise ArgumentError(f"forestcc {call}: {whole} has {big.numel()} elements, expected "
+                                f"{self.size()} × {small.numel()} ({part}'s) = "
+                                f"{self.size() * small.numel()}")
 
     def _check_count(self, tensors: Sequence[torch.Tensor], call: str, arg: str) -> None:
         if len(tensors) != self.size():
