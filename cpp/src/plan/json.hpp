@@ -1,0 +1,103 @@
+// A small JSON reader and writer for the files forestcc loads itself (plan files, the tuning
+// table): RFC 8259 text in, a tree of `json::Value` out, with the line and column of every value so
+// a loader can say where a bad field is. Written here rather than taken from a third party to keep
+// libforestcc free of dependencies; it is control-plane code (parsed once, never per call).
+//
+// Numbers keep their integer-ness: an integer literal that fits is Int (int64) or UInt (above
+// INT64_MAX, up to UINT64_MAX); fractions and exponents are Double. An integer literal too large
+// for 64 bits is also a Double, but `integerOverflow()` says so, so a loader can report
+// "out of range" instead of silently rounding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace forestcc::json {
+
+enum class Type : uint8_t { Null, Bool, Int, UInt, Double, String, Array, Object };
+
+// "null", "boolean", "integer", "integer", "number", "string", "array", "object": for messages.
+const char* typeName(Type type);
+
+class Value {
+ public:
+  using Array = std::vector<Value>;
+  using Member = std::pair<std::string, Value>;
+  using Object = std::vector<Member>;  // in file order; keys are unique (duplicates are refused)
+
+  Value() = default;  // null
+  explicit Value(bool b) : type_(Type::Bool), bool_(b) {}
+  explicit Value(int64_t i) : type_(Type::Int), int_(i) {}
+  explicit Value(uint64_t u);  // Int when it fits, else UInt
+  explicit Value(double d) : type_(Type::Double), double_(d) {}
+  explicit Value(std::string s) : type_(Type::String), string_(std::move(s)) {}
+  explicit Value(const char* s) : Value(std::string(s)) {}
+  static Value array(Array items = {});
+  static Value object(Object members = {});
+
+  Type type() const { return type_; }
+  const char* typeName() const { return json::typeName(type_); }
+  bool isNull() const { return type_ == Type::Null; }
+  bool isBool() const { return type_ == Type::Bool; }
+  bool isInteger() const { return type_ == Type::Int || type_ == Type::UInt; }
+  bool isNumber() const { return isInteger() || type_ == Type::Double; }
+  bool isString() const { return type_ == Type::String; }
+  bool isArray() const { return type_ == Type::Array; }
+  bool isObject() const { return type_ == Type::Object; }
+  // An integer literal outside [INT64_MIN, UINT64_MAX], kept as the nearest double.
+  bool integerOverflow() const { return overflow_; }
+
+  // Accessors throw Error(InvalidUsage, "line:col: expected ..., found ...") on the wrong type.
+  bool asBool() const;
+  int64_t asInt64() const;    // Int only (a UInt is out of range)
+  uint64_t asUInt64() const;  // a non-negative Int or a UInt
+  double asDouble() const;    // any number
+  const std::string& asString() const;
+  const Array& asArray() const;
+  const Object& asObject() const;
+  Array& asArray();
+  Object& asObject();
+
+  // Object member by key, nullptr when absent (or when this is not an object).
+  const Value* find(const std::string& key) const;
+  // Appends a member (builders; the parser refuses duplicates, this does not check).
+  void set(std::string key, Value value);
+  void push(Value value);
+
+  // Where the value starts in its source text (1-based); 0 for values built in code.
+  int line() const { return line_; }
+  int column() const { return column_; }
+  // "line:col" of this value, for messages.
+  std::string where() const;
+
+ private:
+  friend class Parser;
+  Type type_ = Type::Null;
+  bool bool_ = false;
+  bool overflow_ = false;
+  int64_t int_ = 0;
+  uint64_t uint_ = 0;
+  double double_ = 0.0;
+  std::string string_;
+  Array array_;
+  Object object_;
+  int line_ = 0;
+  int column_ = 0;
+};
+
+// Parses one JSON document (surrounding whitespace allowed, nothing else). Throws
+// Error(ErrorCode::InvalidUsage, "<sourceName>:<line>:<col>: <what is wrong>").
+// Nesting deeper than kMaxDepth is refused (a hostile file must not exhaust the stack).
+constexpr int kMaxDepth = 512;
+Value parse(const std::string& text, const std::string& sourceName);
+
+// Writes `value` as JSON. indent < 0: one line; otherwise pretty-printed with that many spaces.
+// Doubles are written so they read back to the same value; NaN and infinities are refused
+// (Error InvalidUsage), since JSON cannot carry them.
+std::string dump(const Value& value, int indent = -1);
+// A JSON string literal for `text` (quotes and escapes included).
+std::string quote(const std::string& text);
+
+}  // namespace forestcc::json
