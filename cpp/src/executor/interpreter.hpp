@@ -1,0 +1,293 @@
+// The plan interpreter: runs one worker's ops of a compiled plan over a backend policy. Header-only
+// and plain: no strings, exceptions, allocation or standard containers, so the same code compiles
+// for CPU worker threads (cpu_runner.cpp) and for CUDA thread blocks (cuda/interpreter_device.cu).
+//
+// The interpreter owns what every runner shares: the order of ops and slices, chunk arithmetic
+// (schedules/README.md, "Buffers and chunks" and "Pipelining"), bounds checks of every byte range
+// against the buffer it lies in, and size agreement between the two ends of a transfer. The backend
+// owns how bytes move and how a wait polls:
+//
+//   bool remote(int channel, Buffer b, RemoteBuffer& out, Failure& f)   a peer's buffer of this call
+//   bool bank(int channel, RemoteBuffer& out, Failure& f)               a peer's eager scratch bank
+//   void copy(char* dst, const char* src, uint64_t bytes)                local or mapped, no overlap
+//   void move(char* dst, const char* src, uint64_t bytes)                local, may overlap
+//   void reduce(char* dst, const char* const* srcs, int n, uint64_t elements)
+//   bool write(int channel, const RemoteBuffer&, uint64_t offset, const char* src, uint64_t bytes, Failure&)
+//   bool readReduce(int channel, const RemoteBuffer&, uint64_t offset, char* dst, const char* const* srcs,
+//                   int n, uint64_t bytes, Failure&)     dst = op(srcs..., the peer's bytes): unmapped memory
+//   bool read(int channel, const RemoteBuffer&, uint64_t offset, char* dst, uint64_t bytes, Failure&)
+//   void signal(int channel)                             release: after every earlier write of this worker
+//   bool wait(int channel, Failure& f)                  acquire; false: failed (deadline, abort, ...)
+//   void flush(int channel)
+//   int peerOf(int channel)
+//
+// A failing backend call fills `f` (its kind, and for Backend failures whatever the backend keeps
+// on the side, such as a CPU exception) and the interpreter stops, returning it with the step.
+#pragma once
+
+#include <cstdint>
+
+#include "forestcc/plan.hpp"
+#include "forestcc/semaphore_device.hpp"
+
+namespace forestcc::executor {
+
+// What stopped a worker; None: it ran to the end. Plain data: the host formats it (failure.cpp).
+enum class FailureKind : uint8_t {
+  None,
+  OutOfRange,    // a byte range past the end of a buffer (a: begin, b: end, c: buffer size)
+  SizeMismatch,  // the two ends of a transfer differ in size (a: this rank's bytes, b: the peer's)
+  UnequalReduce, // a reduce op's sources differ in size (a plan bug)
+  Unsupported,   // the backend cannot do this op (e.g. unmapped memory on a GPU)
+  Timeout,       // a wait passed its deadline
+  Backend,       // the backend raised its own error (the CPU runner keeps the exception)
+};
+
+struct Failure {
+  FailureKind kind = FailureKind::None;
+  uint32_t step = 0;
+  uint32_t slice = 0;
+  int32_t peer = -1;         // -1: this rank's own buffer
+  uint8_t buffer = 0;        // plan::Buffer of a range failure
+  uint8_t write = 0;         // SizeMismatch: 1 sends, 0 receives, 2 reduces
+  uint8_t bank = 0;          // the range was of an eager scratch bank
+  uint64_t a = 0, b = 0, c = 0;
+};
+
+// A peer's buffer of the current call: mapped (loads and stores) or reached through its connection.
+struct RemoteBuffer {
+  char* mapped = nullptr;
+  uint64_t bytes = 0;
+  const uint64_t* offsets = nullptr;  // all_to_all_v block offsets (nranks + 1 elements); else null
+  uint64_t handle = 0;                // backend's own reference (CPU: the view it came from)
+};
+
+// The geometry of one call: what turns chunk numbers into byte ranges.
+struct CallGeometry {
+  uint64_t count = 0;       // c: elements per block
+  uint32_t k = 1;           // chunks per block
+  uint32_t slices = 1;      // pipelining slices of each chunk
+  uint32_t elem = 1;        // element size in bytes
+  char* local[plan::kBufferCount] = {nullptr, nullptr, nullptr};
+  uint64_t localBytes[plan::kBufferCount] = {0, 0, 0};
+  const uint64_t* localOffsets[2] = {nullptr, nullptr};  // all_to_all_v: input, output
+  bool eager = false;       // scratch is the banks (a peer's scratch: its bank)
+};
+
+struct ElementRange {
+  uint64_t begin, end;  // elements
+};
+
+// Chunk `index` of a buffer, slice `slice` of `slices`. `offsets` is non-null for all_to_all_v
+// blocks (uneven sizes).
+FORESTCC_HOST_DEVICE inline ElementRange chunkRange(uint64_t index, uint64_t c, uint32_t k, const uint64_t* offsets,
+                                                    uint32_t slice, uint32_t slices) {
+  const uint64_t block = index / k, part = index % k;
+  uint64_t base, len;
+  if (offsets) {
+    base = offsets[block];
+    len = offsets[block + 1] - base;
+  } else {
+    base = block * c;
+    len = c;
+  }
+  const uint64_t lo = base + part * len / k, hi = base + (part + 1) * len / k;
+  const uint64_t n = hi - lo;
+  return {lo + slice * n / slices, lo + (uint64_t(slice) + 1) * n / slices};
+}
+
+template <class Backend>
+class Interpreter {
+ public:
+  FORESTCC_HOST_DEVICE Interpreter(const CallGeometry& g, Backend& backend) : g_(g), be_(backend) {}
+
+  // Runs ops[0, n) for every slice; returns the first failure (kind None when all ran).
+  FORESTCC_HOST_DEVICE Failure run(const plan::Op* ops, uint32_t n) {
+    Failure f;
+    for (uint32_t slice = 0; slice < g_.slices; ++slice)
+      for (uint32_t step = 0; step < n; ++step) {
+        f.step = step;
+        f.slice = slice;
+        if (!runOp(ops[step], f)) return f;
+      }
+    f.kind = FailureKind::None;
+    return f;
+  }
+
+ private:
+  struct Span {
+    char* data;
+    uint64_t bytes;
+  };
+
+  // Bytes of n chunks from ref, piece j, in a buffer of `size` bytes laid out by `offsets`.
+  FORESTCC_HOST_DEVICE bool range(const plan::ChunkRef& ref, uint32_t j, uint32_t n, const uint64_t* offsets,
+                                  uint64_t size, int peer, bool bank, uint64_t& begin, uint64_t& end, Failure& f) {
+    const ElementRange first = chunkRange(ref.index + j, g_.count, g_.k, offsets, f.slice, g_.slices);
+    const ElementRange last = n > 1 ? chunkRange(ref.index + j + n - 1, g_.count, g_.k, offsets, f.slice, g_.slices) : first;
+    begin = first.begin * g_.elem;
+    end = last.end * g_.elem;
+    if (end <= size) return true;
+    f.kind = FailureKind::OutOfRange;
+    f.peer = peer;
+    f.buffer = static_cast<uint8_t>(ref.buffer);
+    f.bank = bank;
+    f.a = begin, f.b = end, f.c = size;
+    return false;
+  }
+
+  FORESTCC_HOST_DEVICE const uint64_t* localOffsets(plan::Buffer b) const {
+    return b == plan::Buffer::Scratch ? nullptr : g_.localOffsets[static_cast<int>(b)];
+  }
+
+  FORESTCC_HOST_DEVICE bool local(const plan::ChunkRef& ref, uint32_t j, uint32_t n, Span& out, Failure& f) {
+    const int b = static_cast<int>(ref.buffer);
+    uint64_t begin, end;
+    if (!range(ref, j, n, localOffsets(ref.buffer), g_.localBytes[b], -1, g_.eager && ref.buffer == plan::Buffer::Scratch,
+               begin, end, f))
+      return false;
+    out = {g_.local[b] + begin, end - begin};
+    return true;
+  }
+
+  // A peer's span: its buffer of this call (or bank), the byte offset in it and the length.
+  struct RemoteSpan {
+    RemoteBuffer buffer;
+    uint64_t offset;
+    uint64_t bytes;
+  };
+
+  FORESTCC_HOST_DEVICE bool remote(const plan::Op& op, const plan::ChunkRef& ref, uint32_t j, uint32_t n, int peer,
+                                   RemoteSpan& out, Failure& f) {
+    const bool bank = g_.eager && ref.buffer == plan::Buffer::Scratch;
+    if (bank) {
+      if (!be_.bank(op.channel, out.buffer, f)) return false;
+      out.buffer.bytes = g_.localBytes[static_cast<int>(plan::Buffer::Scratch)];  // same plan, same count
+    } else if (!be_.remote(op.channel, ref.buffer, out.buffer, f)) {
+      return false;
+    }
+    uint64_t begin, end;
+    const uint64_t* offsets = ref.buffer == plan::Buffer::Scratch ? nullptr : out.buffer.offsets;
+    if (!range(ref, j, n, offsets, out.buffer.bytes, peer, bank, begin, end, f)) return false;
+    out.offset = begin;
+    out.bytes = end - begin;
+    return true;
+  }
+
+  FORESTCC_HOST_DEVICE bool sizeMismatch(int peer, uint64_t mine, uint64_t theirs, uint8_t write, Failure& f) {
+    f.kind = FailureKind::SizeMismatch;
+    f.peer = peer;
+    f.write = write;
+    f.a = mine, f.b = theirs;
+    return false;
+  }
+
+  // A piece count and span: sliced plans move one chunk per piece (each chunk's slice is its own
+  // range); unsliced ones move the op's chunks as one contiguous span.
+  FORESTCC_HOST_DEVICE uint32_t pieces(const plan::Op& op) const { return g_.slices == 1 ? 1 : op.count; }
+  FORESTCC_HOST_DEVICE uint32_t span(const plan::Op& op) const { return g_.slices == 1 ? op.count : 1; }
+
+  FORESTCC_HOST_DEVICE bool transfer(const plan::Op& op, const plan::ChunkRef& localRef, const plan::ChunkRef& remoteRef,
+                                     bool write, int peer, Failure& f) {
+    for (uint32_t j = 0; j < pieces(op); ++j) {
+      Span here;
+      RemoteSpan there;
+      if (!local(localRef, j, span(op), here, f) || !remote(op, remoteRef, j, span(op), peer, there, f)) return false;
+      if (there.bytes != here.bytes) return sizeMismatch(peer, here.bytes, there.bytes, write ? 1 : 0, f);
+      if (!here.bytes) continue;
+      if (there.buffer.mapped) {
+        char* mapped = there.buffer.mapped + there.offset;
+        if (write) be_.copy(mapped, here.data, here.bytes);
+        else be_.copy(here.data, mapped, here.bytes);
+      } else if (write ? !be_.write(op.channel, there.buffer, there.offset, here.data, here.bytes, f)
+                       : !be_.read(op.channel, there.buffer, there.offset, here.data, here.bytes, f)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The local destination and sources of a reduce op's piece j.
+  FORESTCC_HOST_DEVICE bool reduceSpans(const plan::Op& op, uint32_t j, Span& dst, const char** srcs, Failure& f) {
+    if (!local(op.dst, j, span(op), dst, f)) return false;
+    for (int i = 0; i < op.sourceCount; ++i) {
+      Span s;
+      if (!local(op.sources[i], j, span(op), s, f)) return false;
+      if (s.bytes != dst.bytes) {
+        f.kind = FailureKind::UnequalReduce;
+        f.a = dst.bytes, f.b = s.bytes;
+        return false;
+      }
+      srcs[i] = s.data;
+    }
+    return true;
+  }
+
+  FORESTCC_HOST_DEVICE bool reduce(const plan::Op& op, Failure& f) {
+    const char* srcs[plan::kMaxReduceSources + 1];
+    for (uint32_t j = 0; j < pieces(op); ++j) {
+      Span dst;
+      if (!reduceSpans(op, j, dst, srcs, f)) return false;
+      be_.reduce(dst.data, srcs, op.sourceCount, dst.bytes / g_.elem);
+    }
+    return true;
+  }
+
+  // dst = op(local sources..., the peer's src) in one pass.
+  FORESTCC_HOST_DEVICE bool getReduce(const plan::Op& op, int peer, Failure& f) {
+    const char* srcs[plan::kMaxReduceSources + 1];
+    for (uint32_t j = 0; j < pieces(op); ++j) {
+      Span dst;
+      RemoteSpan there;
+      if (!reduceSpans(op, j, dst, srcs, f) || !remote(op, op.src, j, span(op), peer, there, f)) return false;
+      if (there.bytes != dst.bytes) return sizeMismatch(peer, dst.bytes, there.bytes, 2, f);
+      if (!dst.bytes) continue;
+      if (there.buffer.mapped) {
+        srcs[op.sourceCount] = there.buffer.mapped + there.offset;
+        be_.reduce(dst.data, srcs, op.sourceCount + 1, dst.bytes / g_.elem);
+      } else if (!be_.readReduce(op.channel, there.buffer, there.offset, dst.data, srcs, op.sourceCount, dst.bytes, f)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  FORESTCC_HOST_DEVICE bool copy(const plan::Op& op, Failure& f) {
+    for (uint32_t j = 0; j < pieces(op); ++j) {
+      Span dst, src;
+      if (!local(op.dst, j, span(op), dst, f) || !local(op.src, j, span(op), src, f)) return false;
+      const uint64_t n = dst.bytes < src.bytes ? dst.bytes : src.bytes;
+      if (!n || dst.data == src.data) continue;
+      if (dst.data + n <= src.data || src.data + n <= dst.data) be_.copy(dst.data, src.data, n);
+      else be_.move(dst.data, src.data, n);
+    }
+    return true;
+  }
+
+  // One handler per op; memory ordering per op: schedules/README.md, "Memory ordering".
+  FORESTCC_HOST_DEVICE bool runOp(const plan::Op& op, Failure& f) {
+    const int peer = op.code == plan::OpCode::Copy || op.code == plan::OpCode::Reduce ? -1 : be_.peerOf(op.channel);
+    switch (op.code) {
+      case plan::OpCode::Put: return transfer(op, op.src, op.dst, true, peer, f);
+      case plan::OpCode::Get: return transfer(op, op.dst, op.src, false, peer, f);
+      case plan::OpCode::PutSignal:
+        if (!transfer(op, op.src, op.dst, true, peer, f)) return false;
+        be_.signal(op.channel);
+        return true;
+      case plan::OpCode::Signal: be_.signal(op.channel); return true;
+      case plan::OpCode::Wait: return be_.wait(op.channel, f);
+      case plan::OpCode::Flush: be_.flush(op.channel); return true;
+      case plan::OpCode::Copy: return copy(op, f);
+      case plan::OpCode::Reduce: return reduce(op, f);
+      case plan::OpCode::ReducePut: return reduce(op, f) && transfer(op, op.dst, op.remote, true, peer, f);
+      case plan::OpCode::GetReduce: return getReduce(op, peer, f);
+    }
+    f.kind = FailureKind::Unsupported;
+    return false;
+  }
+
+  const CallGeometry& g_;
+  Backend& be_;
+};
+
+}  // namespace forestcc::executor
