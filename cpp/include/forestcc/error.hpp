@@ -15,6 +15,7 @@ enum class ErrorCode : int {
   Internal = 6,      // a bug in forestcc
   Mismatch = 7,      // the ranks' calls disagree (collective, root, dtype, op, count or plan)
   Interrupted = 8,   // a signal the host program handles arrived while waiting (Ctrl-C)
+  InvalidType = 9,   // an argument of the wrong type, e.g. mismatched dtypes (TypeError in Python)
 };
 
 const char* errorCodeName(ErrorCode code);

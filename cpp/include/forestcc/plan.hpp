@@ -13,10 +13,26 @@ namespace forestcc::plan {
 
 constexpr int kFormatVersion = 1;
 
-#define FORESTCC_PLAN_COLLECTIVES(X)                                                        \
-  X(AllReduce, "all_reduce") X(AllGather, "all_gather") X(ReduceScatter, "reduce_scatter") \
-  X(AllToAll, "all_to_all") X(Broadcast, "broadcast") X(Reduce, "reduce")                  \
-  X(Gather, "gather") X(Scatter, "scatter") X(SendRecv, "sendrecv") X(Barrier, "barrier")
+// One row per collective: everything that differs between collectives besides their generators
+// (validation, stand-in buffers, in-place detection, buffer sizes in the perf CLI and the Python
+// API all read these rows; a new collective is one row plus its generators). Columns: enum, format
+// name, rooted (takes a root), reduces (takes a reduction op), input and output blocks (Blocks:
+// a buffer of `count` elements, one of nranks x `count`, or none), the buffer only the root has
+// (RootOnly; other ranks pass none and forestcc stages a stand-in), and whether an in-place form
+// exists (same memory when both buffers have as many blocks; else the smaller buffer is the
+// larger one's block number `rank`).
+#define FORESTCC_PLAN_COLLECTIVES(X) \
+  /* enum          name              rooted reduces input    output   root-only in-place */ \
+  X(AllReduce,     "all_reduce",     false, true,  One,     One,     Neither, true) \
+  X(AllGather,     "all_gather",     false, false, One,     PerRank, Neither, true) \
+  X(ReduceScatter, "reduce_scatter", false, true,  PerRank, One,     Neither, true) \
+  X(AllToAll,      "all_to_all",     false, false, PerRank, PerRank, Neither, true) \
+  X(Broadcast,     "broadcast",      true,  false, One,     One,     Neither, true) \
+  X(Reduce,        "reduce",         true,  true,  One,     One,     Neither, true) \
+  X(Gather,        "gather",         true,  false, One,     PerRank, Output,  false) \
+  X(Scatter,       "scatter",        true,  false, PerRank, One,     Input,   false) \
+  X(SendRecv,      "sendrecv",       false, false, One,     One,     Neither, false) \
+  X(Barrier,       "barrier",        false, false, None,    None,    Neither, false)
 
 #define FORESTCC_PLAN_BUFFERS(X) X(Input, "input") X(Output, "output") X(Scratch, "scratch")
 
@@ -28,14 +44,14 @@ constexpr int kFormatVersion = 1;
   X(Flush, "flush") X(Copy, "copy") X(Reduce, "reduce")                      \
   X(ReducePut, "reduce_put") X(PutSignal, "put_signal") X(GetReduce, "get_reduce")
 
-#define FORESTCC_ENUM_ENTRY(name, text) name,
+#define FORESTCC_ENUM_ENTRY(name, text, ...) name,
 enum class Collective : uint8_t { FORESTCC_PLAN_COLLECTIVES(FORESTCC_ENUM_ENTRY) };
 enum class Buffer : uint8_t { FORESTCC_PLAN_BUFFERS(FORESTCC_ENUM_ENTRY) };
 enum class Transport : uint8_t { FORESTCC_PLAN_TRANSPORTS(FORESTCC_ENUM_ENTRY) };
 enum class OpCode : uint8_t { FORESTCC_PLAN_OPS(FORESTCC_ENUM_ENTRY) };
 #undef FORESTCC_ENUM_ENTRY
 
-#define FORESTCC_COUNT_ENTRY(name, text) +1
+#define FORESTCC_COUNT_ENTRY(name, text, ...) +1
 constexpr int kCollectiveCount = 0 FORESTCC_PLAN_COLLECTIVES(FORESTCC_COUNT_ENTRY);
 constexpr int kBufferCount = 0 FORESTCC_PLAN_BUFFERS(FORESTCC_COUNT_ENTRY);
 constexpr int kTransportCount = 0 FORESTCC_PLAN_TRANSPORTS(FORESTCC_COUNT_ENTRY);
@@ -113,10 +129,36 @@ struct Plan {
   std::vector<RankProgram> ranks;
 };
 
+// How many blocks of the call's `count` elements a buffer holds (schedules/README.md, "Buffers
+// and chunks"): none, one, or one per rank.
+enum class Blocks : uint8_t { None, One, PerRank };
+// The buffer that only the root passes (the other ranks have none).
+enum class RootOnly : uint8_t { Neither, Input, Output };
+
+// A row of FORESTCC_PLAN_COLLECTIVES.
+struct CollectiveTraits {
+  const char* name;
+  bool rooted;      // takes a root
+  bool reduces;     // takes a reduction op
+  Blocks input;
+  Blocks output;
+  RootOnly rootOnly;
+  bool inPlace;     // has an in-place form
+};
+
+#define FORESTCC_TRAITS_ENTRY(name, text, rooted, reduces, input, output, rootOnly, inPlace) \
+  {text, rooted, reduces, Blocks::input, Blocks::output, RootOnly::rootOnly, inPlace},
+inline constexpr CollectiveTraits kCollectiveTraits[] = {FORESTCC_PLAN_COLLECTIVES(FORESTCC_TRAITS_ENTRY)};
+#undef FORESTCC_TRAITS_ENTRY
+
+constexpr const CollectiveTraits& traits(Collective c) { return kCollectiveTraits[static_cast<int>(c)]; }
 // True for broadcast, reduce, gather, scatter.
-bool rooted(Collective c);
+constexpr bool rooted(Collective c) { return traits(c).rooted; }
+constexpr int blocks(Blocks b, int nranks) { return b == Blocks::None ? 0 : b == Blocks::One ? 1 : nranks; }
 // Input and output blocks of a collective for `nranks` (see "Buffers and chunks").
-int inputBlocks(Collective c, int nranks);
-int outputBlocks(Collective c, int nranks);
+constexpr int inputBlocks(Collective c, int nranks) { return blocks(traits(c).input, nranks); }
+constexpr int outputBlocks(Collective c, int nranks) { return blocks(traits(c).output, nranks); }
+const char* name(Blocks b);
+const char* name(RootOnly r);
 
 }  // namespace forestcc::plan

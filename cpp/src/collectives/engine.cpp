@@ -12,28 +12,6 @@
 
 namespace forestcc::collectives {
 
-// ---- Work -------------------------------------------------------------------------------------
-
-void Work::wait() {
-  std::unique_lock<std::mutex> g(mu_);
-  cv_.wait(g, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool Work::completed() {
-  std::lock_guard<std::mutex> g(mu_);
-  return done_;
-}
-
-void Work::finish(std::exception_ptr error) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    done_ = true;
-    error_ = error;
-  }
-  cv_.notify_all();
-}
-
 // ---- OrderedQueue ---------------------------------------------------------------------------
 
 OrderedQueue::~OrderedQueue() {
@@ -131,14 +109,21 @@ const std::string& Engine::choose(plan::Collective c, uint64_t bytes, int memory
   return kNone;
 }
 
-std::shared_ptr<const CompiledPlan> Engine::builtin(const std::string& algorithm, plan::Collective c, int root,
-                                                    bool inPlace) {
+const Engine::BuiltinPlan& Engine::builtinPlan(const std::string& algorithm, plan::Collective c, int root,
+                                               bool inPlace) {
+  std::atomic<const BuiltinPlan*>& last = last_[static_cast<int>(c)];
+  const BuiltinPlan* hit = last.load(std::memory_order_acquire);
+  if (hit && hit->root == root && hit->inPlace == inPlace && hit->algorithm == algorithm) return *hit;
   auto key = std::make_tuple(algorithm, static_cast<int>(c), root, inPlace);
   {
     std::lock_guard<std::mutex> g(cacheMu_);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    if (it != cache_.end()) {
+      last.store(it->second.get(), std::memory_order_release);
+      return *it->second;
+    }
   }
+  // Generated and compiled outside the lock: it can take a while for many ranks.
   GenerateRequest req;
   req.collective = c;
   req.nranks = comm_->size();
@@ -146,21 +131,57 @@ std::shared_ptr<const CompiledPlan> Engine::builtin(const std::string& algorithm
   req.inPlace = inPlace;
   auto compiled = executor_.compile(generate(algorithm, req));
   std::lock_guard<std::mutex> g(cacheMu_);
-  cache_[key] = compiled;
-  return compiled;
+  std::unique_ptr<BuiltinPlan>& entry = cache_[key];
+  if (!entry) entry.reset(new BuiltinPlan{algorithm, root, inPlace, std::move(compiled)});
+  last.store(entry.get(), std::memory_order_release);
+  return *entry;
+}
+
+std::shared_ptr<const CompiledPlan> Engine::lastBuiltin(plan::Collective c) const {
+  const BuiltinPlan* last = last_[static_cast<int>(c)].load(std::memory_order_acquire);
+  return last ? last->plan : nullptr;
 }
 
 std::shared_ptr<const CompiledPlan> Engine::compile(const plan::Plan& p) { return executor_.compile(p); }
 
 void Engine::execute(const CompiledPlan& p, const CallBuffers& b) { executor_.run(p, b); }
 
-void Engine::run(const CompiledPlan& p, const CallBuffers& b) {
-  collectives_.runInline([&] { execute(p, b); });
+namespace {
+// Points the buffer a rank does not have at `bytes` (at least 1) of `storage`.
+void stageStandIn(CallBuffers& b, Engine::StandIn standIn, char* storage) {
+  if (standIn == Engine::StandIn::Input) b.input = storage;
+  if (standIn == Engine::StandIn::Output) b.output = storage;
+}
+size_t standInBytes(const CallBuffers& b, Engine::StandIn standIn) {
+  const size_t bytes = standIn == Engine::StandIn::Input ? b.inputBytes : b.outputBytes;
+  return bytes ? bytes : 1;
+}
+}  // namespace
+
+void Engine::run(const CompiledPlan& p, CallBuffers& b, StandIn standIn) {
+  collectives_.runInline([&] {
+    if (standIn != StandIn::None) {
+      const size_t bytes = standInBytes(b, standIn);
+      if (standInBytes_ < bytes) {
+        standIn_.reset(new char[bytes]);
+        standInBytes_ = bytes;
+      }
+      stageStandIn(b, standIn, standIn_.get());
+    }
+    execute(p, b);
+  });
 }
 
 std::shared_ptr<Work> Engine::submit(const std::shared_ptr<const CompiledPlan>& p, const CallBuffers& b,
-                                     std::shared_ptr<void> keepAlive) {
-  return collectives_.submit([this, p, b, keepAlive] { execute(*p, b); });
+                                     StandIn standIn) {
+  // A queued call keeps its own stand-in until it ran.
+  std::shared_ptr<char[]> own;
+  CallBuffers staged = b;
+  if (standIn != StandIn::None) {
+    own.reset(new char[standInBytes(b, standIn)]);
+    stageStandIn(staged, standIn, own.get());
+  }
+  return collectives_.submit([this, p, staged, own] { execute(*p, staged); });
 }
 
 void Engine::drain() {

@@ -1,8 +1,10 @@
-// The collectives engine of one communicator: plan selection (tuning rules, built-in generators,
-// plan files), the plan cache, the order of calls (synchronous and queued asynchronous ones run
-// one at a time, in call order) and point-to-point send/recv.
+// The collectives engine of one communicator, under the public API (forestcc/collective_api.hpp):
+// plan selection (tuning rules, built-in generators), the one plan cache, the order of calls
+// (synchronous and queued asynchronous ones run one at a time, in call order), stand-in buffers
+// and point-to-point send/recv.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "executor/executor.hpp"
+#include "forestcc/collective_api.hpp"
 #include "forestcc/collectives.hpp"
 #include "forestcc/communicator.hpp"
 #include "forestcc/plan.hpp"
@@ -44,19 +47,8 @@ struct TuningRule {
   std::string algorithm;
 };
 
-// Completion of a queued call.
-class Work {
- public:
-  void wait();  // rethrows the call's error
-  bool completed();
-  void finish(std::exception_ptr error);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-};
+// Completion of a queued call (the public forestcc::Work).
+using forestcc::Work;
 
 // Runs functions one at a time in submission order: queued ones on its own thread, inline ones
 // on the caller after everything queued before them.
@@ -103,14 +95,29 @@ class Engine {
   // match).
   const std::string& choose(plan::Collective c, uint64_t bytes, int memory, int inPlace) const;
   // A built-in plan, generated and compiled once per (algorithm, collective, root, in place).
-  std::shared_ptr<const CompiledPlan> builtin(const std::string& algorithm, plan::Collective c, int root, bool inPlace);
+  // Entries live as long as the engine.
+  struct BuiltinPlan {
+    std::string algorithm;
+    int root;
+    bool inPlace;
+    std::shared_ptr<const CompiledPlan> plan;
+  };
+  const BuiltinPlan& builtinPlan(const std::string& algorithm, plan::Collective c, int root, bool inPlace);
+  std::shared_ptr<const CompiledPlan> builtin(const std::string& algorithm, plan::Collective c, int root, bool inPlace) {
+    return builtinPlan(algorithm, c, root, inPlace).plan;
+  }
+  // The built-in plan the last call of `c` by algorithm name or "auto" ran (null before any).
+  std::shared_ptr<const CompiledPlan> lastBuiltin(plan::Collective c) const;
   std::shared_ptr<const CompiledPlan> compile(const plan::Plan& p);
 
+  // The buffer a rank does not have (gather's output, scatter's input away from the root): the
+  // engine stages an uninitialized stand-in there (plans write before they read it).
+  enum class StandIn : uint8_t { None, Input, Output };
   // Runs a plan now on the calling thread, after every queued collective has finished.
-  void run(const CompiledPlan& p, const CallBuffers& b);
+  void run(const CompiledPlan& p, CallBuffers& b, StandIn standIn = StandIn::None);
   // Queues a collective behind earlier ones.
   std::shared_ptr<Work> submit(const std::shared_ptr<const CompiledPlan>& p, const CallBuffers& b,
-                               std::shared_ptr<void> keepAlive);
+                               StandIn standIn = StandIn::None);
   // Waits for every queued call.
   void drain();
 
@@ -131,7 +138,14 @@ class Engine {
   std::vector<TuningRule> rules_;
   bool tunedByMemory_ = false;
   std::mutex cacheMu_;
-  std::map<std::tuple<std::string, int, int, bool>, std::shared_ptr<const CompiledPlan>> cache_;
+  std::map<std::tuple<std::string, int, int, bool>, std::unique_ptr<BuiltinPlan>> cache_;
+  // The last built-in plan per collective: a repeated call finds it with one atomic load and a
+  // comparison, without the lock or the map (entries are never freed before the engine).
+  std::atomic<const BuiltinPlan*> last_[plan::kCollectiveCount] = {};
+  // Blocking calls' stand-in, touched only inside run (one call at a time); grown, never shrunk:
+  // zero-filling or reallocating a large stand-in on every call cost more than the collective.
+  std::unique_ptr<char[]> standIn_;
+  size_t standInBytes_ = 0;
 
   OrderedQueue collectives_, sends_, recvs_;
 

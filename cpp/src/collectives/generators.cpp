@@ -46,6 +46,8 @@ std::vector<std::string> algorithmNames() {
   return names;
 }
 
+bool isAlgorithm(const std::string& algo) { return find(algo) != nullptr; }
+
 std::vector<plan::Collective> algorithmCollectives(const std::string& algo) {
   const gen::Algorithm* a = find(algo);
   return a ? a->collectives : std::vector<plan::Collective>{};

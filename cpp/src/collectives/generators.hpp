@@ -21,6 +21,8 @@ struct GenerateRequest {
 
 // Every built-in algorithm name, in registry order.
 std::vector<std::string> algorithmNames();
+// Whether `algo` names a built-in algorithm.
+bool isAlgorithm(const std::string& algo);
 // The collectives an algorithm implements (empty for an unknown name).
 std::vector<plan::Collective> algorithmCollectives(const std::string& algo);
 // A one-line description of an algorithm ("" for an unknown name).

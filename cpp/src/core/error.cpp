@@ -14,6 +14,7 @@ const char* errorCodeName(ErrorCode code) {
     case ErrorCode::Internal: return "internal error";
     case ErrorCode::Mismatch: return "mismatched calls";
     case ErrorCode::Interrupted: return "interrupted";
+    case ErrorCode::InvalidType: return "invalid type";
   }
   return "unknown error";
 }

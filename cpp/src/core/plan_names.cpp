@@ -5,7 +5,7 @@
 namespace forestcc::plan {
 
 namespace {
-#define FORESTCC_NAME_ENTRY(name, text) text,
+#define FORESTCC_NAME_ENTRY(name, text, ...) text,
 constexpr const char* kCollectiveNames[] = {FORESTCC_PLAN_COLLECTIVES(FORESTCC_NAME_ENTRY)};
 constexpr const char* kBufferNames[] = {FORESTCC_PLAN_BUFFERS(FORESTCC_NAME_ENTRY)};
 constexpr const char* kOpNames[] = {FORESTCC_PLAN_OPS(FORESTCC_NAME_ENTRY)};
@@ -33,24 +33,7 @@ bool parse(const std::string& text, OpCode& out) { return parseName(kOpNames, te
 const char* name(Transport t) { return kTransportNames[static_cast<int>(t)]; }
 bool parse(const std::string& text, Transport& out) { return parseName(kTransportNames, text, out); }
 
-bool rooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
-}
-
-int inputBlocks(Collective c, int nranks) {
-  switch (c) {
-    case Collective::ReduceScatter: case Collective::Scatter: case Collective::AllToAll: return nranks;
-    case Collective::Barrier: return 0;
-    default: return 1;
-  }
-}
-
-int outputBlocks(Collective c, int nranks) {
-  switch (c) {
-    case Collective::AllGather: case Collective::Gather: case Collective::AllToAll: return nranks;
-    case Collective::Barrier: return 0;
-    default: return 1;
-  }
-}
+const char* name(Blocks b) { return b == Blocks::None ? "none" : b == Blocks::One ? "one" : "per_rank"; }
+const char* name(RootOnly r) { return r == RootOnly::Neither ? "neither" : r == RootOnly::Input ? "input" : "output"; }
 
 }  // namespace forestcc::plan

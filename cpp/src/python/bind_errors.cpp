@@ -1,5 +1,5 @@
-// forestcc::Error -> Python: InvalidUsage becomes ValueError (bad arguments are refused before
-// anything is sent); the others become forestcc exception classes carrying .rank and .peer.
+// forestcc::Error -> Python: InvalidUsage becomes ValueError and InvalidType TypeError (bad
+// arguments are refused before anything is sent); the others become forestcc exception classes carrying .rank and .peer.
 // Also the interrupt check of native waits: Python's signal handlers run while a collective
 // blocks (Ctrl-C raises KeyboardInterrupt instead of waiting out FORESTCC_TIMEOUT).
 #include <thread>
@@ -90,6 +90,7 @@ void bindErrors(py::module_& m) {
       PyObject* cls = base;
       switch (e.code()) {
         case ErrorCode::InvalidUsage: cls = PyExc_ValueError; break;
+        case ErrorCode::InvalidType: cls = PyExc_TypeError; break;
         case ErrorCode::Timeout: cls = timeout; break;
         case ErrorCode::Remote: cls = remote; break;
         case ErrorCode::Aborted: cls = aborted; break;
@@ -98,7 +99,7 @@ void bindErrors(py::module_& m) {
       }
       PyObject* exc = PyObject_CallFunction(cls, "s", e.what());
       if (!exc) return;
-      if (cls != PyExc_ValueError) {
+      if (cls != PyExc_ValueError && cls != PyExc_TypeError) {
         PyObject* rank = PyLong_FromLong(e.rank());
         PyObject* peer = PyLong_FromLong(e.peer());
         PyObject_SetAttrString(exc, "rank", rank);

@@ -1,0 +1,144 @@
+// The C++ collective API: every collective of the Python API on a communicator's ranks, taking
+// pointers, element counts, dtype, op, root, an algorithm and async options. It owns what every
+// caller needs the same way (Python's forestcc.Communicator, the NCCL shim, C++ programs):
+// argument checks (before any rank communicates; errors name the argument), in-place detection,
+// stand-in buffers where a rank has no buffer (gather's output, scatter's input away from the
+// root), algorithm choice (the tuning table with "auto") and the plan cache.
+//
+//   auto comm = std::make_shared<forestcc::Communicator>(forestcc::Bootstrap::fromEnvironment(60));
+//   forestcc::Collectives coll(comm);
+//   coll.allReduce({x, n, DataType::Float32}, {x, n, DataType::Float32}, ReduceOp::Sum);  // in place
+//
+// Calls on one Collectives object run one at a time in call order (asynchronous ones queued, a
+// blocking one after everything queued before it). Like an NCCL communicator, one object takes
+// calls from one thread at a time.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "forestcc/collectives.hpp"
+#include "forestcc/communicator.hpp"
+#include "forestcc/plan.hpp"
+
+namespace forestcc {
+
+namespace executor {
+struct CompiledPlan;
+}
+namespace collectives {
+class Engine;
+}
+
+// One buffer argument: `count` elements of `dtype` at `data` (contiguous). Tensor::absent() is a
+// buffer a rank does not pass (gather's output and scatter's input away from the root).
+struct Tensor {
+  const void* data = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::Float32;
+  bool present = true;
+
+  Tensor() = default;
+  Tensor(const void* d, size_t n, DataType t) : data(d), count(n), dtype(t) {}
+  static Tensor absent() {
+    Tensor t;
+    t.present = false;
+    return t;
+  }
+  size_t bytes() const { return count * elementSize(dtype); }
+};
+
+// Which plan runs a call: "auto" (the tuning table), a built-in algorithm's name ("ring",
+// "direct", ...; forestcc plan algorithms lists them), a plan file's path, or a compiled plan.
+struct Algorithm {
+  std::string name = "auto";
+  std::shared_ptr<const executor::CompiledPlan> plan;  // when set, it runs and `name` is unused
+
+  Algorithm() = default;
+  Algorithm(const char* n) : name(n) {}
+  Algorithm(std::string n) : name(std::move(n)) {}
+  Algorithm(std::shared_ptr<const executor::CompiledPlan> p) : plan(std::move(p)) {}
+};
+
+struct CallOptions {
+  Algorithm algorithm;
+  bool async = false;  // queue the call and return its Work at once
+};
+
+// Completion of an asynchronous call.
+class Work {
+ public:
+  void wait();       // blocks until the call finished; rethrows its error
+  bool completed();  // polls
+  void finish(std::exception_ptr error);  // called by forestcc when the call ran
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// Every argument of one collective call; the methods of Collectives fill it in. `out` of
+// all_reduce, reduce and all_to_all may be `x` itself (in place); all_gather is in place when x
+// is out's block number rank, reduce_scatter when out is x's block number rank.
+struct CallRequest {
+  plan::Collective collective = plan::Collective::AllReduce;
+  bool variable = false;  // all_to_all_v: uneven blocks given by inSplits / outSplits
+  Tensor x;               // the input
+  Tensor out;             // the output
+  ReduceOp op = ReduceOp::Sum;
+  int64_t root = -1;      // rooted collectives (64-bit so that a huge value is refused, not cut)
+  std::vector<uint64_t> inSplits, outSplits;  // all_to_all_v: elements to / from each rank
+  CallOptions options;
+};
+
+class Collectives {
+ public:
+  using WorkPtr = std::shared_ptr<Work>;
+
+  // Uses the tuning table of FORESTCC_TUNING, else the one built into libforestcc.
+  explicit Collectives(std::shared_ptr<Communicator> comm);
+  ~Collectives();
+  Collectives(const Collectives&) = delete;
+  Collectives& operator=(const Collectives&) = delete;
+
+  int rank() const;
+  int size() const;
+  Communicator& communicator();
+  collectives::Engine& engine();  // tuning, plan cache and queues (forestcc's own tools)
+
+  // Each call returns its Work when options.async, else null (the call has finished). Errors:
+  // forestcc::Error; InvalidUsage / InvalidType name the argument ("out: has 3 elements,
+  // expected 4 (the size of x)").
+  WorkPtr allReduce(Tensor x, Tensor out, ReduceOp op, const CallOptions& options = {});
+  WorkPtr allGather(Tensor x, Tensor out, const CallOptions& options = {});
+  WorkPtr reduceScatter(Tensor x, Tensor out, ReduceOp op, const CallOptions& options = {});
+  WorkPtr allToAll(Tensor x, Tensor out, const CallOptions& options = {});
+  WorkPtr allToAllV(Tensor x, Tensor out, std::vector<uint64_t> inSplits, std::vector<uint64_t> outSplits,
+                    const CallOptions& options = {});
+  WorkPtr broadcast(Tensor x, int64_t root, const CallOptions& options = {});  // in place in x
+  WorkPtr reduce(Tensor x, Tensor out, int64_t root, ReduceOp op, const CallOptions& options = {});
+  WorkPtr gather(Tensor x, Tensor out, int64_t root, const CallOptions& options = {});
+  WorkPtr scatter(Tensor x, Tensor out, int64_t root, const CallOptions& options = {});
+  WorkPtr barrier(const CallOptions& options = {});
+  // Rendezvous point-to-point: a send completes when the receiver has copied the data.
+  WorkPtr send(const void* data, size_t bytes, int64_t peer, bool async = false);
+  WorkPtr recv(void* data, size_t bytes, int64_t peer, bool async = false);
+
+  // The one entry point the collective methods share.
+  WorkPtr call(const CallRequest& request);
+  // Waits for every queued call.
+  void drain();
+
+ private:
+  std::shared_ptr<collectives::Engine> engine_;
+};
+
+}  // namespace forestcc

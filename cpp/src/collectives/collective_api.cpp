@@ -1,0 +1,182 @@
+// forestcc::Collectives (forestcc/collective_api.hpp): checks a call, chooses its plan and hands
+// it to the engine. The path of every collective, from Python and from C++ alike.
+#include <algorithm>
+
+#include "collectives/call_checks.hpp"
+#include "collectives/engine.hpp"
+#include "collectives/generators.hpp"
+#include "forestcc/error.hpp"
+#include "transport/shm_segment.hpp"
+
+namespace forestcc {
+
+using collectives::CheckedCall;
+using collectives::Engine;
+using executor::CompiledPlan;
+using plan::Collective;
+
+namespace {
+
+// kSharedMemory when the call's buffers all lie in forestcc.empty memory (peers map them),
+// else kPrivateMemory. A stand-in is not the user's and does not count: the root, which has
+// both buffers, must come to the same kind.
+int memoryKind(const CallBuffers& b) {
+  size_t offset;
+  auto shared = [&](const void* p, uint64_t bytes) {
+    return !bytes || !p || findSharedAllocation(p, bytes, &offset) != nullptr;
+  };
+  return shared(b.input, b.inputBytes) && shared(b.output, b.outputBytes) ? collectives::kSharedMemory
+                                                                          : collectives::kPrivateMemory;
+}
+
+const char* callName(const CallRequest& r) { return r.variable ? "all_to_all_v" : plan::name(r.collective); }
+
+// A plan given by the caller must be for this call.
+void checkGivenPlan(const CompiledPlan& p, const CallRequest& r, const CheckedCall& call, int rank) {
+  auto refuse = [&](const std::string& why) {
+    throw Error(ErrorCode::InvalidUsage, "algo: plan '" + p.name + "' " + why, rank);
+  };
+  if (p.collective != r.collective)
+    refuse(std::string("is a ") + plan::name(p.collective) + " plan, not " + callName(r));
+  if (p.inPlace != call.inPlace)
+    refuse(std::string("is ") + (p.inPlace ? "in place" : "out of place") + " but this call is " +
+           (call.inPlace ? "in place" : "out of place"));
+  if (plan::rooted(r.collective) && p.root != call.root)
+    refuse("is for root " + std::to_string(p.root) + ", not " + std::to_string(call.root));
+}
+
+// The plan of a call, and a reference that keeps it alive for queued calls (blocking calls of
+// built-in plans need none: the engine keeps those as long as it lives).
+const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCall& call,
+                               const std::shared_ptr<const CompiledPlan>** keep) {
+  const Algorithm& algo = r.options.algorithm;
+  if (algo.plan) {
+    checkGivenPlan(*algo.plan, r, call, e.rank());
+    *keep = &algo.plan;
+    return *algo.plan;
+  }
+  static const std::string kAuto = "auto", kDirect = "direct";
+  const std::string* name = &algo.name;
+  if (algo.name == kAuto) {
+    name = &kDirect;  // no matching rule; all_to_all_v needs a plan without scratch (uneven blocks)
+    if (!r.variable) {
+      const CallBuffers& b = call.buffers;
+      const std::string& tuned =
+          e.choose(r.collective, std::max(b.inputBytes, b.outputBytes),
+                   e.tunedByMemory() ? memoryKind(b) : collectives::kAnyMemory,
+                   call.inPlace ? collectives::kInPlace : collectives::kOutOfPlace);
+      if (!tuned.empty()) name = &tuned;
+    }
+  } else if (!collectives::isAlgorithm(algo.name)) {
+    throw Error(ErrorCode::InvalidUsage,
+                "algo: '" + algo.name + "' is neither 'auto' nor a built-in algorithm; plan files given by path are "
+                "not supported by the C++ API yet (load the plan from Python, or pass a compiled plan)",
+                e.rank());
+  }
+  const Engine::BuiltinPlan& entry = e.builtinPlan(*name, r.collective, call.root, call.inPlace);
+  *keep = &entry.plan;
+  return *entry.plan;
+}
+
+}  // namespace
+
+Collectives::Collectives(std::shared_ptr<Communicator> comm) : engine_(std::make_shared<Engine>(std::move(comm))) {}
+Collectives::~Collectives() = default;
+
+int Collectives::rank() const { return engine_->rank(); }
+int Collectives::size() const { return engine_->size(); }
+Communicator& Collectives::communicator() { return engine_->comm(); }
+collectives::Engine& Collectives::engine() { return *engine_; }
+
+Collectives::WorkPtr Collectives::call(const CallRequest& r) {
+  CheckedCall call;
+  collectives::checkCall(r, engine_->rank(), engine_->size(), call);
+  const std::shared_ptr<const CompiledPlan>* keep = nullptr;
+  const CompiledPlan& p = choosePlan(*engine_, r, call, &keep);
+  if (!r.options.async) {
+    engine_->run(p, call.buffers, call.standIn);
+    return nullptr;
+  }
+  return engine_->submit(*keep, call.buffers, call.standIn);
+}
+
+namespace {
+CallRequest request(Collective c, Tensor x, Tensor out, const CallOptions& options) {
+  CallRequest r;
+  r.collective = c;
+  r.x = x;
+  r.out = out;
+  r.options = options;
+  return r;
+}
+}  // namespace
+
+Collectives::WorkPtr Collectives::allReduce(Tensor x, Tensor out, ReduceOp op, const CallOptions& options) {
+  CallRequest r = request(Collective::AllReduce, x, out, options);
+  r.op = op;
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::allGather(Tensor x, Tensor out, const CallOptions& options) {
+  return call(request(Collective::AllGather, x, out, options));
+}
+
+Collectives::WorkPtr Collectives::reduceScatter(Tensor x, Tensor out, ReduceOp op, const CallOptions& options) {
+  CallRequest r = request(Collective::ReduceScatter, x, out, options);
+  r.op = op;
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::allToAll(Tensor x, Tensor out, const CallOptions& options) {
+  return call(request(Collective::AllToAll, x, out, options));
+}
+
+Collectives::WorkPtr Collectives::allToAllV(Tensor x, Tensor out, std::vector<uint64_t> inSplits,
+                                            std::vector<uint64_t> outSplits, const CallOptions& options) {
+  CallRequest r = request(Collective::AllToAll, x, out, options);
+  r.variable = true;
+  r.inSplits = std::move(inSplits);
+  r.outSplits = std::move(outSplits);
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::broadcast(Tensor x, int64_t root, const CallOptions& options) {
+  CallRequest r = request(Collective::Broadcast, x, x, options);
+  r.root = root;
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::reduce(Tensor x, Tensor out, int64_t root, ReduceOp op, const CallOptions& options) {
+  CallRequest r = request(Collective::Reduce, x, out, options);
+  r.root = root;
+  r.op = op;
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::gather(Tensor x, Tensor out, int64_t root, const CallOptions& options) {
+  CallRequest r = request(Collective::Gather, x, out, options);
+  r.root = root;
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::scatter(Tensor x, Tensor out, int64_t root, const CallOptions& options) {
+  CallRequest r = request(Collective::Scatter, x, out, options);
+  r.root = root;
+  return call(r);
+}
+
+Collectives::WorkPtr Collectives::barrier(const CallOptions& options) {
+  return call(request(Collective::Barrier, Tensor::absent(), Tensor::absent(), options));
+}
+
+Collectives::WorkPtr Collectives::send(const void* data, size_t bytes, int64_t peer, bool async) {
+  return engine_->send(data, bytes, collectives::checkRank(peer, "peer", size()), async);
+}
+
+Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, bool async) {
+  return engine_->recv(data, bytes, collectives::checkRank(peer, "peer", size()), async);
+}
+
+void Collectives::drain() { engine_->drain(); }
+
+}  // namespace forestcc
