@@ -327,7 +327,7 @@ def test_root_errors(collective, mutate, fragment):
 
 
 def test_not_an_object():
-    assert validation_errors([], "x.json") == ["x.json: a plan must be a JSON object, got list"]
+    assert validation_errors([], "x.json") == ["x.json: a plan must be a JSON object, got array"]
 
 
 _OP_CORRUPTIONS = [
@@ -449,10 +449,10 @@ def test_pipeline_fields_are_optional():
 
 
 @pytest.mark.parametrize("text,fragment", [
-    ("[" * 100_000 + "]" * 100_000, "unreadable: JSON nested too deeply"),
-    ('{"version": NaN}', "unreadable: NaN is not a JSON number"),
-    ('{"version": 1' + "0" * 5000 + "}", "unreadable: Exceeds the limit"),
-    (b'{"name": "\xff"}', "unreadable: not UTF-8 text"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON: 1:513: nesting deeper than 512 levels"),
+    ('{"version": NaN}', "not valid JSON: 1:13: unexpected 'N', expected a value"),
+    ('{"version": 1' + "0" * 5000 + "}", "not valid JSON: 1:13: number longer than 4300 characters"),
+    (b'{"name": "\xff"}', "not valid JSON: 1:11: invalid UTF-8 (byte 0xff) in a string"),
 ])
 def test_unreadable_files_are_plan_errors(tmp_path, text, fragment):
     path = tmp_path / "plan.json"
@@ -469,7 +469,7 @@ def test_deep_json_is_exit_2_for_plan_verify(tmp_path, capsys):
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
     assert plan_main(["verify", str(path)]) == 2
-    assert f"{path}: unreadable: JSON nested too deeply" in capsys.readouterr().err
+    assert f"{path}: not valid JSON: 1:513: nesting deeper than 512 levels" in capsys.readouterr().err
 
 
 def test_file_size_limit(tmp_path, monkeypatch):
@@ -486,10 +486,11 @@ def test_deep_values_in_a_dict_are_reported_not_raised():
     for _ in range(5000):
         deep = [deep]
     plan["name"] = deep
-    assert any("'name' must be a string, got <list>" in e for e in validation_errors(plan))
+    assert validation_errors(plan) == [
+        "<plan>: name[0][0][0][0][0][0][0]...: nested deeper than 512 levels"]
 
 
-# ---- the C++ loader (forestcc._C, Engine.compile) refuses the same values, naming the field
+# ---- Engine.compile takes dicts through the same C++ loader: the same values refused, the field named
 
 @pytest.fixture(scope="module")
 def solo():
@@ -502,17 +503,26 @@ def _one_rank_plan():
     return builtin.generate("ring", "all_reduce", 1)
 
 
-@pytest.mark.parametrize("field,path,bad,good", [
-    ("pipeline.max_slices", ("pipeline", "max_slices"), ops.MAX_SLICES + 1, ops.MAX_SLICES),
+def _above(where, key, value, limit):
+    return f"<plan>: {where + ': ' if where else ''}'{key}' is {value}, above the limit of {limit}"
+
+
+@pytest.mark.parametrize("field,path,bad,good,message", [
+    ("pipeline.max_slices", ("pipeline", "max_slices"), ops.MAX_SLICES + 1, ops.MAX_SLICES,
+     _above("pipeline", "max_slices", ops.MAX_SLICES + 1, ops.MAX_SLICES)),
     ("pipeline.min_slice_bytes", ("pipeline", "min_slice_bytes"), ops.MAX_BYTES + 1,
-     ops.MAX_BYTES),
-    ("chunks_per_block", ("chunks_per_block",), ops.MAX_CHUNKS + 1, None),
-    ("buffers.scratch", ("buffers", "scratch"), ops.MAX_CHUNKS + 1, ops.MAX_CHUNKS),
-    ("size_range.max_bytes", ("size_range", "max_bytes"), ops.MAX_BYTES + 1, ops.MAX_BYTES),
-    ("nranks", ("nranks",), ops.MAX_RANKS + 1, None),
-    ("scratch_banks", ("scratch_banks",), 3, None),
+     ops.MAX_BYTES, _above("pipeline", "min_slice_bytes", ops.MAX_BYTES + 1, ops.MAX_BYTES)),
+    ("chunks_per_block", ("chunks_per_block",), ops.MAX_CHUNKS + 1, None,
+     _above("", "chunks_per_block", ops.MAX_CHUNKS + 1, ops.MAX_CHUNKS)),
+    ("buffers.scratch", ("buffers", "scratch"), ops.MAX_CHUNKS + 1, ops.MAX_CHUNKS,
+     _above("buffers", "scratch", ops.MAX_CHUNKS + 1, ops.MAX_CHUNKS)),
+    ("size_range.max_bytes", ("size_range", "max_bytes"), ops.MAX_BYTES + 1, ops.MAX_BYTES,
+     _above("size_range", "max_bytes", ops.MAX_BYTES + 1, ops.MAX_BYTES)),
+    ("nranks", ("nranks",), ops.MAX_RANKS + 1, None,
+     _above("", "nranks", ops.MAX_RANKS + 1, ops.MAX_RANKS)),
+    ("scratch_banks", ("scratch_banks",), 3, None, "<plan>: 'scratch_banks' must be 1 or 2, got 3"),
 ])
-def test_cpp_loader_agrees_on_limits(solo, field, path, bad, good):
+def test_cpp_loader_agrees_on_limits(solo, field, path, bad, good, message):
     for value, accepted in ((bad, False), (good, True)):
         if value is None:
             continue
@@ -525,30 +535,32 @@ def test_cpp_loader_agrees_on_limits(solo, field, path, bad, good):
         if accepted:
             solo._engine.compile(plan)
         else:
-            with pytest.raises(ValueError, match=re.escape(f"plan: '{field}' is {value}, outside")):
+            with pytest.raises(ValueError, match=re.escape(message)):
                 solo._engine.compile(plan)
 
 
 @pytest.mark.parametrize("mutate,fragment", [
     (lambda p: p.update(pipeline={"max_slices": 2**32 + 5}),
-     "'pipeline.max_slices' is 4294967301, outside 1..1024"),
+     "pipeline: 'max_slices' is 4294967301, above the limit of 1024"),
     (lambda p: p["ranks"][0]["workers"][0]["ops"][0].update(n=True),
-     "'ranks[0].workers[0].ops[0].n' must be an integer, got True"),
+     "rank 0, worker 0, step 0 (copy): 'n' must be an integer >= 1, got true"),
     (lambda p: p["ranks"][0]["workers"][0]["ops"][0].update(src=["input", 2**40]),
-     "'ranks[0].workers[0].ops[0].src[1]' is 1099511627776, outside"),
+     "rank 0, worker 0, step 0 (copy): 'src' [\"input\", 1099511627776] with n=1 is out of "
+     "range: chunk 1099511627776 of 'input', which has 1 chunks"),
     (lambda p: p["ranks"][0]["workers"][0]["ops"][0].update(src=["input", 1]),
-     "'ranks[0].workers[0].ops[0].src' chunks 1..1 are out of range: 'input' has 1 chunks"),
+     "rank 0, worker 0, step 0 (copy): 'src' [\"input\", 1] with n=1 is out of range: chunk 1 "
+     "of 'input', which has 1 chunks"),
     (lambda p: p["ranks"][0]["workers"][0]["ops"].append({"op": "signal", "ch": 70000}),
-     "'ranks[0].workers[0].ops[1].ch' names a channel, but the rank has none"),
-    (lambda p: p.pop("buffers"), "'buffers' is missing"),
-    (lambda p: p.update(in_place=1), "'in_place' must be true or false"),
+     "rank 0, worker 0, step 1 (signal): 'ch' 70000 is not a channel of rank 0 (has none)"),
+    (lambda p: p.pop("buffers"), "missing field 'buffers'"),
+    (lambda p: p.update(in_place=1), "'in_place' must be true or false, got 1"),
 ])
 def test_cpp_loader_names_the_field(solo, mutate, fragment):
     """A dict that skipped the Python validator: a message naming the field, never a KeyError
     or pybind11's opaque cast error."""
     plan = _one_rank_plan()
     mutate(plan)
-    with pytest.raises(ValueError, match=re.escape(f"plan: {fragment}")):
+    with pytest.raises(ValueError, match=re.escape(f"<plan>: {fragment}")):
         solo._engine.compile(plan)
 
 

@@ -24,6 +24,13 @@ const char* typeName(Type type) {
   return "?";
 }
 
+ParseError::ParseError(const std::string& source, int line, int column, const std::string& reason)
+    : Error(ErrorCode::InvalidUsage,
+            source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + reason),
+      line_(line),
+      column_(column),
+      reason_(reason) {}
+
 // ---- Value ------------------------------------------------------------------------------------
 
 Value::Value(uint64_t u) {
@@ -34,6 +41,21 @@ Value::Value(uint64_t u) {
     type_ = Type::UInt;
     uint_ = u;
   }
+}
+
+const std::string Value::kEmpty;
+
+Value Value::overflowedInteger(const std::string& digits) {
+  Value v;
+  v.type_ = Type::Double;
+  v.overflow_ = true;
+  v.string_ = digits;
+  const char* first = digits.data();
+  auto result = std::from_chars(first, first + digits.size(), v.double_);
+  if (result.ec != std::errc()) {
+    v.double_ = (!digits.empty() && digits[0] == '-' ? -1 : 1) * std::numeric_limits<double>::infinity();
+  }
+  return v;
 }
 
 Value Value::array(Array items) {
@@ -146,10 +168,7 @@ class Parser {
 
   int column() const { return static_cast<int>(pos_ - lineStart_) + 1; }
 
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(ErrorCode::InvalidUsage,
-                source_ + ":" + std::to_string(line_) + ":" + std::to_string(column()) + ": " + what);
-  }
+  [[noreturn]] void fail(const std::string& what) const { throw ParseError(source_, line_, column(), what); }
 
   static std::string describe(char c) {
     if (c >= 0x20 && c < 0x7f) return std::string("'") + c + "'";
@@ -319,6 +338,24 @@ class Parser {
     }
   }
 
+  // Copies one multi-byte UTF-8 character, refusing bytes that are not well-formed UTF-8
+  // (overlong forms, surrogates and code points above U+10FFFF included, as Python's decoder does).
+  void utf8Sequence(std::string& out) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text_[pos_ + i]); };
+    unsigned char lead = byte(0);
+    size_t length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+    bool ok = length != 0 && pos_ + length <= text_.size();
+    for (size_t i = 1; ok && i < length; ++i) ok = (byte(i) & 0xc0) == 0x80;
+    if (ok && length == 3) {
+      ok = !(lead == 0xe0 && byte(1) < 0xa0) && !(lead == 0xed && byte(1) >= 0xa0);
+    } else if (ok && length == 4) {
+      ok = !(lead == 0xf0 && byte(1) < 0x90) && !(lead == 0xf4 && byte(1) >= 0x90);
+    }
+    if (!ok) fail("invalid UTF-8 (" + describe(static_cast<char>(lead)) + ") in a string");
+    out.append(text_, pos_, length);
+    pos_ += length;
+  }
+
   std::string string() {
     ++pos_;  // opening quote
     std::string out;
@@ -330,6 +367,10 @@ class Parser {
         return out;
       }
       if (static_cast<unsigned char>(c) < 0x20) fail("control character " + describe(c) + " in a string");
+      if (static_cast<unsigned char>(c) >= 0x80) {
+        utf8Sequence(out);
+        continue;
+      }
       if (c != '\\') {
         out += c;
         ++pos_;
@@ -432,6 +473,10 @@ class Parser {
     }
     const char* first = text_.data() + start;
     const char* last = text_.data() + pos_;
+    if (pos_ - start > kMaxNumberLength) {
+      pos_ = start;
+      fail("number longer than " + std::to_string(kMaxNumberLength) + " characters");
+    }
     if (integer) {
       uint64_t magnitude = 0;
       bool overflow = false;
@@ -456,7 +501,10 @@ class Parser {
         v.uint_ = magnitude;
         return;
       }
-      v.overflow_ = true;  // read below as the nearest double
+      v = Value::overflowedInteger(std::string(first, last));
+      v.line_ = line_;
+      v.column_ = static_cast<int>(start - lineStart_) + 1;
+      return;
     }
     double d = 0.0;
     auto result = std::from_chars(first, last, d);  // locale-independent, unlike strtod
@@ -482,24 +530,47 @@ Value parse(const std::string& text, const std::string& sourceName) {
 
 std::string quote(const std::string& text) {
   std::string out = "\"";
-  for (char c : text) {
+  char buf[16];
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\b': out += "\\b"; continue;
+      case '\f': out += "\\f"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      default: break;
     }
+    if (u < 0x20 || u == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+      continue;
+    }
+    if (u < 0x80) {
+      out += c;
+      continue;
+    }
+    // Non-ASCII as \u escapes (surrogate pairs above U+FFFF): the text stays ASCII, as Python's
+    // json.dumps writes it, so canonical plan text is the same from every writer. Bytes that are
+    // not UTF-8 pass through (the parser never produces them).
+    const size_t length = u >= 0xf0 ? 4 : u >= 0xe0 ? 3 : u >= 0xc0 ? 2 : 1;
+    if (length == 1 || i + length > text.size()) {
+      out += c;
+      continue;
+    }
+    unsigned code = u & (0x7f >> length);
+    for (size_t j = 1; j < length; ++j) code = (code << 6) | (static_cast<unsigned char>(text[i + j]) & 0x3f);
+    i += length - 1;
+    if (code >= 0x10000) {
+      code -= 0x10000;
+      std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xd800 + (code >> 10), 0xdc00 + (code & 0x3ff));
+    } else {
+      std::snprintf(buf, sizeof buf, "\\u%04x", code);
+    }
+    out += buf;
   }
   out += '"';
   return out;
@@ -520,6 +591,10 @@ void write(std::string& out, const Value& v, int indent, int depth) {
     case Type::Int: out += std::to_string(v.asInt64()); return;
     case Type::UInt: out += std::to_string(v.asUInt64()); return;
     case Type::Double: {
+      if (v.integerOverflow()) {
+        out += v.integerText();
+        return;
+      }
       double d = v.asDouble();
       if (!std::isfinite(d)) throw Error(ErrorCode::InvalidUsage, "JSON cannot represent " + std::to_string(d));
       char buf[32];

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "forestcc/error.hpp"
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,8 @@ class Value {
   explicit Value(double d) : type_(Type::Double), double_(d) {}
   explicit Value(std::string s) : type_(Type::String), string_(std::move(s)) {}
   explicit Value(const char* s) : Value(std::string(s)) {}
+  // An integer too large for 64 bits, from its decimal text ("-" and digits).
+  static Value overflowedInteger(const std::string& digits);
   static Value array(Array items = {});
   static Value object(Object members = {});
 
@@ -48,6 +52,8 @@ class Value {
   bool isObject() const { return type_ == Type::Object; }
   // An integer literal outside [INT64_MIN, UINT64_MAX], kept as the nearest double.
   bool integerOverflow() const { return overflow_; }
+  // Its decimal text ("" unless integerOverflow()).
+  const std::string& integerText() const { return overflow_ ? string_ : kEmpty; }
 
   // Accessors throw Error(InvalidUsage, "line:col: expected ..., found ...") on the wrong type.
   bool asBool() const;
@@ -74,6 +80,7 @@ class Value {
 
  private:
   friend class Parser;
+  static const std::string kEmpty;
   Type type_ = Type::Null;
   bool bool_ = false;
   bool overflow_ = false;
@@ -87,10 +94,27 @@ class Value {
   int column_ = 0;
 };
 
-// Parses one JSON document (surrounding whitespace allowed, nothing else). Throws
-// Error(ErrorCode::InvalidUsage, "<sourceName>:<line>:<col>: <what is wrong>").
-// Nesting deeper than kMaxDepth is refused (a hostile file must not exhaust the stack).
+// What parse() throws: Error(InvalidUsage, "<sourceName>:<line>:<col>: <reason>"), with the parts
+// kept apart for callers that word their own message.
+class ParseError : public Error {
+ public:
+  ParseError(const std::string& source, int line, int column, const std::string& reason);
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  int line_;
+  int column_;
+  std::string reason_;
+};
+
+// Parses one JSON document (UTF-8; surrounding whitespace allowed, nothing else). Refused besides
+// bad syntax: invalid UTF-8 in strings, duplicate member names, nesting deeper than kMaxDepth (a
+// hostile file must not exhaust the stack) and number literals longer than kMaxNumberLength
+// (Python's limit on integer text, so every number read converts to a Python int).
 constexpr int kMaxDepth = 512;
+constexpr size_t kMaxNumberLength = 4300;
 Value parse(const std::string& text, const std::string& sourceName);
 
 // Writes `value` as JSON. indent < 0: one line; otherwise pretty-printed with that many spaces.

@@ -1,12 +1,56 @@
+#include <pybind11/stl.h>
+
 #include "collectives/generators.hpp"
 #include "forestcc/error.hpp"
 #include "forestcc/plan.hpp"
+#include "forestcc/plan_file.hpp"
+#include "plan/plan_json.hpp"
 #include "python/module.hpp"
 #include "python/plan_dict.hpp"
 
 namespace py = pybind11;
 
 namespace forestcc::python {
+
+namespace {
+
+// The limits of format v1 by their Python names (forestcc.plan.ops.MAX_*), in one table for
+// LIMITS and for reading a caller's limits.
+struct LimitField {
+  const char* name;
+  int64_t plan::Limits::*field;
+};
+const LimitField kLimitFields[] = {
+    {"MAX_RANKS", &plan::Limits::maxRanks},       {"MAX_CHUNKS", &plan::Limits::maxChunks},
+    {"MAX_SLICES", &plan::Limits::maxSlices},     {"MAX_BYTES", &plan::Limits::maxBytes},
+    {"MAX_WORKERS", &plan::Limits::maxWorkers},   {"MAX_CHANNELS", &plan::Limits::maxChannels},
+    {"MAX_CHANNELS_PER_PEER", &plan::Limits::maxChannelsPerPeer},
+    {"MAX_OPS", &plan::Limits::maxOps},           {"MAX_FILE_BYTES", &plan::Limits::maxFileBytes},
+};
+
+// Limits from a {name: value} dict; names left out keep their defaults.
+plan::Limits limitsOf(const py::object& given) {
+  plan::Limits limits;
+  if (given.is_none()) return limits;
+  py::dict d = given.cast<py::dict>();
+  for (const LimitField& f : kLimitFields) {
+    if (d.contains(f.name)) limits.*f.field = d[f.name].cast<int64_t>();
+  }
+  return limits;
+}
+
+// (value, []) on success, (None, [messages]) when the plan loader refuses: Python raises its own
+// PlanError with the list, so no exception crosses the binding.
+template <class F>
+py::tuple outcome(F&& run) {
+  try {
+    return py::make_tuple(run(), py::list());
+  } catch (const plan::PlanError& e) {
+    return py::make_tuple(py::none(), py::cast(e.errors()));
+  }
+}
+
+}  // namespace
 
 void bindPlan(py::module_& m) {
   py::module_ sub = m.def_submodule("plan", "The C++ plan contract (names of format v1).");
@@ -19,6 +63,80 @@ void bindPlan(py::module_& m) {
   sub.attr("OPS") = py::tuple(ops);
   sub.attr("COLLECTIVES") = py::tuple(collectives);
   sub.attr("BUFFERS") = py::tuple(buffers);
+  py::dict limits;
+  const plan::Limits defaults;
+  for (const LimitField& f : kLimitFields) limits[f.name] = defaults.*f.field;
+  sub.attr("LIMITS") = limits;
+
+  // The plan loader (cpp/include/forestcc/plan_file.hpp) for forestcc.plan.format. Each returns
+  // (result, errors): errors empty on success, else every message (result None).
+  sub.def(
+      "read_file",
+      [](const std::string& path, py::object limits) {
+        const plan::Limits l = limitsOf(limits);
+        return outcome([&] {
+          std::string data;
+          {
+            py::gil_scoped_release release;
+            data = plan::readPlanFile(path, l);
+          }
+          return py::bytes(data);
+        });
+      },
+      py::arg("path"), py::arg("limits") = py::none(),
+      "(bytes of a plan file, errors): 'cannot read' or 'larger than MAX_FILE_BYTES' naming it.");
+  sub.def(
+      "load_text",
+      [](const std::string& text, const std::string& source, py::object limits) {
+        const plan::Limits l = limitsOf(limits);
+        return outcome([&] {
+          json::Value doc;
+          std::vector<std::string> errors;
+          {
+            py::gil_scoped_release release;
+            doc = plan::parsePlanJson(text, source);
+            errors = plan::validationErrors(doc, source, l);
+          }
+          if (!errors.empty()) throw plan::PlanError(std::move(errors));
+          return jsonToPy(doc);
+        });
+      },
+      py::arg("text"), py::arg("source"), py::arg("limits") = py::none(),
+      "(plan dict, errors) of plan JSON text (str or UTF-8 bytes), parsed and validated.");
+  sub.def(
+      "parse_text",
+      [](const std::string& text, const std::string& source) {
+        return outcome([&] {
+          json::Value doc;
+          {
+            py::gil_scoped_release release;
+            doc = plan::parsePlanJson(text, source);
+          }
+          return jsonToPy(doc);
+        });
+      },
+      py::arg("text"), py::arg("source"),
+      "(JSON value, errors) of JSON text, parsed by the plan loader's parser, not validated.");
+  sub.def(
+      "validation_errors",
+      [](const py::handle& plan, const std::string& source, py::object limits) {
+        const plan::Limits l = limitsOf(limits);
+        try {
+          json::Value doc = pyToJson(plan, source);
+          py::gil_scoped_release release;
+          return plan::validationErrors(doc, source, l);
+        } catch (const plan::PlanError& e) {
+          return e.errors();
+        }
+      },
+      py::arg("plan"), py::arg("source"), py::arg("limits") = py::none(),
+      "Every structural problem of a plan dict, as messages naming the source, rank, worker and "
+      "step; empty when valid.");
+  sub.def(
+      "to_json",
+      [](const py::handle& plan) { return plan::toJson(dictToPlan(plan)); },
+      py::arg("plan"),
+      "The canonical text of a valid plan dict as the C++ writer gives it (plan::toJson).");
 
   sub.def(
       "generate",

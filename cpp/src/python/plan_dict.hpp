@@ -1,16 +1,28 @@
-// Conversion between the in-memory plan (forestcc/plan.hpp) and its format-v1 JSON form as a
-// Python dict (what forestcc.plan.load returns and forestcc.plan.save writes). Validation with
-// file/rank/worker/step messages is forestcc.plan.format's job; dictToPlan assumes a validated
-// dict and only refuses what the fixed-size Op record cannot hold.
+// Conversion between Python plan dicts (what forestcc.plan.load returns and save writes) and the
+// C++ forms: the JSON tree the one validator reads (cpp/src/plan/) and the in-memory plan::Plan.
+// Validation is never done here: dictToPlan runs the C++ loader's validator on the converted tree.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include "forestcc/plan.hpp"
+#include "forestcc/plan_file.hpp"
+#include "plan/json.hpp"
 
 namespace forestcc::python {
 
+// A Python value made of dict (str keys), list, str, int, float, bool and None as a JSON tree.
+// Anything else (a tuple, a set, a non-str key, nesting deeper than json::kMaxDepth) is refused
+// with plan::PlanError "<source>: <path>: <what>", the path as in "ranks[1].workers[0].ops[2].src".
+json::Value pyToJson(const pybind11::handle& value, const std::string& source);
+// A JSON tree as Python values (objects keep their member order).
+pybind11::object jsonToPy(const json::Value& value);
+
 pybind11::dict planToDict(const plan::Plan& plan);
-plan::Plan dictToPlan(const pybind11::dict& plan);
+// The plan of a dict, validated by the plan loader (plan::PlanError, a ValueError in Python,
+// listing every problem; `source` names the dict in messages).
+plan::Plan dictToPlan(const pybind11::handle& plan, const std::string& source = "<plan>");
 
 }  // namespace forestcc::python

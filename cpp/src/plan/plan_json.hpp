@@ -1,0 +1,25 @@
+// The plan loader's steps on a JSON tree, for callers that hold one instead of text (the Python
+// binding converts plan dicts into json::Value and validates them here, so Python and C++ share
+// one validator).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "forestcc/plan_file.hpp"
+#include "plan/json.hpp"
+
+namespace forestcc::plan {
+
+// The JSON tree of plan text; PlanError "<source>: not valid JSON: <line>:<col>: <reason>".
+json::Value parsePlanJson(const std::string& text, const std::string& source);
+// Every structural problem of a plan document (types, ranges, names, buffer sizes, chunk refs in
+// range, channel ownership and pairing, the limits), as full messages; empty when valid. The
+// checks are format v1's, the messages those of schedules/README.md ("Errors").
+std::vector<std::string> validationErrors(const json::Value& plan, const std::string& source,
+                                          const Limits& limits = {});
+// The in-memory plan of a document; validates it first (PlanError listing every problem), then
+// refuses what the fixed-size Op record cannot hold (more reduce sources than kMaxReduceSources).
+Plan planFromJson(const json::Value& plan, const std::string& source, const Limits& limits = {});
+
+}  // namespace forestcc::plan
