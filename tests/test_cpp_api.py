@@ -1,0 +1,39 @@
+"""The C++ collective API (forestcc/collective_api.hpp) from a C++ program that uses only the
+public headers and libforestcc.so: examples/cpp/all_reduce.cpp, run under forestcc-run on 1, 3
+and 4 ranks, and a bad argument refused with an error that names it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import JOB_TIMEOUT, clean_env
+
+from forestcc import _C
+
+EXAMPLE = Path(_C.__file__).resolve().parent / "bin" / "forestcc-example-all-reduce"
+
+
+def run_example(n: int, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label", str(EXAMPLE), *args]
+    return subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+
+
+def test_the_example_is_installed():
+    assert EXAMPLE.is_file(), f"{EXAMPLE} is missing: CMake builds and installs it with the package"
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_example_checks_its_results(n, no_new_shm):
+    p = run_example(n)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    ok = sorted(line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line)
+    assert ok == sorted(f"OK {r}" for r in range(n)), p.stdout[-3000:]
+
+
+def test_bad_root_is_refused_naming_the_argument(no_new_shm):
+    p = run_example(3, "--bad-root")
+    assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "invalid usage" in p.stderr
+    assert "root: 3 is out of range: must be a rank in [0, 3)" in p.stderr, p.stderr[-3000:]
