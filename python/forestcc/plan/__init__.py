@@ -8,7 +8,7 @@
 - ``geometry`` and ``semantics``: what chunks are and what each collective must produce
 - ``reference``: small known-good plans for every collective
 
-Pure Python: nothing here loads the native module.
+Loading and validation run in the C++ plan loader (forestcc._C.plan); the rest is Python.
 """
 from __future__ import annotations
 
