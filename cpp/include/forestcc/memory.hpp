@@ -24,6 +24,7 @@ struct MemoryHandle {
   uint64_t size = 0;
   uint64_t shmOffset = 0;  // offset of `address` inside the shared segment
   uint64_t shmSize = 0;
+  uint64_t shmId = 0;      // a hash of shmName, never 0 (0: not in a forestcc segment); caches key on it
   char shmName[96] = {};   // empty: not in a forestcc segment
   uint8_t cudaIpc[64] = {};
 };

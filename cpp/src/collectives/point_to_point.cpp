@@ -1,12 +1,8 @@
 // Point-to-point send/recv of the engine (a rendezvous): the sender posts its buffer for the
 // receiver and signals; the receiver copies, answers with a status and signals back.
-#include <algorithm>
-#include <cstring>
-
 #include "collectives/engine.hpp"
 #include "core/state.hpp"
 #include "forestcc/error.hpp"
-#include "transport/remote_memory.hpp"
 
 namespace forestcc::collectives {
 
@@ -24,10 +20,6 @@ void Engine::checkPeer(int peer, const char* what) const {
 }
 
 namespace {
-int localIndexOf(const Communicator::State& s, int rank) {
-  return static_cast<int>(std::find(s.localRanks.begin(), s.localRanks.end(), rank) - s.localRanks.begin());
-}
-
 void waitCounter(Communicator::State& s, uint64_t* counter, uint64_t want, int peer, const std::string& what) {
   if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want) return;
   WaitOutcome outcome;
@@ -47,22 +39,14 @@ void waitCounter(Communicator::State& s, uint64_t* counter, uint64_t want, int p
 
 void Engine::sendNow(const void* data, size_t bytes, int peer) {
   auto& s = *comm_->state();
-  const int me = localIndexOf(s, s.rank), them = localIndexOf(s, peer);
-  SendPost& post = s.control->sendPosts[them];
-  post.buffer.address = reinterpret_cast<uint64_t>(data);
-  post.buffer.bytes = bytes;
-  size_t offset = 0;
-  auto seg = bytes ? findSharedAllocation(data, bytes, &offset) : nullptr;
-  post.buffer.segmentId = seg ? executor::segmentIdOf(seg->name()) : 0;
-  if (seg) {
-    post.buffer.segmentSize = seg->size();
-    post.buffer.offset = offset;
-    std::snprintf(post.buffer.segmentName, sizeof post.buffer.segmentName, "%s", seg->name().c_str());
-  }
+  Connection& link = s.link(peer);
+  SendPost& post = s.mailbox().sendPosts[s.localIndex(peer)];
+  post.buffer = s.describe(data, bytes);
   post.status = 0;
-  __atomic_fetch_add(&s.peerControl(peer)->sendReady[me].value, 1, __ATOMIC_RELEASE);
+  link.callPublished(s.mailbox());
+  link.signal(SemaphoreSet::SendReady, 0);
   const uint64_t want = ++sendsDone_[peer];
-  waitCounter(s, &s.control->recvDone[them].value, want, peer,
+  waitCounter(s, s.inboundWord(SemaphoreSet::RecvDone, peer, 0), want, peer,
               "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer) + " (waiting for its recv)");
   const int64_t status = __atomic_load_n(&post.status, __ATOMIC_ACQUIRE);
   if (status < 0)
@@ -76,30 +60,25 @@ void Engine::sendNow(const void* data, size_t bytes, int peer) {
 
 void Engine::recvNow(void* data, size_t bytes, int peer) {
   auto& s = *comm_->state();
-  const int me = localIndexOf(s, s.rank), them = localIndexOf(s, peer);
+  Connection& link = s.link(peer);
   const uint64_t want = ++sendsReady_[peer];
-  waitCounter(s, &s.control->sendReady[them].value, want, peer,
+  waitCounter(s, s.inboundWord(SemaphoreSet::SendReady, peer, 0), want, peer,
               "recv of " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer) + " (waiting for its send)");
-  ControlBlock* theirs = s.peerControl(peer);
-  SendPost& post = theirs->sendPosts[me];
-  const uint64_t sent = post.buffer.bytes;
+  const MemoryHandle sent = link.peerSendPost();
   auto done = [&](int64_t status) {
-    __atomic_store_n(&post.status, status, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&theirs->recvDone[me].value, 1, __ATOMIC_RELEASE);
+    link.answerSendPost(status);
+    link.signal(SemaphoreSet::RecvDone, 0);
   };
-  if (sent != bytes) {
+  if (sent.size != bytes) {
     done(static_cast<int64_t>(bytes) + 1);
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "recv of " + std::to_string(bytes) + " bytes from rank " +
-                                             std::to_string(peer) + ": it sent " + std::to_string(sent) + " bytes",
+                                             std::to_string(peer) + ": it sent " + std::to_string(sent.size) + " bytes",
                 s.rank, peer);
   }
   try {
     if (bytes) {
-      if (post.buffer.segmentId) {
-        std::memcpy(data, executor_.mapSegment(post.buffer, peer) + post.buffer.offset, bytes);
-      } else {
-        RemoteMemory::inProcess(s.peers[peer].pid, post.buffer.address, bytes, s.rank, peer).read(0, data, bytes);
-      }
+      Connection& c = s.connection(peer, sent);
+      c.read(data, c.attach(sent), 0, bytes);
     }
   } catch (...) {
     done(-1);

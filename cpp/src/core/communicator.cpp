@@ -211,9 +211,8 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
     s.spinUs = sharesCpus(s) ? 1 : 50;
   }
   s.bootstrap = std::move(bootstrap);
-  // Map every same-node peer's control block now, so abort() reaches all of them.
-  for (int r : s.localRanks)
-    if (r != s.rank) s.peerControl(r);
+  // Connect every same-node peer now (mapping its control block), so abort() reaches all of them.
+  s.makeConnections();
   // No rank returns before every rank has mapped its peers' blocks: a rank that destroyed its
   // communicator at once (a program refusing the job's size, say) would otherwise unlink its
   // block under a slower peer, which then failed with a misleading "no such segment".
@@ -250,20 +249,9 @@ RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKin
                                                              "in this build yet (CUDA IPC transport)", s.rank);
   if (!data && size)
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "register: null pointer with " + std::to_string(size) + " bytes", s.rank);
-  MemoryHandle h;
-  h.kind = kind;
-  h.ownerRank = s.rank;
-  h.ownerPid = s.peers[s.rank].pid;
-  h.nodeHash = s.peers[s.rank].nodeHash;
-  h.address = reinterpret_cast<uint64_t>(data);
-  h.size = size;
+  MemoryHandle h = s.describe(data, size);
   size_t offset = 0;
-  std::shared_ptr<ShmSegment> seg = findSharedAllocation(data, size, &offset);
-  if (seg) {
-    h.shmOffset = offset;
-    h.shmSize = seg->size();
-    std::snprintf(h.shmName, sizeof h.shmName, "%s", seg->name().c_str());
-  }
+  std::shared_ptr<ShmSegment> seg = h.shmId ? findSharedAllocation(data, size, &offset) : nullptr;  // kept alive
   return RegisteredMemory(data, size, h, seg);
 }
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "forestcc/memory.hpp"
+
 namespace forestcc {
 
 struct alignas(64) SemaphoreSlot {
@@ -29,8 +31,8 @@ constexpr int kSemaphoreSlots = 4096;
 constexpr int kMaxLocalRanks = 128;
 constexpr int kMaxPlanChannelsPerPeer = 64;  // forests on 64-rank topologies need 64 (tree_plan.py)
 
-// Where a rank's buffer of the current call lives, for peers that read or write it: a forestcc
-// shared segment (mapped by peers) or plain process memory (single-copy cross-process access).
+// The old executor's description of a call's buffer; CallMailbox::handles replaces it (removed
+// once the executor reads handles through connections).
 struct BufferDescriptor {
   uint64_t segmentId;   // 0: not in a shared segment; else a hash of segmentName
   uint64_t segmentSize;
@@ -69,6 +71,17 @@ struct alignas(64) CallStamp {  // one cache line: a peer rewriting its next slo
 constexpr uint64_t kStampHistory = 64;
 constexpr uint64_t kStampWindow = kStampHistory / 2;
 
+// Point-to-point send/recv (rendezvous): the sender posts its buffer for the receiver here, then
+// signals (SemaphoreSet::SendReady); the receiver copies, answers with a status and signals back
+// (SemaphoreSet::RecvDone).
+struct alignas(64) SendPost {
+  MemoryHandle buffer;
+  uint64_t sequence;
+  int64_t status;  // written by the receiver: 0 ok, -1 failed to copy, else its byte count + 1
+};
+
+// Everything a rank states about its calls for its peers to read (through their connection to it,
+// Connection::peer*): the collective it is in, the stamps, its buffers, and its sends.
 struct alignas(64) CallMailbox {
   uint64_t sequence;            // collective calls entered on this communicator (release store)
   // Plans check byCall[sequence mod kStampHistory] before they touch a peer's memory and after
@@ -76,17 +89,11 @@ struct alignas(64) CallMailbox {
   // calls ahead by then, but not two eager calls.
   CallStamp byCall[kStampHistory];
   CallStamp byEagerCall[2];
-  BufferDescriptor buffers[3];  // input, output, scratch (plan::Buffer order)
+  BufferDescriptor buffers[3];  // the old executor's; removed when it has moved to `handles`
+  MemoryHandle handles[3];      // input, output, scratch (plan::Buffer order)
   // all_to_all_v: element offsets of the input (0) and output (1) blocks, nranks + 1 each.
   uint64_t blockOffsets[2][kMaxVariableBlocks + 1];
-};
-
-// Point-to-point send/recv (rendezvous): the sender posts its buffer for the receiver here, then
-// signals; the receiver copies, stores a status and signals back.
-struct alignas(64) SendPost {
-  BufferDescriptor buffer;
-  uint64_t sequence;
-  int64_t status;  // written by the receiver: 0 ok, otherwise the receiver's byte count + 1
+  SendPost sendPosts[kMaxLocalRanks];  // indexed by the receiver's local index
 };
 
 // Eager plans (scratch_banks 2) keep their scratch here, not in a per-call segment: peers map
@@ -105,7 +112,6 @@ struct ControlBlock {
   SemaphoreSlot sendReady[kMaxLocalRanks];  // inbound: that rank posted a send to this one
   SemaphoreSlot recvDone[kMaxLocalRanks];   // inbound: that rank finished receiving our send
   CallMailbox mailbox;
-  SendPost sendPosts[kMaxLocalRanks];       // indexed by the receiver's local index
   ScratchBanks scratchBanks;
 };
 

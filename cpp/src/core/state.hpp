@@ -12,6 +12,7 @@
 #include "core/wait.hpp"
 #include "forestcc/bootstrap.hpp"
 #include "forestcc/communicator.hpp"
+#include "transport/connection.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace forestcc {
@@ -41,6 +42,25 @@ struct Communicator::State {
   int nextSlot = 0;
   std::map<int, std::shared_ptr<ShmSegment>> peerControls;
   std::map<std::string, std::shared_ptr<ShmSegment>> peerSegments;  // mapped peer allocations
+
+  // Each peer's connections, in the order transports are tried (shm, cma); empty for a peer no
+  // transport of this build reaches (another node). Made when the communicator is constructed.
+  std::vector<std::vector<std::unique_ptr<Connection>>> connections;
+
+  // The connection that reaches memory `h` of `peer` (the first transport, in order shm, cma, that can).
+  Connection& connection(int peer, const MemoryHandle& h);
+  // The connection that carries signals and the per-call protocol to `peer`.
+  Connection& link(int peer);
+  CallMailbox& mailbox() { return control->mailbox; }  // this rank's own (peers read it through link())
+  uint64_t* inboundWord(SemaphoreSet set, int peer, int index);  // this rank's counter that peer's signals land in
+  void published();                                      // calls link(p).callPublished(mailbox()) for every peer
+  char* bank(int b) { return control->scratchBanks.bank[b]; }  // this rank's eager scratch bank b
+  // A local buffer as a handle peers can attach (in a forestcc shared allocation or not).
+  MemoryHandle describe(const void* data, uint64_t bytes);
+  // A whole segment this rank created (ShmSegment::create: the executor's scratch).
+  MemoryHandle describe(const ShmSegment& segment);
+  int localIndex(int rank) const;  // among this node's ranks; -1 elsewhere
+  void makeConnections();          // at construction, after peers and localRanks are known
 
   ControlBlock* peerControl(int peer);
   int allocateSlot();

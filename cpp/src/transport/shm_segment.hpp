@@ -53,4 +53,11 @@ std::shared_ptr<ShmSegment> allocateShared(size_t size);
 
 bool processAlive(int pid);
 
+// The id of a segment's name (MemoryHandle::shmId): never 0, which means "not in a segment".
+inline uint64_t shmSegmentId(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h | 1;
+}
+
 }  // namespace forestcc

@@ -1,0 +1,55 @@
+#include "transport/shm/node_connection.hpp"
+
+#include "core/stamp_seqlock.hpp"
+
+namespace forestcc {
+
+uint64_t* semaphoreWord(ControlBlock& block, SemaphoreSet set, int from, int index) {
+  switch (set) {
+    case SemaphoreSet::Channel: return &block.slots[index].value;
+    case SemaphoreSet::Plan: return &block.planSlots[from][index].value;
+    case SemaphoreSet::SendReady: return &block.sendReady[from].value;
+    case SemaphoreSet::RecvDone: return &block.recvDone[from].value;
+  }
+  return nullptr;
+}
+
+NodeConnection::NodeConnection(NodePeer peer)
+    : peer_(std::move(peer)), block_(static_cast<ControlBlock*>(peer_.control->data())) {}
+
+uint64_t* NodeConnection::signalWord(SemaphoreSet set, int index) {
+  return semaphoreWord(*block_, set, peer_.localIndex, index);
+}
+
+void NodeConnection::signal(SemaphoreSet set, int index) {
+  // Writes on shm and cma connections are complete when they return; the release orders them
+  // before the flag.
+  __atomic_fetch_add(signalWord(set, index), 1, __ATOMIC_RELEASE);
+}
+
+uint64_t NodeConnection::peerSequence() { return __atomic_load_n(&block_->mailbox.sequence, __ATOMIC_ACQUIRE); }
+
+bool NodeConnection::peerStamp(uint64_t sequence, CallStamp& out) {
+  return readStamp(block_->mailbox.byCall[sequence % kStampHistory], out) && out.sequence == sequence;
+}
+
+bool NodeConnection::peerEagerStamp(int bank, CallStamp& out) {
+  return readStamp(block_->mailbox.byEagerCall[bank], out);
+}
+
+const MemoryHandle& NodeConnection::peerBuffer(int buffer) { return block_->mailbox.handles[buffer]; }
+
+const uint64_t* NodeConnection::peerBlockOffsets(int buffer) { return block_->mailbox.blockOffsets[buffer]; }
+
+RemoteRegion NodeConnection::peerBank(int bank) {
+  return RemoteRegion{block_->scratchBanks.bank[bank], 0, kScratchBankBytes};
+}
+
+const MemoryHandle& NodeConnection::peerSendPost() { return block_->mailbox.sendPosts[peer_.localIndex].buffer; }
+
+void NodeConnection::answerSendPost(int64_t status) {
+  // Published by the RecvDone signal that follows (a release).
+  __atomic_store_n(&block_->mailbox.sendPosts[peer_.localIndex].status, status, __ATOMIC_RELAXED);
+}
+
+}  // namespace forestcc
