@@ -37,3 +37,13 @@ def test_bad_root_is_refused_naming_the_argument(no_new_shm):
     assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
     assert "invalid usage" in p.stderr
     assert "root: 3 is out of range: must be a rank in [0, 3)" in p.stderr, p.stderr[-3000:]
+
+
+def test_the_tuning_table_is_loaded_in_cpp(tmp_path, no_new_shm):
+    # no Python in the process: FORESTCC_TUNING is read by libforestcc, errors name the file
+    missing = tmp_path / "no-such-tuning.json"
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", "2", "--label", str(EXAMPLE)]
+    p = subprocess.run(cmd, env=clean_env(FORESTCC_TUNING=str(missing)), capture_output=True,
+                       text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"{missing}: cannot read the tuning table" in p.stderr, p.stderr[-3000:]

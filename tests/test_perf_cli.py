@@ -185,6 +185,19 @@ def test_nccl_tests_binary_entry_points(capsys):
                                                "than -e 8")
 
 
+def test_collectives_follow_the_native_table():
+    """forestcc-perf's buffer roles are forestcc's table of collectives (forestcc/plan.hpp), and
+    its rows for running without the native module are the same."""
+    from forestcc import _C
+    native = {row["name"]: row for row in _C.collective_table()}
+    for name, c in collectives.COLLECTIVES.items():
+        row = native[name]
+        assert (c.reduces, c.rooted, c.in_place) == (row["reduces"], row["rooted"], row["in_place"])
+        assert (c.send_chunks, c.recv_chunks) == (row["input"] == "per_rank",
+                                                  row["output"] == "per_rank")
+    assert collectives.table_rows() == collectives._WITHOUT_NATIVE
+
+
 def test_forestcc_unbuilt_native_module_fails_cleanly():
     """Without forestcc's native module the default backend says so in one line, exit 2."""
     code = ("import sys; sys.modules['forestcc._C'] = None; "

@@ -20,6 +20,7 @@ class Collective:
     rooted: bool         # takes a root (else the root column says -1)
     send_chunks: bool    # the send buffer holds n chunks of count elements
     recv_chunks: bool    # the receive buffer holds n chunks of count elements
+    in_place: bool       # has an in-place form
 
     @property
     def chunked(self) -> bool:
@@ -46,17 +47,41 @@ class Collective:
         return 0, 0
 
 
-COLLECTIVES = {c.name: c for c in (
-    Collective("all_reduce", "all_reduce_perf", True, False, False, False),
-    Collective("all_gather", "all_gather_perf", False, False, False, True),
-    Collective("reduce_scatter", "reduce_scatter_perf", True, False, True, False),
-    Collective("all_to_all", "alltoall_perf", False, False, True, True),
-    Collective("broadcast", "broadcast_perf", False, True, False, False),
-    Collective("reduce", "reduce_perf", True, True, False, False),
-    Collective("gather", "gather_perf", False, True, False, True),
-    Collective("scatter", "scatter_perf", False, True, True, False),
-    Collective("sendrecv", "sendrecv_perf", False, False, False, False),
-)}
+# nccl-tests' binary name of each collective forestcc-perf measures.
+BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
+            "reduce_scatter": "reduce_scatter_perf", "all_to_all": "alltoall_perf",
+            "broadcast": "broadcast_perf", "reduce": "reduce_perf", "gather": "gather_perf",
+            "scatter": "scatter_perf", "sendrecv": "sendrecv_perf"}
+
+# Buffer roles, rooted, reducing and in-place form: (reduces, rooted, send_chunks, recv_chunks,
+# in_place). They come from forestcc's one table of collectives (forestcc/plan.hpp,
+# _C.collective_table()); these rows only serve the other backends where forestcc's native module
+# is not built, and tests/test_perf_cli.py checks that they equal the table.
+_WITHOUT_NATIVE = {
+    "all_reduce": (True, False, False, False, True),
+    "all_gather": (False, False, False, True, True),
+    "reduce_scatter": (True, False, True, False, True),
+    "all_to_all": (False, False, True, True, True),
+    "broadcast": (False, True, False, False, True),
+    "reduce": (True, True, False, False, True),
+    "gather": (False, True, False, True, False),
+    "scatter": (False, True, True, False, False),
+    "sendrecv": (False, False, False, False, False),
+}
+
+
+def table_rows() -> dict[str, tuple[bool, bool, bool, bool, bool]]:
+    """The rows above, from forestcc's native table when it is built."""
+    try:
+        from forestcc import _C
+    except ImportError:
+        return dict(_WITHOUT_NATIVE)
+    return {row["name"]: (row["reduces"], row["rooted"], row["input"] == "per_rank",
+                          row["output"] == "per_rank", row["in_place"])
+            for row in _C.collective_table() if row["name"] in BINARIES}
+
+
+COLLECTIVES = {name: Collective(name, BINARIES[name], *row) for name, row in table_rows().items()}
 
 # Other spellings users type: nccl-tests binaries and their short forms.
 COLLECTIVE_ALIASES = {c.binary: c.name for c in COLLECTIVES.values()}

@@ -1,6 +1,8 @@
 """Collective calls on a Communicator (torch.distributed-style names).
 
-Every method checks its arguments in the native engine before any rank communicates, picks a
+Every method hands its arrays to the C++ collective API (``forestcc/collective_api.hpp``, the
+same path C++ programs and the NCCL shim take), which checks the arguments before any rank
+communicates (errors name the argument), picks a
 plan (``algo="auto"``: the tuning table, see :mod:`forestcc.tuning`; a built-in algorithm name;
 a path to a plan file; or a plan dict) and runs it with the GIL released. Arrays are numpy
 arrays, PyTorch CPU tensors, JAX CPU arrays (as inputs: they are immutable) or anything with the
@@ -13,7 +15,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["CollectivesMixin"]
+from forestcc import _C
+
+__all__ = ["CollectivesMixin", "COLLECTIVE_TABLE"]
+
+#: One row per plan collective, from the C++ table (``forestcc/plan.hpp``) that checks calls and
+#: sizes buffers: ``rooted``, ``reduces``, ``input`` / ``output`` blocks (``"none"``, ``"one"``
+#: or ``"per_rank"``, of ``count`` elements each), ``root_only`` (the buffer only the root
+#: passes) and ``in_place`` (whether an in-place form exists). all_to_all_v is all_to_all with
+#: uneven blocks.
+COLLECTIVE_TABLE = {row["name"]: row for row in _C.collective_table()}
 
 
 class CollectivesMixin:

@@ -83,14 +83,13 @@ class Communicator(CollectivesMixin):
     Collectives (all_reduce, all_gather, ...) come from :class:`forestcc.collectives.CollectivesMixin`."""
 
     def __init__(self, native: _C.Communicator):
-        from forestcc import tuning
         self._native = native
         self._plan_files = {}
         # The engine calls back for plan files; a weak reference avoids a cycle through native
         # code, which the garbage collector cannot see.
         this = weakref.ref(self)
+        # The engine loads the tuning table itself (FORESTCC_TUNING, the user's, or the built-in).
         self._engine = _C.Engine(native, lambda algo: this()._resolve_plan(algo))
-        self._engine.set_tuning(tuning.rules_for_engine(tuning.load()))
         self._splits = 0
 
     rank = property(lambda self: self._native.rank, doc="This process's rank.")

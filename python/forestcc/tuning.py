@@ -1,12 +1,14 @@
 """The tuning table that ``algo="auto"`` reads: which built-in algorithm serves which
 collective at which message size and rank count.
 
-Where it comes from, first found wins:
+libforestcc loads the table itself (``collectives/tuning_table.cpp``; C++ programs use it with no
+Python involved); this module keeps the tooling on top: reading, checking and showing tables, and
+``forestcc-perf --tune``, which writes them. Where it comes from, first found wins:
 1. the file named by ``FORESTCC_TUNING`` (environment);
 2. ``$XDG_CONFIG_HOME/forestcc/tuning.json`` (default ``~/.config/forestcc/tuning.json``), which
    ``forestcc-perf --tune`` writes for this machine;
-3. the defaults shipped with forestcc (``forestcc/data/tuning.json``), measured on a 2-core
-   development machine (see README, "Choosing algorithms").
+3. the defaults shipped with forestcc (``forestcc/data/tuning.json``, also compiled into
+   libforestcc), measured on a 2-core development machine (see README, "Choosing algorithms").
 
 Format: ``{"version": 1, "source": str, "rules": [{"collective", "min_ranks", "max_ranks",
 "min_bytes", "max_bytes" (null: unbounded), "algorithm", optionally "memory" and "in_place"},

@@ -80,7 +80,9 @@ const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCal
 
 }  // namespace
 
-Collectives::Collectives(std::shared_ptr<Communicator> comm) : engine_(std::make_shared<Engine>(std::move(comm))) {}
+Collectives::Collectives(std::shared_ptr<Communicator> comm) : engine_(std::make_shared<Engine>(std::move(comm))) {
+  engine_->setTuning(collectives::loadTuningTable());
+}
 Collectives::~Collectives() = default;
 
 int Collectives::rank() const { return engine_->rank(); }

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collectives/tuning_table.hpp"
 #include "executor/executor.hpp"
 #include "forestcc/collective_api.hpp"
 #include "forestcc/collectives.hpp"
@@ -26,26 +27,6 @@
 namespace forestcc::collectives {
 
 using executor::CompiledPlan;
-
-// Which memory a call's buffers are in, for tuning rules: any (the rule does not care), private
-// (ordinary process memory: peers reach it with cross-process calls) or shared (forestcc.empty:
-// peers map it).
-constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
-// Whether a rule is for out-of-place calls, in-place calls, or both (kAnyPlacement).
-constexpr int kAnyPlacement = -1, kOutOfPlace = 0, kInPlace = 1;
-
-// One row of the tuning table: for `collective` on [minRanks, maxRanks] ranks and messages of
-// [minBytes, maxBytes] bytes (maxBytes < 0: unbounded), of `memory` and placement `inPlace`, use
-// `algorithm`. First match wins.
-struct TuningRule {
-  plan::Collective collective;
-  int minRanks = 1, maxRanks = 1 << 30;
-  uint64_t minBytes = 0;
-  int64_t maxBytes = -1;
-  int memory = kAnyMemory;
-  int inPlace = kAnyPlacement;
-  std::string algorithm;
-};
 
 // Completion of a queued call (the public forestcc::Work).
 using forestcc::Work;

@@ -104,8 +104,8 @@ class ForestccBackend(Backend):
 
     def supports_in_place(self, coll: Collective, in_place: bool) -> bool:
         # forestcc's gather and scatter are out of place (the root's buffers may not overlap);
-        # a send and a receive on one buffer would race
-        return not (in_place and coll.name in ("gather", "scatter", "sendrecv"))
+        # a send and a receive on one buffer would race (the table says which have the form)
+        return coll.in_place or not in_place
 
     # -- buffers -----------------------------------------------------------------------------------
     def _dtype(self, dtype: DataType) -> np.dtype:

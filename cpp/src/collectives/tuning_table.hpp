@@ -1,0 +1,43 @@
+// The tuning table algo="auto" reads: which built-in algorithm serves which collective at which
+// message size, rank count, memory kind and placement. Loaded here, with no Python involved:
+// FORESTCC_TUNING (the config table) names a file; else $XDG_CONFIG_HOME/forestcc/tuning.json
+// (what forestcc-perf --tune writes) when it exists; else the table built into libforestcc from
+// python/forestcc/data/tuning.json. The format is documented in python/forestcc/tuning.py, which
+// keeps the tooling (--tune, showing the table) on top.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forestcc/plan.hpp"
+
+namespace forestcc::collectives {
+
+// Which memory a call's buffers are in, for tuning rules: any (the rule does not care), private
+// (ordinary process memory: peers reach it with cross-process calls) or shared (forestcc.empty:
+// peers map it).
+constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
+// Whether a rule is for out-of-place calls, in-place calls, or both (kAnyPlacement).
+constexpr int kAnyPlacement = -1, kOutOfPlace = 0, kInPlace = 1;
+
+// One row of the tuning table: for `collective` on [minRanks, maxRanks] ranks and messages of
+// [minBytes, maxBytes] bytes (maxBytes < 0: unbounded), of `memory` and placement `inPlace`, use
+// `algorithm`. First match wins.
+struct TuningRule {
+  plan::Collective collective;
+  int minRanks = 1, maxRanks = 1 << 30;
+  uint64_t minBytes = 0;
+  int64_t maxBytes = -1;
+  int memory = kAnyMemory;
+  int inPlace = kAnyPlacement;
+  std::string algorithm;
+};
+
+// The rules of a table in JSON text; errors (InvalidUsage) name `source` and the rule. Rules for
+// all_to_all_v are dropped: it shares all_to_all's.
+std::vector<TuningRule> parseTuningTable(const std::string& text, const std::string& source);
+// The rules of the active table (see above).
+std::vector<TuningRule> loadTuningTable();
+
+}  // namespace forestcc::collectives
