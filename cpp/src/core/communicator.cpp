@@ -10,7 +10,6 @@
 #include "core/state.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
-#include "transport/remote_memory.hpp"
 
 namespace forestcc {
 
@@ -132,6 +131,10 @@ ErrorCode Communicator::State::poisonedCode() const {
   return control->header.abortCode.load(std::memory_order_relaxed) == static_cast<uint32_t>(ErrorCode::Mismatch)
              ? ErrorCode::Mismatch
              : ErrorCode::Aborted;
+}
+
+int Communicator::State::poisonedBy() const {
+  return static_cast<int>(control->header.abortBy.load(std::memory_order_acquire)) - 1;
 }
 
 bool Communicator::State::poisoned() const { return control->header.abortBy.load(std::memory_order_acquire) != 0; }
@@ -303,24 +306,11 @@ std::shared_ptr<Channel> Communicator::makeMemoryChannel(int peer, const Registe
                                                          const MemoryHandle& rh, int slot, int remoteSlot,
                                                          uint64_t tag) {
   State& s = *state_;
-  RemoteMemory remote;
-  remote.rank = s.rank;
-  remote.peer = peer;
-  remote.size = rh.size;
-  remote.pid = rh.ownerPid;
-  remote.address = rh.address;
-  if (peer == s.rank) {
-    remote.mapped = reinterpret_cast<char*>(rh.address);
-  } else if (rh.shmName[0]) {
-    std::lock_guard<std::mutex> g(s.mu);
-    auto& seg = s.peerSegments[rh.shmName];
-    if (!seg) seg = ShmSegment::open(rh.shmName, rh.shmSize, s.rank, peer);
-    remote.segment = seg;
-    remote.mapped = static_cast<char*>(seg->data()) + rh.shmOffset;
-  }
-  SemaphoreDeviceHandle sem{&s.control->slots[slot].value, &s.peerControl(peer)->slots[remoteSlot].value, 0};
+  Connection& connection = s.connection(peer, rh);
+  RemoteRegion remote = connection.attach(rh);
+  uint64_t* inbound = s.inboundWord(SemaphoreSet::Channel, peer, slot);
   std::string name = "rank " + std::to_string(s.rank) + " -> rank " + std::to_string(peer) + ", tag " + std::to_string(tag);
-  return std::make_shared<MemoryChannel>(state_, peer, local, std::move(remote), sem, std::move(name));
+  return std::make_shared<MemoryChannel>(state_, peer, local, connection, remote, inbound, remoteSlot, std::move(name));
 }
 
 void Communicator::abort(const std::string& reason) { state_->poison(rankPrefix(state_->rank) + reason); }

@@ -1,8 +1,5 @@
 #include "core/memory_channel.hpp"
 
-#include <atomic>
-#include <cstring>
-
 namespace forestcc {
 
 const char* transportName(TransportKind kind) {
@@ -16,9 +13,10 @@ const char* transportName(TransportKind kind) {
 }
 
 MemoryChannel::MemoryChannel(std::shared_ptr<Communicator::State> comm, int peer, RegisteredMemory local,
-                             RemoteMemory remote, SemaphoreDeviceHandle semaphore, std::string name)
-    : comm_(std::move(comm)), peer_(peer), local_(std::move(local)), remote_(std::move(remote)),
-      sem_(semaphore), name_(std::move(name)) {}
+                             Connection& connection, RemoteRegion remote, uint64_t* inbound, int remoteSlot,
+                             std::string name)
+    : comm_(std::move(comm)), peer_(peer), local_(std::move(local)), connection_(connection), remote_(remote),
+      inbound_(inbound), remoteSlot_(remoteSlot), name_(std::move(name)) {}
 
 void MemoryChannel::checkRange(const char* op, const char* which, uint64_t offset, uint64_t bytes, uint64_t limit,
                                const char* whose) const {
@@ -34,36 +32,36 @@ void MemoryChannel::checkRange(const char* op, const char* which, uint64_t offse
 void MemoryChannel::put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) {
   checkRange("put", "source", srcOffset, bytes, local_.size(), "the local");
   checkRange("put", "destination", dstOffset, bytes, remote_.size, "the peer's");
-  remote_.write(dstOffset, static_cast<const char*>(local_.data()) + srcOffset, bytes);
+  connection_.write(remote_, dstOffset, static_cast<const char*>(local_.data()) + srcOffset, bytes);
 }
 
 void MemoryChannel::get(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) {
   checkRange("get", "destination", dstOffset, bytes, local_.size(), "the local");
   checkRange("get", "source", srcOffset, bytes, remote_.size, "the peer's");
-  remote_.read(srcOffset, static_cast<char*>(local_.data()) + dstOffset, bytes);
+  connection_.read(static_cast<char*>(local_.data()) + dstOffset, remote_, srcOffset, bytes);
 }
 
-void MemoryChannel::signal() { sem_.signal(); }
+void MemoryChannel::signal() { connection_.signal(SemaphoreSet::Channel, remoteSlot_); }
 
-bool MemoryChannel::test() { return sem_.tryWait(); }
+bool MemoryChannel::test() {
+  if (__atomic_load_n(inbound_, __ATOMIC_ACQUIRE) < expected_ + 1) return false;
+  ++expected_;
+  return true;
+}
 
 void MemoryChannel::wait(double timeoutSeconds) {
-  if (sem_.tryWait()) return;
+  if (test()) return;
   double timeout = timeoutSeconds < 0 ? comm_->timeout : timeoutSeconds;
   WaitPolicy policy = comm_->waitPolicy(peer_, timeout);
-  WaitOutcome outcome = waitUntil([&] { return sem_.inboundValue() >= sem_.expected + 1; }, policy);
+  WaitOutcome outcome = waitUntil([&] { return __atomic_load_n(inbound_, __ATOMIC_ACQUIRE) >= expected_ + 1; }, policy);
   if (outcome == WaitOutcome::Ready) {
-    ++sem_.expected;
+    ++expected_;
     return;
   }
   comm_->raiseWaitFailure(outcome, peer_, "wait on channel " + name_ + " (signal #" +
-                                              std::to_string(sem_.expected + 1) + ")", timeout);
+                                              std::to_string(expected_ + 1) + ")", timeout);
 }
 
-void MemoryChannel::flush() {
-  // Copies are synchronous; the fence keeps the contract for callers that flush before a flag of
-  // their own.
-  std::atomic_thread_fence(std::memory_order_release);
-}
+void MemoryChannel::flush() { connection_.flush(); }
 
 }  // namespace forestcc

@@ -1,6 +1,7 @@
-// MemoryChannel over host memory on one node: puts and gets are copies into/out of the peer's
-// memory (mapped, or by single-copy syscalls), so they are complete when they return and flush()
-// has nothing to wait for. signal() is a release add on the peer's counter; wait() an acquire poll.
+// The channel of Communicator::connect(): puts and gets go through the connection that reaches
+// the peer's registered memory (State::connection: shm maps it, cma copies across processes), and
+// signals land on the peer's Channel semaphore through that same connection, so they are ordered
+// after its writes. wait() polls this rank's own inbound counter.
 #pragma once
 
 #include <memory>
@@ -9,15 +10,15 @@
 #include "core/state.hpp"
 #include "forestcc/channel.hpp"
 #include "forestcc/memory.hpp"
-#include "forestcc/semaphore_device.hpp"
-#include "transport/remote_memory.hpp"
+#include "transport/connection.hpp"
 
 namespace forestcc {
 
 class MemoryChannel : public Channel {
  public:
-  MemoryChannel(std::shared_ptr<Communicator::State> comm, int peer, RegisteredMemory local, RemoteMemory remote,
-                SemaphoreDeviceHandle semaphore, std::string name);
+  // `inbound`: this rank's counter the peer signals; `remoteSlot`: the peer's that we signal.
+  MemoryChannel(std::shared_ptr<Communicator::State> comm, int peer, RegisteredMemory local, Connection& connection,
+                RemoteRegion remote, uint64_t* inbound, int remoteSlot, std::string name);
 
   void put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) override;
   void get(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) override;
@@ -27,7 +28,7 @@ class MemoryChannel : public Channel {
   void flush() override;
 
   int peer() const override { return peer_; }
-  TransportKind transport() const override { return remote_.mapped ? TransportKind::Shm : TransportKind::Cma; }
+  TransportKind transport() const override { return connection_.transport(); }
   uint64_t localSize() const override { return local_.size(); }
   uint64_t remoteSize() const override { return remote_.size; }
   const std::string& name() const override { return name_; }
@@ -38,8 +39,11 @@ class MemoryChannel : public Channel {
   std::shared_ptr<Communicator::State> comm_;
   int peer_;
   RegisteredMemory local_;
-  RemoteMemory remote_;
-  SemaphoreDeviceHandle sem_;
+  Connection& connection_;  // owned by comm_
+  RemoteRegion remote_;
+  uint64_t* inbound_;
+  uint64_t expected_ = 0;  // signals consumed so far
+  int remoteSlot_;
   std::string name_;
 };
 

@@ -41,7 +41,6 @@ struct Communicator::State {
   std::mutex mu;                                       // guards what follows
   int nextSlot = 0;
   std::map<int, std::shared_ptr<ShmSegment>> peerControls;
-  std::map<std::string, std::shared_ptr<ShmSegment>> peerSegments;  // mapped peer allocations
 
   // Each peer's connections, in the order transports are tried (shm, cma); empty for a peer no
   // transport of this build reaches (another node). Made when the communicator is constructed.
@@ -70,6 +69,7 @@ struct Communicator::State {
   void poison(const std::string& reason, ErrorCode code = ErrorCode::Aborted, uint64_t call = 0);
   uint64_t poisonedCall() const;  // the collective call the poison came from (0: none)
   bool poisoned() const;
+  int poisonedBy() const;  // the rank that poisoned it (-1: healthy)
   ErrorCode poisonedCode() const;  // Mismatch when a mismatch poisoned it, else Aborted
   std::string abortReason() const;
   // Throws the error a waiter woken by the poison raises: "<what> aborted: ... <reason>".

@@ -13,7 +13,8 @@ bool ShmConnection::reaches(const MemoryHandle& h) const {
 }
 
 RemoteRegion ShmConnection::attach(const MemoryHandle& h) {
-  if (loopback_ || h.size == 0) return RemoteRegion{reinterpret_cast<char*>(h.address), h.address, h.size};
+  if (loopback_) return RemoteRegion{reinterpret_cast<char*>(h.address), h.address, h.size};
+  if (h.size == 0) return RemoteRegion{nullptr, h.address, 0};  // nothing to map; no copy touches it
   std::lock_guard<std::mutex> g(mu_);
   auto it = segments_.find(h.shmId);
   if (it == segments_.end()) {
