@@ -47,3 +47,18 @@ def test_the_tuning_table_is_loaded_in_cpp(tmp_path, no_new_shm):
                        text=True, timeout=JOB_TIMEOUT)
     assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{missing}: cannot read the tuning table" in p.stderr, p.stderr[-3000:]
+
+
+def test_a_plan_file_runs_from_cpp(tmp_path, no_new_shm):
+    # a plan file path given to the C++ API is loaded by libforestcc's plan loader and runs
+    path = tmp_path / "ring_all_reduce_3.json"
+    path.write_text(_C.plan.to_json(_C.plan.generate("ring", "all_reduce", 3, in_place=True)))
+    p = run_example(3, "--algo", str(path))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert len([line for line in p.stdout.splitlines() if "] OK " in line]) == 3, p.stdout
+    # one for other rank counts is refused naming the file
+    wrong = tmp_path / "ring_all_reduce_2.json"
+    wrong.write_text(_C.plan.to_json(_C.plan.generate("ring", "all_reduce", 2, in_place=True)))
+    p = run_example(3, "--algo", str(wrong))
+    assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
+    assert str(wrong) in p.stderr or "ring_all_reduce_2" in p.stderr, p.stderr[-3000:]

@@ -4,6 +4,7 @@
 //
 //   forestcc-run -n 4 forestcc-example-all-reduce            # prints "OK <rank>" on every rank
 //   forestcc-run -n 2 forestcc-example-all-reduce --bad-root # shows a refused argument
+//   forestcc-run -n 4 forestcc-example-all-reduce --algo ring_ar.json  # all_reduce by a plan file
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -31,6 +32,8 @@ void expect(bool ok, const char* what, int rank, size_t index, double got, doubl
 
 int main(int argc, char** argv) {
   const bool badRoot = argc > 1 && std::strcmp(argv[1], "--bad-root") == 0;
+  // all_reduce's algorithm: "auto", a built-in name or a plan file (in place, for this job's ranks)
+  const char* algo = argc > 2 && std::strcmp(argv[1], "--algo") == 0 ? argv[2] : "auto";
   try {
     auto comm = std::make_shared<forestcc::Communicator>(forestcc::Bootstrap::fromEnvironment(60.0));
     forestcc::Collectives coll(comm);
@@ -49,7 +52,7 @@ int main(int argc, char** argv) {
     std::vector<float> x(count);
     for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(rank + i);
     Tensor t(x.data(), count, DataType::Float32);
-    coll.allReduce(t, t, ReduceOp::Sum);
+    coll.allReduce(t, t, ReduceOp::Sum, {algo});
     for (size_t i = 0; i < count; ++i) {
       const double want = static_cast<double>(n) * i + n * (n - 1) / 2.0;
       expect(x[i] == want, "all_reduce", rank, i, x[i], want);

@@ -55,7 +55,9 @@ struct Tensor {
 };
 
 // Which plan runs a call: "auto" (the tuning table), a built-in algorithm's name ("ring",
-// "direct", ...; forestcc plan algorithms lists them), a plan file's path, or a compiled plan.
+// "direct", ...; forestcc plan algorithms lists them), a plan file's path (loaded and validated by
+// plan::loadPlanFile, compiled once per version of the file; prove new plans with
+// `forestcc plan verify` first), or a compiled plan.
 struct Algorithm {
   std::string name = "auto";
   std::shared_ptr<const executor::CompiledPlan> plan;  // when set, it runs and `name` is unused

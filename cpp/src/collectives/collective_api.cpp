@@ -68,10 +68,10 @@ const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCal
       if (!tuned.empty()) name = &tuned;
     }
   } else if (!collectives::isAlgorithm(algo.name)) {
-    throw Error(ErrorCode::InvalidUsage,
-                "algo: '" + algo.name + "' is neither 'auto' nor a built-in algorithm; plan files given by path are "
-                "not supported by the C++ API yet (load the plan from Python, or pass a compiled plan)",
-                e.rank());
+    const std::shared_ptr<const CompiledPlan>& file = e.planFile(algo.name);  // a plan file's path
+    checkGivenPlan(*file, r, call, e.rank());
+    *keep = &file;
+    return *file;
   }
   const Engine::BuiltinPlan& entry = e.builtinPlan(*name, r.collective, call.root, call.inPlace);
   *keep = &entry.plan;

@@ -4,7 +4,10 @@
 #include <cstring>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "collectives/generators.hpp"
+#include "forestcc/plan_file.hpp"
 #include "core/state.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
@@ -143,6 +146,29 @@ std::shared_ptr<const CompiledPlan> Engine::lastBuiltin(plan::Collective c) cons
 }
 
 std::shared_ptr<const CompiledPlan> Engine::compile(const plan::Plan& p) { return executor_.compile(p); }
+
+const std::shared_ptr<const CompiledPlan>& Engine::planFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    std::string names;
+    for (const std::string& n : algorithmNames()) names += (names.empty() ? "" : ", ") + n;
+    throw Error(ErrorCode::InvalidUsage,
+                "algo: '" + path + "' is neither 'auto', a built-in algorithm (" + names + ") nor an existing plan file",
+                rank());
+  }
+  auto key = std::make_tuple(path, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                             static_cast<int64_t>(st.st_size));
+  {
+    std::lock_guard<std::mutex> g(cacheMu_);
+    auto it = files_.find(key);
+    if (it != files_.end()) return it->second;
+  }
+  auto compiled = executor_.compile(plan::loadPlanFile(path));
+  std::lock_guard<std::mutex> g(cacheMu_);
+  std::shared_ptr<const CompiledPlan>& entry = files_[key];
+  if (!entry) entry = std::move(compiled);
+  return entry;
+}
 
 void Engine::execute(const CompiledPlan& p, const CallBuffers& b) { executor_.run(p, b); }
 

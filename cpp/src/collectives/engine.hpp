@@ -90,6 +90,10 @@ class Engine {
   // The built-in plan the last call of `c` by algorithm name or "auto" ran (null before any).
   std::shared_ptr<const CompiledPlan> lastBuiltin(plan::Collective c) const;
   std::shared_ptr<const CompiledPlan> compile(const plan::Plan& p);
+  // A plan file (plan::loadPlanFile: errors name the file, rank, worker and step), loaded and
+  // compiled once per version of the file (path, modification time, size); kept as long as the
+  // engine. The Python package proves plan files with the verifier before calling in.
+  const std::shared_ptr<const CompiledPlan>& planFile(const std::string& path);
 
   // The buffer a rank does not have (gather's output, scatter's input away from the root): the
   // engine stages an uninitialized stand-in there (plans write before they read it).
@@ -120,6 +124,7 @@ class Engine {
   bool tunedByMemory_ = false;
   std::mutex cacheMu_;
   std::map<std::tuple<std::string, int, int, bool>, std::unique_ptr<BuiltinPlan>> cache_;
+  std::map<std::tuple<std::string, int64_t, int64_t>, std::shared_ptr<const CompiledPlan>> files_;
   // The last built-in plan per collective: a repeated call finds it with one atomic load and a
   // comparison, without the lock or the map (entries are never freed before the engine).
   std::atomic<const BuiltinPlan*> last_[plan::kCollectiveCount] = {};
