@@ -1,13 +1,14 @@
-// The CPU executor: runs this rank's part of a plan on the buffers of one call. Workers are
-// threads (worker 0 is the calling thread); put/get are copies into mapped peer memory, or
-// single-copy cross-process writes/reads when the peer's buffer is ordinary process memory; a
-// signal is a release add on the peer's semaphore. Copies are synchronous, so flush is a fence.
+// The executor: runs this rank's part of a plan on the buffers of one call. A plan is compiled once
+// (channels resolved to connections and semaphore words); each call publishes what it is (stamp,
+// buffer handles) through the connections, then the interpreter (interpreter.hpp) runs each
+// worker's ops over the CPU backend (cpu_backend.hpp): workers are threads, worker 0 the caller.
+// Everything about a peer goes through its Connection (transport/connection.hpp): this folder
+// maps no segment, calls no process_vm_* and reads no control block.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,17 +16,21 @@
 #include <vector>
 
 #include "core/state.hpp"
+#include "executor/interpreter.hpp"
 #include "forestcc/collectives.hpp"
 #include "forestcc/plan.hpp"
+#include "transport/connection.hpp"
 
 namespace forestcc::executor {
 
 struct ExecChannel {
   int peer = 0;
-  uint64_t* inbound = nullptr;   // our semaphore for this pair
-  uint64_t* outbound = nullptr;  // the peer's semaphore for this pair
+  int pair = 0;                  // the plan-channel pair number between the two ranks
+  uint64_t* inbound = nullptr;   // this rank's semaphore for this pair
+  uint64_t* outbound = nullptr;  // the peer's, where the link maps it (else link->signal)
   uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
-  ControlBlock* peerBlock = nullptr;  // its scratch banks (eager plans) and mailbox (call stamps)
+  Connection* link = nullptr;    // null for a loopback channel
+  RemoteRegion banks[2];         // the peer's eager scratch banks
 };
 
 // One rank's part of a plan, bound to this communicator's semaphores. Made once, run many times.
@@ -60,20 +65,22 @@ struct Where {
 };
 
 // A peer's buffer of the current call as this process reaches it.
-struct RemoteBuffer {
-  uint64_t segmentId = 0;       // the mapped segment cached in segmentBase
-  char* segmentBase = nullptr;
-  char* mapped = nullptr;  // direct access when non-null
-  uint64_t address = 0;    // else process_vm_writev/readv at this address
-  uint64_t bytes = 0;
+struct PeerBuffer {
+  RemoteRegion region;
+  Connection* connection = nullptr;  // the one that reaches it (write/read when not mapped)
 };
 
 struct PeerView {
-  uint64_t sequence = 0;  // call whose descriptors are cached
+  uint64_t sequence = 0;  // call whose buffers are cached
   uint64_t checked = 0;   // call whose stamp was found equal to this rank's
-  RemoteBuffer buffers[3];
+  PeerBuffer buffers[plan::kBufferCount];
   const uint64_t* blockOffsets[2] = {nullptr, nullptr};
 };
+
+struct CpuBackend;
+
+// "all_reduce(count=1000, dtype=float32, op=sum, plan=forestcc.builtin.direct#3f2a...)".
+std::string describeCall(const CallStamp& stamp);
 
 class Executor {
  public:
@@ -89,24 +96,29 @@ class Executor {
   void run(const CompiledPlan& plan, const CallBuffers& call);
 
   Communicator::State& state() { return *state_; }
-  // Maps a peer's shared segment once and returns its base address.
-  char* mapSegment(const BufferDescriptor& d, int peer);
+
+  struct Call;
 
  private:
-  struct Call;
+  friend struct CpuBackend;
   struct WorkerThread;
   void runWorker(Call& call, int worker);
+  // The interpreter stopped with `f` on `worker`: the error that says so (failure.cpp), or the
+  // backend's own exception with the step added.
+  [[noreturn]] void raiseFailure(const Call& call, int worker, const Failure& f, std::exception_ptr backendError);
   void publish(Call& call);
   const PeerView& peerView(Call& call, int worker, int peer);
-  // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp `theirs` is of this
-  // call and equal to this rank's. `where` names the step that looked, for the message.
-  void checkStamp(const Call& call, int peer, const CallStamp& theirs, const Where& where);
-  // After a wait on `peer` ended: its stamp of this call, once per call and worker.
-  void confirmPeer(Call& call, int worker, const ExecChannel& ch, const Where& where);
-  // While a wait on `peer` blocks: a peer that entered this call with another stamp, or left it
-  // without sending what is awaited, is an error now rather than at the timeout.
-  template <class Ready>
-  void watchPeer(const Call& call, int peer, Ready& ready, const Where& where);
+  // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp of this call is equal
+  // to this rank's. `where` names the step that looked, for the message.
+  void checkStamp(const Call& call, int peer, const Where& where);
+  // The same for a stamp already read (`read`: it was read whole).
+  void checkStampValue(const Call& call, int peer, bool read, const CallStamp& theirs, const Where& where);
+  // After a wait on `ch`'s peer ended: its stamp of this call, once per call and worker. `at`
+  // holds the step and slice, for the message.
+  void confirmPeer(Call& call, int worker, const ExecChannel& ch, const Failure& at);
+  // The slow path of a wait: poll `ch`'s semaphore up to the deadline, watching its peer.
+  void blockInWait(Call& call, int worker, const ExecChannel& ch, uint64_t want, const Failure& at);
+  Where whereOf(const Call& call, int worker, const Failure& at) const;
   // Every kStampWindow calls: wait until every same-node peer entered the call kStampWindow
   // before this one, so no peer's stamp of a call is overwritten before this rank checked it.
   void awaitStampWindow(uint64_t sequence);
@@ -120,19 +132,18 @@ class Executor {
   uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
   bool debug_;                               // FORESTCC_DEBUG, read once
   std::vector<uint64_t> expected_;           // [local index][pair index]
-  std::shared_ptr<ShmSegment> scratch_;
+  int localIndex_ = 0;                       // this rank's index among its node's ranks
+  std::unique_ptr<SharedAllocation> scratch_;  // per-call scratch (peers map it)
   // What publish() last wrote into the mailbox, so an unchanged buffer is not described again
   // (a registry lookup and a formatted name per call otherwise).
   struct Published {
     uint64_t address = 0, bytes = 0, generation = 0;
   } published_[2];
-  const ShmSegment* publishedScratch_ = nullptr;
+  const void* publishedScratch_ = nullptr;  // the scratch whose handle is in the mailbox
   uint64_t sequence_ = 0;
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
-  std::mutex segmentsMu_;
-  std::map<uint64_t, std::shared_ptr<ShmSegment>> segments_;  // peers' segments we mapped
 
   // Worker threads for plans with more than one worker (worker 0 runs on the caller).
   std::vector<std::unique_ptr<WorkerThread>> threads_;
@@ -145,7 +156,5 @@ class Executor {
   Call* current_ = nullptr;
   std::exception_ptr firstError_;
 };
-
-uint64_t segmentIdOf(const std::string& name);
 
 }  // namespace forestcc::executor

@@ -1,0 +1,171 @@
+// The interpreter's CPU backend: one per worker thread and call. Copies are memcpy (streaming
+// stores for large calls), reductions the CPU kernels, waits poll this rank's semaphore word with
+// the communicator's deadline and watch the peer meanwhile; a peer's memory that is not mapped is
+// reached through its connection. Errors are C++ exceptions kept aside (`error`): the interpreter
+// stops at the step and the runner rethrows them with the step named (Executor::raiseFailure).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "executor/copy_kernels.hpp"
+#include "executor/executor.hpp"
+#include "executor/reduce_kernels.hpp"
+
+namespace forestcc::executor {
+
+// The state of one call, shared by its workers.
+struct Executor::Call {
+  const CompiledPlan* plan = nullptr;
+  const CallBuffers* buffers = nullptr;
+  uint64_t sequence = 0;
+  CallGeometry geometry;
+  bool variable = false;   // all_to_all_v block layout
+  bool streaming = false;  // copy with streaming stores (large calls, copy_kernels.hpp)
+  int bank = -1;           // eager plans: the scratch bank of this call (every rank agrees)
+  CallStamp stamp{};       // what this rank says the call is (control_block.hpp)
+};
+
+// get_reduce reads unmapped peer memory in tiles this large, so the tile is still in L2 when it
+// is reduced.
+constexpr uint64_t kBounceBytes = 256 << 10;
+
+struct CpuBackend {
+  Executor& ex;
+  Executor::Call& call;
+  int worker;
+  std::exception_ptr error;
+
+  int peerOf(int channel) const { return call.plan->channels[channel].peer; }
+
+  bool fail(Failure& f) {
+    error = std::current_exception();
+    f.kind = FailureKind::Backend;
+    return false;
+  }
+
+  bool remote(int channel, plan::Buffer b, RemoteBuffer& out, Failure& f) {
+    const ExecChannel& ch = call.plan->channels[channel];
+    const int i = static_cast<int>(b);
+    const CallGeometry& g = call.geometry;
+    if (!ch.link) {  // loopback: this rank's own buffer
+      out = {g.local[i], g.localBytes[i], b == plan::Buffer::Scratch ? nullptr : g.localOffsets[i], 0};
+      return true;
+    }
+    try {
+      const PeerView& v = ex.peerView(call, worker, ch.peer);
+      const PeerBuffer& pb = v.buffers[i];
+      out.mapped = pb.region.mapped;
+      out.bytes = pb.region.size;
+      out.offsets = call.variable && b != plan::Buffer::Scratch ? v.blockOffsets[i] : nullptr;
+      out.handle = reinterpret_cast<uint64_t>(&pb);
+      return true;
+    } catch (...) {
+      return fail(f);
+    }
+  }
+
+  bool bank(int channel, RemoteBuffer& out, Failure& f) {
+    (void)f;
+    const ExecChannel& ch = call.plan->channels[channel];
+    if (!ch.link) {
+      out = {call.geometry.local[static_cast<int>(plan::Buffer::Scratch)], 0, nullptr, 0};
+      return true;
+    }
+    // Mapped since the communicator was made; the peer need not have entered the call.
+    out = {ch.banks[call.bank].mapped, 0, nullptr, 0};
+    return true;
+  }
+
+  void copy(char* dst, const char* src, uint64_t bytes) { copyBytes(dst, src, bytes, call.streaming); }
+  void move(char* dst, const char* src, uint64_t bytes) { std::memmove(dst, src, bytes); }
+  void reduce(char* dst, const char* const* srcs, int n, uint64_t elements) {
+    reduceElements(dst, reinterpret_cast<const void* const*>(srcs), n, elements, call.buffers->dtype,
+                   call.buffers->op);
+  }
+
+  static const PeerBuffer& peerBuffer(const RemoteBuffer& b) { return *reinterpret_cast<const PeerBuffer*>(b.handle); }
+
+  bool write(int, const RemoteBuffer& b, uint64_t offset, const char* src, uint64_t bytes, Failure& f) {
+    try {
+      const PeerBuffer& pb = peerBuffer(b);
+      pb.connection->write(pb.region, offset, src, bytes);
+      return true;
+    } catch (...) {
+      return fail(f);
+    }
+  }
+
+  bool read(int, const RemoteBuffer& b, uint64_t offset, char* dst, uint64_t bytes, Failure& f) {
+    try {
+      const PeerBuffer& pb = peerBuffer(b);
+      pb.connection->read(dst, pb.region, offset, bytes);
+      return true;
+    } catch (...) {
+      return fail(f);
+    }
+  }
+
+  // Unmapped peer memory comes over in L2-sized tiles that are reduced at once.
+  bool readReduce(int, const RemoteBuffer& b, uint64_t offset, char* dst, const char* const* srcs, int n,
+                  uint64_t bytes, Failure& f) {
+    try {
+      const PeerBuffer& pb = peerBuffer(b);
+      const uint64_t elem = call.geometry.elem;
+      std::vector<char>& bounce = ex.bounce_[worker];
+      const uint64_t tile = std::max<uint64_t>(1, kBounceBytes / elem) * elem;
+      if (bounce.size() < tile) bounce.resize(tile);
+      const char* tileSrcs[plan::kMaxReduceSources + 1];
+      for (uint64_t off = 0; off < bytes; off += tile) {
+        const uint64_t len = std::min(tile, bytes - off);
+        pb.connection->read(bounce.data(), pb.region, offset + off, len);
+        for (int i = 0; i < n; ++i) tileSrcs[i] = srcs[i] + off;
+        tileSrcs[n] = bounce.data();
+        reduce(dst + off, tileSrcs, n + 1, len / elem);
+      }
+      return true;
+    } catch (...) {
+      return fail(f);
+    }
+  }
+
+  void signal(int channel) {
+    const ExecChannel& ch = call.plan->channels[channel];
+    if (ch.outbound) __atomic_fetch_add(ch.outbound, 1, __ATOMIC_RELEASE);
+    else ch.link->signal(SemaphoreSet::Plan, ch.pair);
+  }
+
+  void flush(int channel) {
+    const ExecChannel& ch = call.plan->channels[channel];
+    if (ch.link) ch.link->flush();
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+
+  bool wait(int channel, Failure& f) {
+    const ExecChannel& ch = call.plan->channels[channel];
+    const uint64_t want = *ch.expected + 1;
+    if (__atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) < want) {
+      try {
+        ex.blockInWait(call, worker, ch, want, f);
+      } catch (...) {
+        return fail(f);
+      }
+    }
+    *ch.expected = want;
+    // The signal came from a peer in this call: its stamp must be this rank's before anything it
+    // sent is used (eager calls compare theirs at the end, from their banks' stamps).
+    if (ch.link && call.bank < 0 && ex.views_[worker][ch.peer].checked != call.sequence) {
+      try {
+        ex.confirmPeer(call, worker, ch, f);
+      } catch (...) {
+        return fail(f);
+      }
+    }
+    return true;
+  }
+};
+
+}  // namespace forestcc::executor

@@ -1,0 +1,82 @@
+// Where the executor's errors get their words: a plan step's name, and the message of each kind
+// of interpreter failure (interpreter.hpp), with the rank, the peer, the plan, the worker and the
+// step. One place, so every runner's errors read alike.
+#include <sstream>
+
+#include "executor/cpu_backend.hpp"
+#include "executor/executor.hpp"
+#include "forestcc/error.hpp"
+
+namespace forestcc::executor {
+
+namespace {
+
+std::string stepName(const CompiledPlan& p, int worker, size_t step, const plan::Op& op, uint32_t slice) {
+  std::ostringstream o;
+  o << "plan '" << p.name << "' worker " << worker << " step " << step << " (" << plan::name(op.code);
+  if (op.code != plan::OpCode::Copy && op.code != plan::OpCode::Reduce) o << " on channel " << op.channel;
+  o << ", slice " << slice << ")";
+  return o.str();
+}
+
+}  // namespace
+
+std::string Where::describe() const {
+  return plan ? stepName(*plan, worker, step, *op, slice) : std::string(text);
+}
+
+Where Executor::whereOf(const Call& call, int worker, const Failure& at) const {
+  const CompiledPlan& p = *call.plan;
+  return Where{&p, worker, at.step, &p.workers[worker][at.step], at.slice, ""};
+}
+
+void Executor::raiseFailure(const Call& call, int worker, const Failure& f, std::exception_ptr backendError) {
+  const CompiledPlan& p = *call.plan;
+  const int rank = state_->rank;
+  const std::string step = whereOf(call, worker, f).describe();
+  switch (f.kind) {
+    case FailureKind::Backend:
+      try {
+        std::rethrow_exception(backendError);
+      } catch (const Error& e) {
+        // Errors of waits and stamp checks name their step already; others (a copy that failed)
+        // get it here.
+        if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Remote || e.code() == ErrorCode::Aborted ||
+            e.code() == ErrorCode::Mismatch || e.code() == ErrorCode::Interrupted ||
+            std::string(e.what()).find("plan '") != std::string::npos)
+          throw;
+        throw Error(e.code(), std::string(e.what()) + " [" + step + "]", e.rank(), e.peer());
+      }
+    case FailureKind::OutOfRange: {
+      const std::string owner = f.peer < 0 || f.peer == rank ? std::string("the ") : "rank " + std::to_string(f.peer) + "'s ";
+      const std::string what = f.bank ? std::string("scratch bank")
+                                      : std::string(plan::name(static_cast<plan::Buffer>(f.buffer))) + " buffer";
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank) + "plan '" + p.name + "' touches bytes [" +
+                                               std::to_string(f.a) + ", " + std::to_string(f.b) + ") of " + owner +
+                                               what + ", which has " + std::to_string(f.c) + " bytes [" + step + "]",
+                  rank, f.peer < 0 ? -1 : f.peer);
+    }
+    case FailureKind::SizeMismatch: {
+      static const char* const kVerb[] = {"receives", "sends", "reduces"};
+      const uint64_t elem = call.geometry.elem;
+      throw Error(ErrorCode::Mismatch,
+                  rankPrefix(rank) + "plan '" + p.name + "': " + kVerb[f.write] + " " + std::to_string(f.a / elem) +
+                      " elements but rank " + std::to_string(f.peer) + "'s side has " + std::to_string(f.b / elem) +
+                      " (do the ranks' counts or splits agree?) [" + step + "]",
+                  rank, f.peer);
+    }
+    case FailureKind::UnequalReduce:
+      throw Error(ErrorCode::Internal, rankPrefix(rank) + "plan '" + p.name + "': reduce of unequal chunks (" +
+                                           std::to_string(f.a) + " and " + std::to_string(f.b) + " bytes) [" + step + "]",
+                  rank);
+    case FailureKind::Unsupported:
+      throw Error(ErrorCode::Internal, rankPrefix(rank) + "plan '" + p.name + "': the CPU runner cannot run this op [" +
+                                           step + "]", rank);
+    case FailureKind::Timeout:
+      throw Error(ErrorCode::Timeout, rankPrefix(rank) + step + ": timed out", rank, f.peer);
+    case FailureKind::None: break;
+  }
+  throw Error(ErrorCode::Internal, rankPrefix(rank) + "raiseFailure without a failure", rank);
+}
+
+}  // namespace forestcc::executor
