@@ -39,11 +39,10 @@ void Executor::raiseFailure(const Call& call, int worker, const Failure& f, std:
       try {
         std::rethrow_exception(backendError);
       } catch (const Error& e) {
-        // Errors of waits and stamp checks name their step already; others (a copy that failed)
-        // get it here.
+        // Errors of waits and stamp checks name their step already (or, for a poison, the
+        // report of the rank that failed first); others (a copy that failed) get it here.
         if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::Remote || e.code() == ErrorCode::Aborted ||
-            e.code() == ErrorCode::Mismatch || e.code() == ErrorCode::Interrupted ||
-            std::string(e.what()).find("plan '") != std::string::npos)
+            e.code() == ErrorCode::Mismatch || e.code() == ErrorCode::Interrupted)
           throw;
         throw Error(e.code(), std::string(e.what()) + " [" + step + "]", e.rank(), e.peer());
       }
