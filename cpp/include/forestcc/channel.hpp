@@ -11,10 +11,9 @@
 #include <cstdint>
 #include <string>
 
-namespace forestcc {
+#include "forestcc/memory.hpp"  // TransportKind
 
-enum class TransportKind : uint32_t { Shm = 0, Cma = 1, CudaIpc = 2, Tcp = 3 };
-const char* transportName(TransportKind kind);
+namespace forestcc {
 
 class Channel {
  public:

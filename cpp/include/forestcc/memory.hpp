@@ -13,19 +13,28 @@ namespace forestcc {
 
 enum class MemoryKind : uint32_t { Host = 0, Cuda = 1 };
 
-// Plain data, sent to peers as bytes.
+// The ways a peer's memory is reached (cpp/src/transport/<name>/, docs/transports.md).
+enum class TransportKind : uint32_t { Shm = 0, Cma = 1, CudaIpc = 2, Tcp = 3 };
+const char* transportName(TransportKind kind);  // "shm", "cma", "cuda_ipc", "tcp"
+
+// Plain data, sent to peers as bytes. The communicator fills the common fields; each transport
+// fills its own (Transport::registerMemory, the one place that knows them) and reads them back
+// when a peer's connection attaches the handle.
 struct MemoryHandle {
   uint32_t version = 1;
+  // common: what the memory is and whose
   MemoryKind kind = MemoryKind::Host;
   int32_t ownerRank = -1;
-  int32_t ownerPid = 0;
+  int32_t ownerPid = 0;    // cma: the process its copies go to (0: not reachable by cma)
   uint64_t nodeHash = 0;
-  uint64_t address = 0;  // in the owner's address space
+  uint64_t address = 0;    // in the owner's address space
   uint64_t size = 0;
+  // shm: the forestcc shared segment it lies in, which peers map
   uint64_t shmOffset = 0;  // offset of `address` inside the shared segment
   uint64_t shmSize = 0;
   uint64_t shmId = 0;      // a hash of shmName, never 0 (0: not in a forestcc segment); caches key on it
   char shmName[96] = {};   // empty: not in a forestcc segment
+  // cuda_ipc (later): the IPC handle of the allocation
   uint8_t cudaIpc[64] = {};
 };
 

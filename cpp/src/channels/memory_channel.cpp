@@ -1,16 +1,6 @@
-#include "core/memory_channel.hpp"
+#include "channels/memory_channel.hpp"
 
 namespace forestcc {
-
-const char* transportName(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::Shm: return "shm";
-    case TransportKind::Cma: return "cma";
-    case TransportKind::CudaIpc: return "cuda_ipc";
-    case TransportKind::Tcp: return "tcp";
-  }
-  return "unknown";
-}
 
 MemoryChannel::MemoryChannel(std::shared_ptr<Communicator::State> comm, int peer, RegisteredMemory local,
                              Connection& connection, RemoteRegion remote, uint64_t* inbound, int remoteSlot,

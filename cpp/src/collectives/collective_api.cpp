@@ -6,7 +6,7 @@
 #include "collectives/engine.hpp"
 #include "collectives/generators.hpp"
 #include "forestcc/error.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/shm/shm_segment.hpp"
 
 namespace forestcc {
 

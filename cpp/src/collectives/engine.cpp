@@ -11,7 +11,6 @@
 #include "core/state.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
-#include "transport/remote_memory.hpp"
 
 namespace forestcc::collectives {
 

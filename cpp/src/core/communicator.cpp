@@ -6,7 +6,6 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/memory_channel.hpp"
 #include "core/state.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
@@ -14,10 +13,6 @@
 namespace forestcc {
 
 namespace {
-
-// Connection handshakes use their own tag space inside the bootstrap's reserved range.
-constexpr uint64_t kConnectTag = Bootstrap::kInternalTag | (1ull << 56);
-constexpr uint64_t kMaxUserTag = (1ull << 56) - 1;
 
 std::string hostName() {
   char buf[256] = {0};
@@ -76,15 +71,6 @@ bool sharesCpus(const Communicator::State& s) {
 
 // ---- State ----
 
-ControlBlock* Communicator::State::peerControl(int peer) {
-  if (peer == rank) return control;
-  std::lock_guard<std::mutex> g(mu);
-  auto it = peerControls.find(peer);
-  if (it == peerControls.end())
-    it = peerControls.emplace(peer, ShmSegment::open(peers[peer].controlName, sizeof(ControlBlock), rank, peer)).first;
-  return static_cast<ControlBlock*>(it->second->data());
-}
-
 int Communicator::State::allocateSlot() {
   std::lock_guard<std::mutex> g(mu);
   if (nextSlot >= kSemaphoreSlots)
@@ -97,24 +83,15 @@ WaitPolicy Communicator::State::waitPolicy(int peer, double timeoutSeconds) cons
   return WaitPolicy{timeoutSeconds, spinUs, rank, peer, peer == rank ? 0 : peers[peer].pid, &control->header};
 }
 
-static void storeAbort(ControlBlock* block, int rank, const std::string& reason, ErrorCode code, uint64_t call) {
-  uint32_t expected = 0;
-  if (block->header.abortBy.compare_exchange_strong(expected, static_cast<uint32_t>(rank + 1))) {
-    std::snprintf(block->header.abortMessage, sizeof block->header.abortMessage, "%s", reason.c_str());
-    block->header.abortCode.store(static_cast<uint32_t>(code), std::memory_order_relaxed);
-    block->header.abortCall.store(call, std::memory_order_relaxed);
-    block->header.messageReady.store(1, std::memory_order_release);
-  }
-}
-
 void Communicator::State::poison(const std::string& reason, ErrorCode code, uint64_t call) {
-  storeAbort(control, rank, reason, code, call);
-  std::lock_guard<std::mutex> g(mu);
-  for (auto& kv : peerControls) storeAbort(static_cast<ControlBlock*>(kv.second->data()), rank, reason, code, call);
+  storeAbort(control->header, rank, reason, code, call);
+  // Connections are made at construction and never change after: no lock.
+  for (int r = 0; r < size && r < static_cast<int>(connections.size()); ++r)
+    if (r != rank && !connections[r].empty()) connections[r].front()->abort(reason, code, call);
 }
 
-// The poisoner sets abortBy first, then the message, code and call, then messageReady: a reader
-// that saw abortBy waits (briefly) for the rest.
+// The poisoner sets abortBy first, then the message, code and call, then messageReady
+// (storeAbort, control_block.hpp): a reader that saw abortBy waits (briefly) for the rest.
 static bool abortRecord(const ControlHeader& h) {
   if (!h.abortBy.load(std::memory_order_acquire)) return false;
   for (int i = 0; i < 1000 && !h.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
@@ -196,6 +173,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
   std::vector<std::string> nodes;
   for (int r = 0; r < s.size; ++r) {
     s.peers[r] = unpackPeerInfo(all[r]);
+    s.peers[r].rank = r;
     int n = 0;
     while (n < static_cast<int>(nodes.size()) && nodes[n] != s.peers[r].node) ++n;
     if (n == static_cast<int>(nodes.size())) nodes.push_back(s.peers[r].node);
@@ -252,65 +230,9 @@ RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKin
                                                              "in this build yet (CUDA IPC transport)", s.rank);
   if (!data && size)
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "register: null pointer with " + std::to_string(size) + " bytes", s.rank);
-  MemoryHandle h = s.describe(data, size);
-  size_t offset = 0;
-  std::shared_ptr<ShmSegment> seg = h.shmId ? findSharedAllocation(data, size, &offset) : nullptr;  // kept alive
-  return RegisteredMemory(data, size, h, seg);
-}
-
-std::shared_ptr<Channel> Communicator::connect(int peer, const RegisteredMemory& local, uint64_t tag) {
-  return connect(std::vector<int>{peer}, local, tag).front();
-}
-
-std::vector<std::shared_ptr<Channel>> Communicator::connect(const std::vector<int>& peers,
-                                                            const RegisteredMemory& local, uint64_t tag) {
-  State& s = *state_;
-  checkHealthy();
-  if (tag > kMaxUserTag)
-    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "connect: tag must be below 2^56", s.rank);
-  if (local.handle().ownerRank != s.rank)
-    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "connect: the memory was not registered on this communicator", s.rank);
-  for (int peer : peers) {
-    if (peer < 0 || peer >= s.size)
-      throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "connect: peer " + std::to_string(peer) +
-                                               " is out of range (0.." + std::to_string(s.size - 1) + ")", s.rank, peer);
-    if (s.nodeOf[peer] != s.nodeOf[s.rank])
-      throw Error(ErrorCode::InvalidUsage,
-                  rankPrefix(s.rank) + "connect: rank " + std::to_string(peer) + " is on node '" + s.peers[peer].node +
-                      "', this rank on '" + s.peers[s.rank].node +
-                      "': forestcc does not support channels between nodes in this version (TCP PortChannel)",
-                  s.rank, peer);
-  }
-  // Every handshake is sent before any is awaited, so ranks may list their peers in any order.
-  std::vector<int> slots;
-  for (int peer : peers) {
-    int slot = s.allocateSlot();
-    slots.push_back(slot);
-    std::string msg = local.serialize();
-    msg.append(reinterpret_cast<const char*>(&slot), sizeof slot);
-    s.bootstrap->send(peer, kConnectTag | tag, msg);
-  }
-  std::vector<std::shared_ptr<Channel>> channels;
-  for (size_t i = 0; i < peers.size(); ++i) {
-    int peer = peers[i];
-    std::string reply = s.bootstrap->recv(peer, kConnectTag | tag);
-    int remoteSlot = 0;
-    std::memcpy(&remoteSlot, reply.data() + reply.size() - sizeof remoteSlot, sizeof remoteSlot);
-    MemoryHandle rh = RegisteredMemory::deserialize(reply.substr(0, reply.size() - sizeof remoteSlot));
-    channels.push_back(makeMemoryChannel(peer, local, rh, slots[i], remoteSlot, tag));
-  }
-  return channels;
-}
-
-std::shared_ptr<Channel> Communicator::makeMemoryChannel(int peer, const RegisteredMemory& local,
-                                                         const MemoryHandle& rh, int slot, int remoteSlot,
-                                                         uint64_t tag) {
-  State& s = *state_;
-  Connection& connection = s.connection(peer, rh);
-  RemoteRegion remote = connection.attach(rh);
-  uint64_t* inbound = s.inboundWord(SemaphoreSet::Channel, peer, slot);
-  std::string name = "rank " + std::to_string(s.rank) + " -> rank " + std::to_string(peer) + ", tag " + std::to_string(tag);
-  return std::make_shared<MemoryChannel>(state_, peer, local, connection, remote, inbound, remoteSlot, std::move(name));
+  std::shared_ptr<void> keepAlive;  // a shared segment the memory lies in, say
+  MemoryHandle h = s.describe(data, size, &keepAlive);
+  return RegisteredMemory(data, size, h, std::move(keepAlive));
 }
 
 void Communicator::abort(const std::string& reason) { state_->poison(rankPrefix(state_->rank) + reason); }

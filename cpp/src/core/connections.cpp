@@ -1,12 +1,14 @@
-// The communicator's connections: made once when it is constructed, one list per peer in the
-// order transports are tried, and chosen per memory handle (a call's buffers may be shared
-// allocations or ordinary arrays, so the same peer can need shm for one and cma for another).
+// The communicator's transports and connections: made once when it is constructed, one list per
+// peer in the order transports are tried, and chosen per memory handle (a call's buffers may be
+// shared allocations or ordinary arrays, so the same peer can need shm for one and cma for
+// another). The list of transports below is the one place that names them.
 #include <algorithm>
+#include <utility>
 
 #include "core/state.hpp"
 #include "forestcc/error.hpp"
-#include "transport/cma/cma_connection.hpp"
-#include "transport/shm/shm_connection.hpp"
+#include "transport/cma/cma_transport.hpp"
+#include "transport/shm/shm_transport.hpp"
 
 namespace forestcc {
 
@@ -16,22 +18,16 @@ int Communicator::State::localIndex(int r) const {
 }
 
 void Communicator::State::makeConnections() {
+  // In the order they are tried: mapped memory before copies. tcp (other nodes) and cuda_ipc
+  // (GPU memory) join here.
+  auto node = std::make_shared<NodeBlocks>(peers[rank], localRank, controlSegment);
+  transports.push_back(std::make_unique<ShmTransport>(node));
+  transports.push_back(std::make_unique<CmaTransport>(node));
+
   connections.resize(size);
-  for (int r : localRanks) {
-    NodePeer np;
-    np.rank = rank;
-    np.peer = r;
-    np.peerPid = peers[r].pid;
-    np.localIndex = localRank;
-    if (r == rank) {
-      np.control = controlSegment;
-    } else {
-      np.control = ShmSegment::open(peers[r].controlName, sizeof(ControlBlock), rank, r);
-      peerControls[r] = np.control;  // poison() reaches it
-    }
-    connections[r].push_back(std::make_unique<ShmConnection>(np));
-    if (r != rank) connections[r].push_back(std::make_unique<CmaConnection>(np, peers[rank].nodeHash));
-  }
+  for (int r = 0; r < size; ++r)
+    for (auto& t : transports)
+      if (t->reaches(peers[r])) connections[r].push_back(t->connect(peers[r]));
 }
 
 Connection& Communicator::State::link(int peer) {
@@ -67,32 +63,20 @@ void Communicator::State::published() {
     if (!list.empty()) list.front()->callPublished(control->mailbox);
 }
 
-MemoryHandle Communicator::State::describe(const void* data, uint64_t bytes) {
+MemoryHandle Communicator::State::describe(const void* data, uint64_t bytes, std::shared_ptr<void>* keepAlive) {
   MemoryHandle h;
   h.kind = MemoryKind::Host;
   h.ownerRank = rank;
-  h.ownerPid = peers[rank].pid;
   h.nodeHash = peers[rank].nodeHash;
   h.address = reinterpret_cast<uint64_t>(data);
   h.size = bytes;
-  size_t offset = 0;
-  std::shared_ptr<ShmSegment> seg = data ? findSharedAllocation(data, bytes, &offset) : nullptr;
-  if (seg) {
-    h.shmOffset = offset;
-    h.shmSize = seg->size();
-    h.shmId = shmSegmentId(seg->name());
-    std::snprintf(h.shmName, sizeof h.shmName, "%s", seg->name().c_str());
+  for (auto& t : transports) {
+    std::shared_ptr<void> keep = t->registerMemory(data, bytes, h);
+    if (!keep || !keepAlive) continue;
+    // Two transports that each pin something (none yet) keep both.
+    using Both = std::pair<std::shared_ptr<void>, std::shared_ptr<void>>;
+    *keepAlive = *keepAlive ? std::make_shared<Both>(*keepAlive, keep) : keep;
   }
-  return h;
-}
-
-MemoryHandle Communicator::State::describe(const ShmSegment& segment) {
-  MemoryHandle h = describe(nullptr, 0);
-  h.address = reinterpret_cast<uint64_t>(segment.data());
-  h.size = segment.size();
-  h.shmSize = segment.size();
-  h.shmId = shmSegmentId(segment.name());
-  std::snprintf(h.shmName, sizeof h.shmName, "%s", segment.name().c_str());
   return h;
 }
 

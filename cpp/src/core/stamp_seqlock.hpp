@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "core/control_block.hpp"
+#include "transport/control_block.hpp"
 
 namespace forestcc {
 

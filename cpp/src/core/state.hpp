@@ -8,21 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "core/control_block.hpp"
 #include "core/wait.hpp"
 #include "forestcc/bootstrap.hpp"
 #include "forestcc/communicator.hpp"
 #include "transport/connection.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/control_block.hpp"
+#include "transport/shm/shm_segment.hpp"
+#include "transport/transport.hpp"
 
 namespace forestcc {
-
-struct PeerInfo {
-  std::string node;
-  uint64_t nodeHash = 0;
-  int pid = 0;
-  std::string controlName;
-};
 
 struct Communicator::State {
   std::unique_ptr<Bootstrap> bootstrap;
@@ -30,7 +24,7 @@ struct Communicator::State {
   int size = 1;
   double timeout = 300;
   double spinUs = 50;
-  std::vector<PeerInfo> peers;
+  std::vector<PeerInfo> peers;  // every rank's, from the rendezvous (transport.hpp)
   std::vector<int> nodeOf;
   std::vector<int> localRanks;
   int localRank = 0;
@@ -40,13 +34,15 @@ struct Communicator::State {
   ControlBlock* control = nullptr;
   std::mutex mu;                                       // guards what follows
   int nextSlot = 0;
-  std::map<int, std::shared_ptr<ShmSegment>> peerControls;
 
-  // Each peer's connections, in the order transports are tried (shm, cma); empty for a peer no
-  // transport of this build reaches (another node). Made when the communicator is constructed.
+  // The transports, in the order they are tried (makeConnections names them), and each peer's
+  // connections: one per transport that reaches it, in that order; empty for a peer no transport
+  // of this build reaches (another node). Made when the communicator is constructed, never
+  // changed after. Connections are declared last: they go before the transports that made them.
+  std::vector<std::unique_ptr<Transport>> transports;
   std::vector<std::vector<std::unique_ptr<Connection>>> connections;
 
-  // The connection that reaches memory `h` of `peer` (the first transport, in order shm, cma, that can).
+  // The connection that reaches memory `h` of `peer` (the first transport, in order, that can).
   Connection& connection(int peer, const MemoryHandle& h);
   // The connection that carries signals and the per-call protocol to `peer`.
   Connection& link(int peer);
@@ -54,17 +50,15 @@ struct Communicator::State {
   uint64_t* inboundWord(SemaphoreSet set, int peer, int index);  // this rank's counter that peer's signals land in
   void published();                                      // calls link(p).callPublished(mailbox()) for every peer
   char* bank(int b) { return control->scratchBanks.bank[b]; }  // this rank's eager scratch bank b
-  // A local buffer as a handle peers can attach (in a forestcc shared allocation or not).
-  MemoryHandle describe(const void* data, uint64_t bytes);
-  // A whole segment this rank created (ShmSegment::create: the executor's scratch).
-  MemoryHandle describe(const ShmSegment& segment);
+  // A local buffer as a handle peers can attach: the common fields, then each transport's
+  // (Transport::registerMemory). `keepAlive`, when given, receives what must outlive the handle.
+  MemoryHandle describe(const void* data, uint64_t bytes, std::shared_ptr<void>* keepAlive = nullptr);
   int localIndex(int rank) const;  // among this node's ranks; -1 elsewhere
   void makeConnections();          // at construction, after peers and localRanks are known
 
-  ControlBlock* peerControl(int peer);
   int allocateSlot();
   WaitPolicy waitPolicy(int peer, double timeoutSeconds) const;
-  // Poison here and on every mapped peer (first poisoner wins); `code` is the kind of the error
+  // Poison here and on every connected peer (first poisoner wins); `code` is the kind of the error
   // that did it, so waiters woken by a mismatch raise a mismatch too.
   void poison(const std::string& reason, ErrorCode code = ErrorCode::Aborted, uint64_t call = 0);
   uint64_t poisonedCall() const;  // the collective call the poison came from (0: none)

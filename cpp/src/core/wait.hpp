@@ -11,9 +11,9 @@
 #include <chrono>
 #include <string>
 
-#include "core/control_block.hpp"
 #include "forestcc/error.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/control_block.hpp"
+#include "transport/shm/shm_segment.hpp"
 
 namespace forestcc {
 

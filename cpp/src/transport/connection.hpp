@@ -1,14 +1,16 @@
 // A connection: everything this rank does to one peer goes through it. The executor, send/recv
 // and the channels of Communicator::connect() see only this interface, so a transport is a folder
-// under transport/ that implements it (shm, cma; tcp and cuda_ipc later), never an edit of theirs.
+// under transport/ that implements it and Transport (transport.hpp; shm, cma; tcp and cuda_ipc
+// later), never an edit of theirs.
 //
-// A connection carries three things (docs/architecture.md):
+// A connection carries (docs/architecture.md):
 //   memory     attach a handle the peer registered (MemoryHandle) and read/write it one-sidedly;
 //   signals    a release add on one of the peer's inbound semaphore counters, ordered after this
 //              connection's earlier writes (so data is visible before the flag);
 //   calls      the per-call protocol of collectives: the peer's call number, its stamps (what it
 //              says the call is), the handles of its buffers for the call, and its eager scratch
-//              banks; and the posts of point-to-point sends.
+//              banks; and the posts of point-to-point sends;
+//   abort      the communicator's poison, so a failure here wakes the peer's waiters too.
 // Memory may be reached by loads and stores (RemoteRegion::mapped: shm, CUDA IPC) or only
 // through write()/read() (cma, tcp). Everything here may be called from several worker threads
 // at once, on different regions.
@@ -16,9 +18,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
-#include "core/control_block.hpp"
-#include "forestcc/channel.hpp"
+#include "transport/control_block.hpp"
+#include "forestcc/error.hpp"
 #include "forestcc/memory.hpp"
 
 namespace forestcc {
@@ -87,6 +90,12 @@ class Connection {
   virtual const MemoryHandle& peerSendPost() = 0;
   // Answers the peer's post: 0 received, -1 failed to copy, bytes + 1 for a size mismatch.
   virtual void answerSendPost(int64_t status) = 0;
+
+  // ---- the communicator's poison ------------------------------------------------------------
+  // Poisons the peer's side of the communicator (the first poisoner wins there), so every wait of
+  // the peer wakes with an error naming this rank and `reason`; `code` is the kind of error that
+  // did it, `call` the collective call it happened in (0: none). Communicator::State::poison.
+  virtual void abort(const std::string& reason, ErrorCode code, uint64_t call) = 0;
 };
 
 }  // namespace forestcc

@@ -5,7 +5,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
+#include "forestcc/error.hpp"
 #include "forestcc/memory.hpp"
 
 namespace forestcc {
@@ -23,6 +26,18 @@ struct alignas(64) ControlHeader {
   char abortMessage[4096];  // FORESTCC_DEBUG tables of a mismatch fit
 };
 
+// Poisons the block's communicator on behalf of `rank` (the first poisoner wins): abortBy first,
+// then the message, code and call, then messageReady, so a reader that saw abortBy waits briefly
+// for the rest. Both the rank itself and its same-node peers' connections write it.
+inline void storeAbort(ControlHeader& h, int rank, const std::string& reason, ErrorCode code, uint64_t call) {
+  uint32_t expected = 0;
+  if (!h.abortBy.compare_exchange_strong(expected, static_cast<uint32_t>(rank + 1))) return;
+  std::snprintf(h.abortMessage, sizeof h.abortMessage, "%s", reason.c_str());
+  h.abortCode.store(static_cast<uint32_t>(code), std::memory_order_relaxed);
+  h.abortCall.store(call, std::memory_order_relaxed);
+  h.messageReady.store(1, std::memory_order_release);
+}
+
 constexpr uint64_t kControlMagic = 0x4c52544343434f46ull;  // "FOCCCTRL"
 constexpr int kSemaphoreSlots = 4096;
 
@@ -30,17 +45,6 @@ constexpr int kSemaphoreSlots = 4096;
 // at a fixed place, [local index of the signalling rank][i], in the receiving rank's block.
 constexpr int kMaxLocalRanks = 128;
 constexpr int kMaxPlanChannelsPerPeer = 64;  // forests on 64-rank topologies need 64 (tree_plan.py)
-
-// The old executor's description of a call's buffer; CallMailbox::handles replaces it (removed
-// once the executor reads handles through connections).
-struct BufferDescriptor {
-  uint64_t segmentId;   // 0: not in a shared segment; else a hash of segmentName
-  uint64_t segmentSize;
-  uint64_t offset;      // of the buffer inside the segment
-  uint64_t address;     // in the owner's address space
-  uint64_t bytes;
-  char segmentName[96];
-};
 
 // What a rank publishes when it enters a collective call, before its first signal: peers read it
 // only after a signal chain from that rank (the plans' entry rule), so plain stores suffice.
@@ -89,7 +93,6 @@ struct alignas(64) CallMailbox {
   // calls ahead by then, but not two eager calls.
   CallStamp byCall[kStampHistory];
   CallStamp byEagerCall[2];
-  BufferDescriptor buffers[3];  // the old executor's; removed when it has moved to `handles`
   MemoryHandle handles[3];      // input, output, scratch (plan::Buffer order)
   // all_to_all_v: element offsets of the input (0) and output (1) blocks, nranks + 1 each.
   uint64_t blockOffsets[2][kMaxVariableBlocks + 1];

@@ -2,7 +2,6 @@
 
 #include "forestcc/error.hpp"
 #include "forestcc/memory.hpp"
-#include "transport/shm_segment.hpp"
 
 namespace forestcc {
 
@@ -19,13 +18,5 @@ MemoryHandle RegisteredMemory::deserialize(const std::string& bytes) {
   if (h.version != 1) throw Error(ErrorCode::Internal, "forestcc: unknown memory handle version");
   return h;
 }
-
-SharedAllocation::SharedAllocation(size_t size) : segment_(allocateShared(size)) {}
-void* SharedAllocation::data() const { return segment_->data(); }
-size_t SharedAllocation::size() const { return segment_->size(); }
-const std::string& SharedAllocation::name() const { return segment_->name(); }
-
-int sweepStaleSharedMemory() { return sweepStaleSegments(); }
-int ownedSharedMemorySegments() { return ownedSegmentCount(); }
 
 }  // namespace forestcc

@@ -25,8 +25,8 @@
 //   reduce          (direct_small only) every non-root puts its input into the root's
 //                   scratch; the root reduces: n per non-root.
 #include "collectives/generators/common.hpp"
-#include "core/control_block.hpp"
 #include "forestcc/error.hpp"
+#include "transport/control_block.hpp"
 
 namespace forestcc::collectives::gen {
 

@@ -2,15 +2,14 @@
 
 #include <atomic>
 
-#include "transport/remote_memory.hpp"
+#include "transport/cma/remote_memory.hpp"
 
 namespace forestcc {
 
-CmaConnection::CmaConnection(NodePeer peer, uint64_t nodeHash) : NodeConnection(std::move(peer)), nodeHash_(nodeHash) {}
+CmaConnection::CmaConnection(NodePeer peer) : NodeConnection(std::move(peer)) {}
 
 bool CmaConnection::reaches(const MemoryHandle& h) const {
-  return h.kind == MemoryKind::Host && h.ownerRank == peer_.peer && h.ownerPid == peer_.peerPid &&
-         h.nodeHash == nodeHash_;
+  return h.ownerRank == peer_.peer && h.ownerPid == peer_.peerPid && cmaReaches(h, peer_.rank, peer_.nodeHash);
 }
 
 RemoteRegion CmaConnection::attach(const MemoryHandle& h) { return RemoteRegion{nullptr, h.address, h.size}; }

@@ -7,9 +7,15 @@
 
 namespace forestcc {
 
+// Whether cma reaches memory `h` from `rank` on the node `nodeHash`: host memory of another process
+// of that node (its pid is in the handle). A rank reaches its own memory through shm's loopback.
+inline bool cmaReaches(const MemoryHandle& h, int rank, uint64_t nodeHash) {
+  return h.kind == MemoryKind::Host && h.nodeHash == nodeHash && h.ownerPid != 0 && h.ownerRank != rank;
+}
+
 class CmaConnection : public NodeConnection {
  public:
-  explicit CmaConnection(NodePeer peer, uint64_t nodeHash);
+  explicit CmaConnection(NodePeer peer);
   TransportKind transport() const override { return TransportKind::Cma; }
 
   bool reaches(const MemoryHandle& h) const override;
@@ -17,9 +23,6 @@ class CmaConnection : public NodeConnection {
   void write(const RemoteRegion& dst, uint64_t offset, const void* src, uint64_t bytes) override;
   void read(void* dst, const RemoteRegion& src, uint64_t offset, uint64_t bytes) override;
   void flush() override;
-
- private:
-  uint64_t nodeHash_;  // of this node: memory of a process elsewhere is out of reach
 };
 
 }  // namespace forestcc

@@ -1,4 +1,4 @@
-#include "transport/remote_memory.hpp"
+#include "transport/cma/remote_memory.hpp"
 
 #include <sys/uio.h>
 
@@ -46,19 +46,11 @@ static void crossProcessCopy(CrossProcessCopy call, const char* name, void* loca
 
 void RemoteMemory::write(uint64_t offset, const void* src, size_t bytes) const {
   if (bytes == 0) return;
-  if (mapped) {
-    std::memcpy(mapped + offset, src, bytes);
-    return;
-  }
   crossProcessCopy(process_vm_writev, "process_vm_writev", const_cast<void*>(src), address + offset, bytes, *this);
 }
 
 void RemoteMemory::read(uint64_t offset, void* dst, size_t bytes) const {
   if (bytes == 0) return;
-  if (mapped) {
-    std::memcpy(dst, mapped + offset, bytes);
-    return;
-  }
   crossProcessCopy(process_vm_readv, "process_vm_readv", dst, address + offset, bytes, *this);
 }
 

@@ -1,27 +1,20 @@
-// A peer's registered host memory as seen from this process: a mapping of its shared segment
-// (direct loads/stores) or, for memory outside forestcc segments, its pid and address for
-// single-copy process_vm_readv/writev.
+// Host memory of another process on this node, reached with single-copy cross-process copies
+// (process_vm_readv/writev): what the cma connection's write() and read() do.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-
-#include "transport/shm_segment.hpp"
 
 namespace forestcc {
 
 struct RemoteMemory {
-  char* mapped = nullptr;  // non-null: direct access
   int pid = 0;
-  uint64_t address = 0;
+  uint64_t address = 0;  // in process `pid`
   uint64_t size = 0;
-  int rank = -1;           // this rank, for errors
-  int peer = -1;
-  std::shared_ptr<ShmSegment> segment;  // keeps the mapping alive
+  int rank = -1;         // this rank, for errors
+  int peer = -1;         // the rank of process `pid`, for errors
 
-  // Memory of process `pid` (rank `peer`) at `address`, reached with process_vm_readv/writev;
-  // `rank` is this rank, for errors.
+  // Memory of process `pid` (rank `peer`) at `address`; `rank` is this rank, for errors.
   static RemoteMemory inProcess(int pid, uint64_t address, uint64_t size, int rank, int peer) {
     RemoteMemory m;
     m.pid = pid, m.address = address, m.size = size, m.rank = rank, m.peer = peer;

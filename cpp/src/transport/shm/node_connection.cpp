@@ -14,6 +14,27 @@ uint64_t* semaphoreWord(ControlBlock& block, SemaphoreSet set, int from, int ind
   return nullptr;
 }
 
+NodeBlocks::NodeBlocks(PeerInfo self, int localIndex, std::shared_ptr<ShmSegment> own)
+    : self_(std::move(self)), localIndex_(localIndex) {
+  blocks_[self_.rank] = std::move(own);
+}
+
+NodePeer NodeBlocks::peer(const PeerInfo& peer) {
+  NodePeer np;
+  np.rank = self_.rank;
+  np.peer = peer.rank;
+  np.peerPid = peer.pid;
+  np.localIndex = localIndex_;
+  np.nodeHash = self_.nodeHash;
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = blocks_.find(peer.rank);
+  if (it == blocks_.end())
+    it = blocks_.emplace(peer.rank, ShmSegment::open(peer.controlName, sizeof(ControlBlock), self_.rank, peer.rank))
+             .first;
+  np.control = it->second;
+  return np;
+}
+
 NodeConnection::NodeConnection(NodePeer peer)
     : peer_(std::move(peer)), block_(static_cast<ControlBlock*>(peer_.control->data())) {}
 
@@ -50,6 +71,10 @@ const MemoryHandle& NodeConnection::peerSendPost() { return block_->mailbox.send
 void NodeConnection::answerSendPost(int64_t status) {
   // Published by the RecvDone signal that follows (a release).
   __atomic_store_n(&block_->mailbox.sendPosts[peer_.localIndex].status, status, __ATOMIC_RELAXED);
+}
+
+void NodeConnection::abort(const std::string& reason, ErrorCode code, uint64_t call) {
+  storeAbort(block_->header, peer_.rank, reason, code, call);
 }
 
 }  // namespace forestcc

@@ -4,10 +4,14 @@
 // how they reach memory.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "transport/connection.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/shm/shm_segment.hpp"
+#include "transport/transport.hpp"
 
 namespace forestcc {
 
@@ -17,7 +21,27 @@ struct NodePeer {
   int peer = -1;
   int peerPid = 0;
   int localIndex = -1;  // this rank's index among the node's ranks: its row in the peer's block
+  uint64_t nodeHash = 0;  // of this node (MemoryHandle::nodeHash)
   std::shared_ptr<ShmSegment> control;  // the peer's control block, mapped
+};
+
+// The control blocks of this node's ranks as this rank reaches them: its own, and each peer's,
+// mapped once (by the first of that peer's connections) and shared by its shm and cma
+// connections. The shm and cma transports hold one between them.
+class NodeBlocks {
+ public:
+  // `self`: this rank; `localIndex`: its index among the node's ranks; `own`: its control block.
+  NodeBlocks(PeerInfo self, int localIndex, std::shared_ptr<ShmSegment> own);
+  const PeerInfo& self() const { return self_; }
+  bool sameNode(const PeerInfo& peer) const { return peer.node == self_.node; }
+  // `peer` (on this node) as its connections see it; maps its control block the first time.
+  NodePeer peer(const PeerInfo& peer);
+
+ private:
+  PeerInfo self_;
+  int localIndex_;
+  std::mutex mu_;
+  std::map<int, std::shared_ptr<ShmSegment>> blocks_;  // by rank, this rank's own included
 };
 
 class NodeConnection : public Connection {
@@ -37,6 +61,8 @@ class NodeConnection : public Connection {
 
   const MemoryHandle& peerSendPost() override;
   void answerSendPost(int64_t status) override;
+
+  void abort(const std::string& reason, ErrorCode code, uint64_t call) override;
 
  protected:
   NodePeer peer_;

@@ -8,8 +8,7 @@ namespace forestcc {
 ShmConnection::ShmConnection(NodePeer peer) : NodeConnection(std::move(peer)), loopback_(peer_.peer == peer_.rank) {}
 
 bool ShmConnection::reaches(const MemoryHandle& h) const {
-  if (h.kind != MemoryKind::Host || h.ownerRank != peer_.peer) return false;
-  return loopback_ || h.shmId != 0;
+  return h.ownerRank == peer_.peer && shmReaches(h, peer_.rank, peer_.nodeHash);
 }
 
 RemoteRegion ShmConnection::attach(const MemoryHandle& h) {

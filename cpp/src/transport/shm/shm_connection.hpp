@@ -10,6 +10,12 @@
 
 namespace forestcc {
 
+// Whether shm reaches memory `h` from `rank` on the node `nodeHash`: host memory of that node in a
+// forestcc shared segment (MemoryHandle::shmId), or any host memory of `rank` itself (loopback).
+inline bool shmReaches(const MemoryHandle& h, int rank, uint64_t nodeHash) {
+  return h.kind == MemoryKind::Host && h.nodeHash == nodeHash && (h.shmId != 0 || h.ownerRank == rank);
+}
+
 class ShmConnection : public NodeConnection {
  public:
   explicit ShmConnection(NodePeer peer);

@@ -1,4 +1,4 @@
-#include "transport/shm_segment.hpp"
+#include "transport/shm/shm_segment.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
