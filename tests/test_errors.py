@@ -75,3 +75,15 @@ def test_bad_timeout_environment():
     p = subprocess.run([sys.executable, "-c", "import forestcc; forestcc.init()"],
                        env=clean_env(FORESTCC_TIMEOUT="soon"), capture_output=True, text=True)
     assert p.returncode != 0 and "FORESTCC_TIMEOUT='soon' is not a positive number" in p.stderr
+
+
+def test_error_in_a_plan_step_carries_its_context_as_data():
+    # Rank 1 leaves without calling: rank 0's all_reduce fails at the wait for it, and the error
+    # says which collective, plan, worker and step as attributes, not only in its message.
+    r0, r1 = collect(spawn_ranks("torchrun", 2, "error_context.py", extra_env={"FORESTCC_TIMEOUT": "120"}))
+    assert r1.returncode == 0, r1.stderr
+    assert r0.returncode == 0, r0.stderr
+    (line,) = [ln for ln in r0.stdout.splitlines() if ln.startswith("CONTEXT")]
+    _, collective, plan, worker, step = line.split()
+    assert collective == "all_reduce" and "ring" in plan
+    assert int(worker) >= 0 and int(step) >= 0

@@ -1,6 +1,7 @@
 // Errors carry what a user needs to act: the kind of failure, which rank saw it and which peer caused it.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -20,16 +21,32 @@ enum class ErrorCode : int {
 
 const char* errorCodeName(ErrorCode code);
 
+// Where in a collective call an error happened, as data (the message says it in words): filled
+// by the executor for errors raised while a plan runs, empty elsewhere.
+struct ErrorContext {
+  std::string collective;  // "all_reduce", "all_to_all_v", ...; empty: not in a collective
+  std::string plan;        // the plan's name
+  int worker = -1;         // -1: not at a plan step (e.g. the checks at a call's end)
+  int64_t step = -1;
+};
+
 class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message, int rank = -1, int peer = -1);
   ErrorCode code() const { return code_; }
   int rank() const { return rank_; }  // the rank that raised it, -1 when unknown
   int peer() const { return peer_; }  // the peer it concerns, -1 when none
+  const ErrorContext& context() const { return context_; }
+  Error& withContext(ErrorContext context) {
+    context_ = std::move(context);
+    return *this;
+  }
+
  private:
   ErrorCode code_;
   int rank_;
   int peer_;
+  ErrorContext context_;
 };
 
 // "rank R: " prefix used by every message so logs from many ranks read unambiguously.

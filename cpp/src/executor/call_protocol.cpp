@@ -6,7 +6,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/stamp_seqlock.hpp"
+#include "transport/stamp_seqlock.hpp"
 #include "executor/cpu_backend.hpp"
 #include "executor/executor.hpp"
 #include "forestcc/error.hpp"
@@ -63,16 +63,14 @@ void Executor::publish(Call& call) {
     last = {address, bytes, generation};
   }
   const uint64_t scratchBytes = call.geometry.localBytes[2];
-  if (call.bank >= 0 || !scratch_) {
-    // Eager: peers reach this rank's bank through their link, not through this handle.
-    mb.handles[2] = MemoryHandle{};
-    mb.handles[2].address = reinterpret_cast<uint64_t>(call.geometry.local[2]);
-    mb.handles[2].size = scratchBytes;
-    publishedScratch_ = nullptr;
-  } else {
-    if (scratch_->data() != publishedScratch_) {
-      mb.handles[2] = s.describe(scratch_->data(), scratch_->size());
-      publishedScratch_ = scratch_->data();
+  // Eager calls leave the scratch handle as it is: peers reach this rank's bank through their
+  // link, never through it (and the latency of those small calls is the point of them).
+  if (call.bank < 0) {
+    const void* data = scratchBytes ? scratch_->data() : nullptr;
+    if (!scratchPublished_ || data != publishedScratch_) {
+      mb.handles[2] = data ? s.describe(data, scratch_->size()) : MemoryHandle{};
+      publishedScratch_ = data;
+      scratchPublished_ = true;
     }
     mb.handles[2].size = scratchBytes;
   }

@@ -105,7 +105,10 @@ class Executor {
   void runWorker(Call& call, int worker);
   // The interpreter stopped with `f` on `worker`: the error that says so (failure.cpp), or the
   // backend's own exception with the step added.
+  // The error carries its context as data too (ErrorContext: collective, plan, worker, step).
   [[noreturn]] void raiseFailure(const Call& call, int worker, const Failure& f, std::exception_ptr backendError);
+  [[noreturn]] void raiseFailureText(const Call& call, int worker, const Failure& f, std::exception_ptr backendError);
+  ErrorContext contextOf(const Call& call, int worker, int64_t step) const;
   void publish(Call& call);
   const PeerView& peerView(Call& call, int worker, int peer);
   // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp of this call is equal
@@ -139,7 +142,8 @@ class Executor {
   struct Published {
     uint64_t address = 0, bytes = 0, generation = 0;
   } published_[2];
-  const void* publishedScratch_ = nullptr;  // the scratch whose handle is in the mailbox
+  const void* publishedScratch_ = nullptr;  // the scratch whose handle is in the mailbox (null: none)
+  bool scratchPublished_ = false;           // the mailbox's scratch handle was written once
   uint64_t sequence_ = 0;
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]

@@ -30,7 +30,22 @@ Where Executor::whereOf(const Call& call, int worker, const Failure& at) const {
   return Where{&p, worker, at.step, &p.workers[worker][at.step], at.slice, ""};
 }
 
+ErrorContext Executor::contextOf(const Call& call, int worker, int64_t step) const {
+  const CompiledPlan& p = *call.plan;
+  return ErrorContext{call.variable ? std::string("all_to_all_v") : std::string(plan::name(p.collective)), p.name,
+                      worker, step};
+}
+
 void Executor::raiseFailure(const Call& call, int worker, const Failure& f, std::exception_ptr backendError) {
+  try {
+    raiseFailureText(call, worker, f, backendError);
+  } catch (Error& e) {
+    if (e.context().plan.empty()) e.withContext(contextOf(call, worker, f.step));
+    throw;
+  }
+}
+
+void Executor::raiseFailureText(const Call& call, int worker, const Failure& f, std::exception_ptr backendError) {
   const CompiledPlan& p = *call.plan;
   const int rank = state_->rank;
   const std::string step = whereOf(call, worker, f).describe();

@@ -1,6 +1,6 @@
 // The plan interpreter: runs one worker's ops of a compiled plan over a backend policy. Header-only
 // and plain: no strings, exceptions, allocation or standard containers, so the same code compiles
-// for CPU worker threads (cpu_runner.cpp) and for CUDA thread blocks (cuda/interpreter_device.cu).
+// for CPU worker threads (cpu_backend.hpp, run by Executor::runWorker) and for CUDA thread blocks (cuda/interpreter_device.cu).
 //
 // The interpreter owns what every runner shares: the order of ops and slices, chunk arithmetic
 // (schedules/README.md, "Buffers and chunks" and "Pipelining"), bounds checks of every byte range

@@ -107,6 +107,19 @@ void bindErrors(py::module_& m) {
         Py_DECREF(rank);
         Py_DECREF(peer);
       }
+      if (cls != PyExc_ValueError && cls != PyExc_TypeError) {
+        // Where in a collective it happened (None outside one): .collective, .plan, .worker, .step.
+        const ErrorContext& c = e.context();
+        auto set = [&](const char* attr, PyObject* value) {
+          PyObject_SetAttrString(exc, attr, value);
+          Py_DECREF(value);
+        };
+        auto textOrNone = [](const std::string& t) { return t.empty() ? Py_NewRef(Py_None) : PyUnicode_FromString(t.c_str()); };
+        set("collective", textOrNone(c.collective));
+        set("plan", textOrNone(c.plan));
+        set("worker", c.worker < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(c.worker));
+        set("step", c.step < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(c.step));
+      }
       PyErr_SetObject(cls, exc);
       Py_DECREF(exc);
     }

@@ -1,6 +1,6 @@
 #include "transport/shm/node_connection.hpp"
 
-#include "core/stamp_seqlock.hpp"
+#include "transport/stamp_seqlock.hpp"
 
 namespace forestcc {
 
