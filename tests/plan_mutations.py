@@ -177,14 +177,22 @@ def _move(plan, rng):
     return f"move rank {r} worker {w} step {s} ({op['op']}) to {to}"
 
 
-def _chunk_index(plan, rng):
+def _pick_ref(plan, rng):
+    """A random chunk reference of a random data op: (rank, worker, step, op, field, ref), or None."""
     picked = _pick_op(plan, rng, {o for o in ops.OPS if o not in (ops.SIGNAL, ops.WAIT, ops.FLUSH)})
     if picked is None:
         return None
     r, w, s, op_list = picked
     op = op_list[s]
     field, j = rng.choice(_refs(op))
-    ref = op[field] if j is None else op[field][j]
+    return r, w, s, op, field, op[field] if j is None else op[field][j]
+
+
+def _chunk_index(plan, rng):
+    picked = _pick_ref(plan, rng)
+    if picked is None:
+        return None
+    r, w, s, op, field, ref = picked
     k = plan["chunks_per_block"]
     size = plan["buffers"][ref[0]] - op.get("n", 1)
     same_part = [i for i in range(ref[1] % k, size + 1, k) if i != ref[1]]
@@ -195,13 +203,10 @@ def _chunk_index(plan, rng):
 
 
 def _buffer(plan, rng):
-    picked = _pick_op(plan, rng, {o for o in ops.OPS if o not in (ops.SIGNAL, ops.WAIT, ops.FLUSH)})
+    picked = _pick_ref(plan, rng)
     if picked is None:
         return None
-    r, w, s, op_list = picked
-    op = op_list[s]
-    field, j = rng.choice(_refs(op))
-    ref = op[field] if j is None else op[field][j]
+    r, w, s, op, field, ref = picked
     others = [b for b in ops.BUFFERS
               if b != ref[0] and plan["buffers"][b] >= ref[1] + op.get("n", 1)]
     if not others:

@@ -2,7 +2,8 @@
 
 Bad arguments raise ``ValueError``/``TypeError`` before anything is sent. Failures of the job
 raise subclasses of :class:`ForestccError` that carry ``.rank`` (who saw it) and ``.peer`` (who
-caused it): :class:`TimeoutError` (also a builtin ``TimeoutError``), :class:`RemoteError` (a peer
+caused it), and for an error at a plan step ``.collective``, ``.plan``, ``.worker`` and ``.step``
+(None elsewhere): :class:`TimeoutError` (also a builtin ``TimeoutError``), :class:`RemoteError` (a peer
 died or closed its connection; also a ``ConnectionError``), :class:`AbortedError` (the
 communicator was poisoned by an earlier error, here or on a peer) and :class:`MismatchError` (the
 ranks' calls disagree: collective, root, dtype, op, count, algorithm or plan; raised on every rank

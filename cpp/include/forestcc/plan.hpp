@@ -154,6 +154,8 @@ inline constexpr CollectiveTraits kCollectiveTraits[] = {FORESTCC_PLAN_COLLECTIV
 constexpr const CollectiveTraits& traits(Collective c) { return kCollectiveTraits[static_cast<int>(c)]; }
 // True for broadcast, reduce, gather, scatter.
 constexpr bool rooted(Collective c) { return traits(c).rooted; }
+// True for all_reduce, reduce_scatter, reduce: the collectives that take a reduction op.
+constexpr bool reduces(Collective c) { return traits(c).reduces; }
 constexpr int blocks(Blocks b, int nranks) { return b == Blocks::None ? 0 : b == Blocks::One ? 1 : nranks; }
 // Input and output blocks of a collective for `nranks` (see "Buffers and chunks").
 constexpr int inputBlocks(Collective c, int nranks) { return blocks(traits(c).input, nranks); }

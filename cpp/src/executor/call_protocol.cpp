@@ -20,18 +20,6 @@ bool sameCall(const CallStamp& a, const CallStamp& b) {
          a.collective == b.collective && a.dtype == b.dtype && a.op == b.op && a.variable == b.variable;
 }
 
-bool reduces(plan::Collective c) {
-  return c == plan::Collective::AllReduce || c == plan::Collective::ReduceScatter || c == plan::Collective::Reduce;
-}
-
-// A peer's stamp of call `sequence`; false when it could not be read whole.
-bool peerStampOf(Connection& link, uint64_t sequence, CallStamp& out) {
-  out = CallStamp{};
-  if (link.peerStamp(sequence, out)) return true;
-  // Read whole but of another call: the caller tells which from out.sequence.
-  return out.sequence != 0 && out.sequence != sequence;
-}
-
 }  // namespace
 
 // "all_reduce(count=1000, dtype=float32, op=sum, plan=forestcc.builtin.direct#3f2a...)".
@@ -43,7 +31,7 @@ std::string describeCall(const CallStamp& st) {
     if (!st.variable) o << "count=" << st.count << ", ";
     o << "dtype=" << name(static_cast<DataType>(st.dtype)) << ", ";
   }
-  if (reduces(c)) o << "op=" << name(static_cast<ReduceOp>(st.op)) << ", ";
+  if (plan::reduces(c)) o << "op=" << name(static_cast<ReduceOp>(st.op)) << ", ";
   if (plan::rooted(c)) o << "root=" << st.root << ", ";
   o << "plan=" << std::string(st.family, strnlen(st.family, kPlanFamilyChars)) << "#" << std::hex
     << (st.planHash >> 32) << ")";
@@ -120,7 +108,7 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
 
 void Executor::checkStamp(const Call& call, int peer, const Where& where) {
   CallStamp theirs;
-  const bool read = peerStampOf(state_->link(peer), call.sequence, theirs);
+  const bool read = state_->link(peer).peerStamp(call.sequence, theirs);
   checkStampValue(call, peer, read, theirs, where);
 }
 
@@ -170,7 +158,7 @@ std::string Executor::stampTable(const Call& call) {
     }
     CallStamp st;
     Connection& link = s.link(r);
-    const bool read = peerStampOf(link, call.sequence, st);
+    const bool read = link.peerStamp(call.sequence, st);
     if (read && st.sequence == call.sequence) o << describeCall(st);
     else o << "not in this call (at collective #" << link.peerSequence() << ")";
   }

@@ -20,12 +20,6 @@ struct Executor::WorkerThread {
   uint64_t seen = 0;
 };
 
-namespace {
-bool reduces(plan::Collective c) {
-  return c == plan::Collective::AllReduce || c == plan::Collective::ReduceScatter || c == plan::Collective::Reduce;
-}
-}  // namespace
-
 // ---- construction and compilation ----------------------------------------------------------
 
 Executor::Executor(std::shared_ptr<Communicator::State> state)
@@ -245,7 +239,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   st.count = g.count;
   // Only what the call uses: a barrier has no data, only reductions have an operator.
   st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(buffers.dtype);
-  st.op = reduces(p.collective) ? static_cast<uint8_t>(buffers.op) : 0;
+  st.op = plan::reduces(p.collective) ? static_cast<uint8_t>(buffers.op) : 0;
   st.variable = call.variable;
 
   const int workers = static_cast<int>(p.workers.size());
@@ -348,8 +342,8 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   // (A poison from a later call, by a peer already past this one, does not concern this call.)
   if (s.poisoned() && (s.poisonedCall() == 0 || s.poisonedCall() <= call.sequence)) s.raisePoisoned(callName(), -1);
   if (buffers.op == ReduceOp::Avg) {
-    const bool reduced = p.collective == plan::Collective::AllReduce || p.collective == plan::Collective::ReduceScatter ||
-                         (p.collective == plan::Collective::Reduce && s.rank == p.root);
+    // Every rank holds a result, except in reduce, where only the root does.
+    const bool reduced = plan::reduces(p.collective) && (p.collective != plan::Collective::Reduce || s.rank == p.root);
     if (reduced) divideElements(buffers.output, g.count, buffers.dtype, p.nranks);
   }
 }

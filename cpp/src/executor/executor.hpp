@@ -95,8 +95,6 @@ class Executor {
   // serializes them); every rank runs plans in the same order.
   void run(const CompiledPlan& plan, const CallBuffers& call);
 
-  Communicator::State& state() { return *state_; }
-
   struct Call;
 
  private:

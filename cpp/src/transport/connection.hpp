@@ -72,8 +72,8 @@ class Connection {
   // The collective call the peer has entered (a release store on its side: once this reads past a
   // call, every signal the peer sent in it has landed).
   virtual uint64_t peerSequence() = 0;
-  // The peer's stamp of call `sequence` (a seqlock read); false when it could not be read whole
-  // (being rewritten), or is not of that call (out.sequence says which call it is of).
+  // The peer's stamp in the slot of call `sequence` (a seqlock read); false when it could not be
+  // read whole (being rewritten). out.sequence says which call it is of: the slot is reused.
   virtual bool peerStamp(uint64_t sequence, CallStamp& out) = 0;
   // Its stamp of the eager call that uses scratch bank `bank`.
   virtual bool peerEagerStamp(int bank, CallStamp& out) = 0;

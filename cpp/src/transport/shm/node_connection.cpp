@@ -51,7 +51,7 @@ void NodeConnection::signal(SemaphoreSet set, int index) {
 uint64_t NodeConnection::peerSequence() { return __atomic_load_n(&block_->mailbox.sequence, __ATOMIC_ACQUIRE); }
 
 bool NodeConnection::peerStamp(uint64_t sequence, CallStamp& out) {
-  return readStamp(block_->mailbox.byCall[sequence % kStampHistory], out) && out.sequence == sequence;
+  return readStamp(block_->mailbox.byCall[sequence % kStampHistory], out);
 }
 
 bool NodeConnection::peerEagerStamp(int bank, CallStamp& out) {
