@@ -270,3 +270,15 @@ def test_node_fields_are_checked_in_cpp_and_python(extra, message):
         tuning.validate_table(table)
     with pytest.raises(ValueError, match=message):
         _C.plan.choose_algorithm("all_reduce", 4, 2, 1, table=json.dumps(table))
+
+
+def test_sim_2dh_smoke():
+    """perf/sim_2dh.py: 2dh ahead for small per-peer chunks, behind once bytes dominate."""
+    from pathlib import Path
+    script = Path(__file__).parent.parent / "perf" / "sim_2dh.py"
+    done = subprocess.run([sys.executable, str(script), "--ranks", "256", "--sizes", "1K,1024M"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if not line.startswith("#")][1:]
+    speedups = [float(row[-1].rstrip("x")) for row in rows]
+    assert speedups[0] > 2 and speedups[-1] < 1, done.stdout
