@@ -341,6 +341,43 @@ def test_ssh_launcher_without_ssh_says_so():
     assert "needs 'forestcc-no-such-ssh' on PATH" in p.stderr, p.stderr
 
 
+# --- forestcc collectives across hosts (tcp between hosts, shared memory within one) -------------
+
+@pytest.mark.parametrize("hosts, ranks_per_host", [(2, 2), (3, 2), (2, 3)])
+def test_collectives_across_hosts(cluster_of, no_new_shm, hosts, ranks_per_host):
+    """Every collective and every algorithm that supports it (flat, hierarchical, 2dh) against
+    numpy, on real hosts; two dtypes keep it short (test_collectives covers the dtypes)."""
+    c = cluster_of(hosts)
+    res = run_cluster_job(c, ranks_per_host, "collectives_check.py", "all", "0,1,7,1001",
+                          "--dtypes", "float32,int32", "--algo-dtypes", "float32")
+    assert res.returncode == 0, res.stdout + res.stderr
+    checked = res.lines("CHECKED")
+    assert len(checked) == hosts * ranks_per_host, res.stdout
+    assert all(re.fullmatch(r"CHECKED [1-9]\d* FAILURES 0", ln) for ln in checked), res.stdout
+    assert all(not s for s in host_shm_segments(c).values())
+
+
+def test_peers_on_other_hosts_are_reached_over_tcp(cluster_of):
+    c = cluster_of(2)
+    res = run_cluster_job(c, 2, "tcp_check.py", "channels")
+    assert res.returncode == 0, res.stdout + res.stderr
+    kinds = {tuple(map(int, ln.split()[1].split("->"))): ln.split()[2]
+             for ln in res.lines("CHANNEL")}
+    assert len(kinds) == 4 * 3, res.stdout
+    for (src, dst), kind in kinds.items():
+        assert (kind == "tcp") == (src // 2 != dst // 2), (src, dst, kind)
+
+
+def test_segments_of_killed_ranks_are_swept_on_every_host(cluster_of):
+    """Each host has its own /dev/shm: forestcc-run sweeps inside each after ranks died by
+    SIGKILL (the sweep on this machine would not see them)."""
+    c = cluster_of(2)
+    res = run_cluster_job(c, 1, "shm_crash.py", "sigkill")
+    assert res.returncode == 128 + signal.SIGKILL, res.stderr
+    assert "was killed by signal 9 (SIGKILL)" in res.stderr
+    assert host_shm_segments(c) == {"h0": set(), "h1": set()}
+
+
 # --- mpirun through the rsh agent ----------------------------------------------------------------
 
 def _mpirun_on_cluster(hosts: int, host_list: str, *cmd: str) -> subprocess.CompletedProcess:

@@ -21,8 +21,10 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 
-__all__ = ["LocalStarter", "ClusterStarter", "SshStarter", "SSH_DEFAULT", "remote_command"]
+__all__ = ["SSH_DEFAULT", "ClusterStarter", "LocalStarter", "SshStarter", "remote_command",
+           "starter_stdin", "sweep_segments"]
 
 _CLONE_NEWNET = 0x40000000
 SSH_DEFAULT = "ssh -T -o BatchMode=yes"
@@ -45,6 +47,18 @@ wait $rank; rc=$?
 while kill -0 $rank 2>/dev/null; do wait $rank; rc=$?; done
 kill -$watch 2>/dev/null; kill $watch 2>/dev/null
 exit $rc"""
+
+
+def sweep_segments(prefix: str | None) -> None:
+    """Unlink shared-memory segments of dead processes, named with the ranks' prefix (theirs, not
+    necessarily this process's: --env FORESTCC_SHM_PREFIX=... sets it for the ranks only)."""
+    if prefix is not None:
+        os.environ["FORESTCC_SHM_PREFIX"] = prefix  # what the native sweep reads
+    try:
+        from forestcc import _C
+        _C.sweep_stale_shared_memory()
+    except ImportError:
+        pass
 
 
 def _listen(host: str, port: int = 0) -> tuple[socket.socket, str]:
@@ -70,6 +84,9 @@ class LocalStarter:
                 ) -> tuple[list[str], dict]:
         """argv and environment of the local process that is (or starts) the rank."""
         return list(cmd), env
+
+    def sweep(self, hosts: list[str], shm_prefix: str | None) -> None:
+        sweep_segments(shm_prefix)
 
 
 @contextlib.contextmanager
@@ -109,6 +126,21 @@ class ClusterStarter:
                 ) -> tuple[list[str], dict]:
         return self.cluster.host(host).enter_argv() + list(cmd), env
 
+    def sweep(self, hosts: list[str], shm_prefix: str | None) -> None:
+        """Each host has a /dev/shm of its own: sweep inside each (bounded: a stuck sweep must
+        not hold forestcc-run)."""
+        env = dict(os.environ)
+        if shm_prefix is not None:
+            env["FORESTCC_SHM_PREFIX"] = shm_prefix
+        code = "from forestcc import _C; _C.sweep_stale_shared_memory()"
+        for host in hosts:
+            try:
+                subprocess.run(self.cluster.host(host).enter_argv() + [sys.executable, "-c", code],
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               timeout=60, check=False)
+            except (OSError, subprocess.SubprocessError):
+                pass
+
 
 def remote_command(cmd: list[str], env: dict[str, str], cwd: str | None) -> str:
     """The command line a remote shell runs for one rank (what ssh sends)."""
@@ -145,6 +177,10 @@ class SshStarter:
         """Sends forestcc's variables and those of --env; the rest is the remote login's."""
         sent = {k: v for k, v in env.items() if k.startswith(_FORWARDED_PREFIX) or k in forwarded}
         return [*self.ssh, host, remote_command(cmd, sent, os.getcwd())], dict(os.environ)
+
+    def sweep(self, hosts: list[str], shm_prefix: str | None) -> None:
+        """Nothing: a remote sweep would need another login per host. The next forestcc process
+        on that host to make a segment sweeps those of dead processes of its prefix."""
 
 
 def starter_stdin(starter) -> int | None:

@@ -136,19 +136,7 @@ def _dead(pid: int) -> bool:
         return True
 
 
-def _sweep_segments(prefix: str | None) -> None:
-    """Unlink shared-memory segments of dead processes, named with the ranks' prefix (theirs, not
-    necessarily this process's: --env FORESTCC_SHM_PREFIX=... sets it for the ranks only)."""
-    if prefix is not None:
-        os.environ["FORESTCC_SHM_PREFIX"] = prefix  # what the native sweep reads
-    try:
-        from forestcc import _C
-        _C.sweep_stale_shared_memory()
-    except ImportError:
-        pass
-
-
-def _watchdog(fd: int, launcher_pid: int, shm_prefix: str | None) -> None:
+def _watchdog(fd: int, launcher_pid: int, sweep) -> None:
     """Runs in a child of forestcc-run, in its own session (a signal to forestcc-run's process
     group spares it). Reads the ranks' pids from `fd`; "done" means forestcc-run has stopped them
     itself. End of file without "done" means forestcc-run died: kill every rank's process group
@@ -183,10 +171,10 @@ def _watchdog(fd: int, launcher_pid: int, shm_prefix: str | None) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not all(_dead(p) for p in pids):
         time.sleep(0.05)
-    _sweep_segments(shm_prefix)
+    sweep()
 
 
-def _start_watchdog(shm_prefix: str | None) -> tuple[int, int]:
+def _start_watchdog(sweep) -> tuple[int, int]:
     """Forks the watchdog (before any thread exists, so the fork is safe); returns its pid and
     the pipe's write end, which only forestcc-run holds (os.pipe fds are close-on-exec)."""
     r, w = os.pipe()
@@ -195,7 +183,7 @@ def _start_watchdog(shm_prefix: str | None) -> tuple[int, int]:
     if pid == 0:  # the watchdog
         try:
             os.close(w)
-            _watchdog(r, launcher_pid, shm_prefix)
+            _watchdog(r, launcher_pid, sweep)
         finally:
             os._exit(0)
     os.close(r)
@@ -281,7 +269,7 @@ class _Job:
         self.shm_prefix = base.get("FORESTCC_SHM_PREFIX")
         n = len(self.placements)
         fd_limit = _raise_fd_limit(n)
-        self.watchdog_pid, self.watchdog_fd = _start_watchdog(self.shm_prefix)
+        self.watchdog_pid, self.watchdog_fd = _start_watchdog(self.sweep)
         try:
             listener, root_addr = self.starter.listen(self.placements[0].host)
         except OSError as exc:
@@ -352,6 +340,10 @@ class _Job:
                     self._emit(sink, lines)
         sel.close()
 
+    def sweep(self) -> None:
+        """Removes the shared-memory segments of dead ranks, on every host that had ranks."""
+        self.starter.sweep(sorted({pl.host for pl in self.placements}), self.shm_prefix)
+
     def _who(self, rank: int) -> str:
         host = self.placements[rank].host
         return f"rank {rank} on {host}" if host else f"rank {rank}"
@@ -418,7 +410,7 @@ class _Job:
             if self.relay.is_alive():
                 self.say("a process started by a rank still holds the ranks' output open; "
                          "not waiting for it")
-        _sweep_segments(self.shm_prefix)
+        self.sweep()
         self.close_watchdog()
 
     def _tell_watchdog(self, line: str) -> None:
