@@ -46,6 +46,9 @@ const std::vector<ConfigEntry>& configTable() {
        "A value that selects no interface is an error at init listing the interfaces there are."},
       {"FORESTCC_ROOT_ADDR", "string", "",
        "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
+      {"FORESTCC_CLUSTER", "string", "",
+       "Id of the emulated cluster whose hosts forestcc-run --hosts and forestcc-cluster exec and "
+       "rsh-agent name (set by forestcc-cluster run)."},
   };
   return table;
 }
