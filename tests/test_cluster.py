@@ -187,7 +187,7 @@ def test_cli_cuts_a_link_while_a_job_runs():
 
 # --- teardown ------------------------------------------------------------------------------------
 
-def test_teardown_leaves_nothing(make_cluster):
+def test_teardown_leaves_nothing():
     c = Cluster.create(2, shaping=Shaping("1gbit"))
     try:
         assert len(leftovers(c.id)) > 2  # what the check below looks for does exist
