@@ -61,5 +61,6 @@ def test_a_cut_link_mid_collective_names_the_silent_host(cluster_of):
     assert proc.returncode != 0
     errors = [ln for ln in out.splitlines() if "ERROR" in ln]
     assert errors, out + err
-    # A rank on h0 timed out waiting for a rank of h1, and says which host it is on.
-    assert any("TimeoutError" in e and "on host 'h1'" in e for e in errors), out
+    # A rank timed out waiting for a rank across the cut and says which host that rank is on
+    # (which side times out first depends on the machine's load).
+    assert any("TimeoutError" in e and re.search(r"rank \d on host 'h[01]'", e) for e in errors), out
