@@ -58,9 +58,15 @@ void runReduce(Collectives& coll, OpKind kind, const void* in, void* out, size_t
   switch (kind) {
     case OpKind::AllReduce: coll.allReduce(tensor(in, inCount, t), tensor(out, outCount, t), op); return;
     case OpKind::ReduceScatter: coll.reduceScatter(tensor(in, inCount, t), tensor(out, outCount, t), op); return;
-    case OpKind::Reduce:
-      coll.reduce(tensor(in, inCount, t), isRoot ? tensor(out, outCount, t) : Tensor::absent(), root, op);
+    case OpKind::Reduce: {
+      // forestcc's reduce takes an output on every rank (a rank's partial result may pass through
+      // it); NCCL lets ranks other than the root pass none, so they lend scratch.
+      if (isRoot) return void(coll.reduce(tensor(in, inCount, t), tensor(out, outCount, t), root, op));
+      thread_local std::vector<uint8_t> scratch;
+      scratch.resize(inCount * elementSize(t));
+      coll.reduce(tensor(in, inCount, t), tensor(scratch.data(), inCount, t), root, op);
       return;
+    }
     default: throw NcclError(ncclInternalError, "runReduce: not a reduction");
   }
 }
