@@ -10,6 +10,8 @@
  *   nccl_check errors <dir>        every error path: result code and ncclGetLastError text
  *   nccl_check forced <dir>        FORESTCC_NCCL_FORCE without a fallback: refused, never run
  *   nccl_check mismatch <dir>      ranks disagreeing on a count get an error, not a wrong answer
+ *   nccl_check forwarded <dir>     FORESTCC_NCCL_FORCE=AllReduce with fake_nccl.so as the fallback
+ *   nccl_check device <dir>        GPU pointers (fake_libcuda.so preloaded) refused without a fallback
  *
  * <dir> is a directory shared by the ranks: rank 0 writes the ncclUniqueId there and the others
  * read it (the "broadcast the id" step every NCCL program has, done here without MPI). */
@@ -742,6 +744,48 @@ static void modeForced(const char* dir) {
   CHECK(ncclCommDestroy(comm));
 }
 
+/* FORESTCC_NCCL_FORCE=AllReduce, FORESTCC_NCCL_FALLBACK=fake_nccl.so (which writes 4242 for an
+ * all_reduce and 4343 for a broadcast): forced calls and their groups go there, the rest stays. */
+static void modeForwarded(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  float x = 1, y = -1;
+  CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
+  if (y != 4242) FAIL("the forced all_reduce did not run in the fallback: %g", y);
+  x = (float)rank;
+  CHECK(ncclBroadcast(&x, &y, 1, ncclFloat32, 0, comm, NULL));
+  if (y != 0) FAIL("a broadcast that is not forced did not run natively: %g", y);
+  float z = -1;
+  CHECK(ncclGroupStart());
+  CHECK(ncclBroadcast(&x, &z, 1, ncclFloat32, 0, comm, NULL));
+  CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(ncclGroupEnd());
+  if (z != 4343) FAIL("the group was split: its broadcast ran natively (%g)", z);
+  ncclWindow_t win = NULL;
+  CHECK(ncclCommWindowRegister(comm, &x, sizeof x, &win, 0));
+  if (win != (ncclWindow_t)0x5151) FAIL("ncclCommWindowRegister was not forwarded");
+  CHECK(ncclCommDestroy(comm));
+}
+
+/* With fake_libcuda.so preloaded, 0xdead0000 is "GPU memory": refused (no fallback here), with a
+ * message; host buffers still run natively, and ncclCommCuDevice reports the current device. */
+static void modeDevice(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  void* gpu = (void*)0xdead0000;
+  float x = 1, y = -1;
+  EXPECT_ERROR(ncclAllReduce(gpu, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "GPU memory");
+  EXPECT_ERROR(ncclAllGather(&x, gpu, 1, ncclFloat32, comm, NULL), ncclInvalidUsage, "GPU memory");
+  if (y != -1) FAIL("a refused call wrote its output");
+  ncclRedOp_t op;
+  EXPECT_ERROR(ncclRedOpCreatePreMulSum(&op, gpu, ncclFloat32, ncclScalarDevice, comm), ncclInvalidUsage,
+               "scalar is in GPU memory");
+  CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
+  if (y != nranks) FAIL("host all_reduce beside the fake driver: %g", y);
+  int device = -1;
+  CHECK(ncclCommCuDevice(comm, &device));
+  if (device != 6) FAIL("ncclCommCuDevice: %d, expected the current device 6", device);
+  CHECK(ncclCommDestroy(comm));
+}
+
 /* The ranks pass different counts: an error on every rank, never a wrong answer. */
 static void modeMismatch(const char* dir) {
   ncclComm_t comm = worldComm(dir);
@@ -770,6 +814,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "errors")) modeErrors(argv[2]);
   else if (!strcmp(mode, "forced")) modeForced(argv[2]);
   else if (!strcmp(mode, "mismatch")) modeMismatch(argv[2]);
+  else if (!strcmp(mode, "forwarded")) modeForwarded(argv[2]);
+  else if (!strcmp(mode, "device")) modeDevice(argv[2]);
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

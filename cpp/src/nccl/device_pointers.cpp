@@ -2,9 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <string>
-
-#include "nccl/result.hpp"
 
 namespace forestcc::nccl {
 
@@ -23,19 +20,13 @@ PointerGetAttribute driverQuery() {
 
 bool isDevicePointer(const void* p) {
   if (!p) return false;
-  // Looked up at each call while absent: CUDA may be loaded after the first collective.
-  static PointerGetAttribute query = nullptr;
-  if (!query) query = driverQuery();
+  // Looked up once, at the first call (after the program made its communicators, so after it
+  // loaded CUDA if it uses GPUs at all): a dlopen per call would cost more than a small collective.
+  static const PointerGetAttribute query = driverQuery();
   if (!query) return false;
   unsigned type = 0;
   if (query(&type, kAttributeMemoryType, reinterpret_cast<unsigned long long>(p)) != 0) return false;
   return type == kMemoryTypeDevice;
-}
-
-void requireHostPointer(const void* p, const char* what) {
-  if (isDevicePointer(p))
-    refuse(std::string(what) + " is GPU memory; this forestcc build runs NCCL calls on host memory only "
-           "(forestcc's CUDA path is not there yet; set FORESTCC_NCCL_FALLBACK to forward GPU calls to NCCL)");
 }
 
 }  // namespace forestcc::nccl

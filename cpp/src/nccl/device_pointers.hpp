@@ -1,13 +1,12 @@
 // Is a pointer GPU memory? Asked of the CUDA driver only when the process has already loaded it
 // (a program with GPU buffers has); otherwise every pointer is host memory. Until forestcc's CUDA
-// path runs collectives, a GPU pointer is refused with ncclInvalidUsage and a message.
+// path runs collectives, an operation on GPU memory goes to the fallback NCCL, or is refused with
+// ncclInvalidUsage and a message when there is none (forwarding.cpp).
 #pragma once
 
 namespace forestcc::nccl {
 
 bool isDevicePointer(const void* p);
-// Throws InvalidUsage naming `what` when `p` is GPU memory.
-void requireHostPointer(const void* p, const char* what);
 
 }  // namespace forestcc::nccl
 

@@ -7,7 +7,6 @@
 #include "forestcc/collective_api.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
-#include "nccl/device_pointers.hpp"
 #include "nccl/operation.hpp"
 #include "nccl/result.hpp"
 
@@ -87,8 +86,7 @@ void checkOperation(const Operation& op, const char* call) {
   bufferCounts(op, &in, &out);
   if (in && !op.send) badArgument("sendbuff is NULL with " + std::to_string(in) + " elements to send");
   if (out && !op.recv) badArgument("recvbuff is NULL with " + std::to_string(out) + " elements to receive");
-  if (in) requireHostPointer(op.send, "sendbuff");
-  if (out) requireHostPointer(op.recv, "recvbuff");
+  // GPU buffers are not refused here: the group they are in may forward (forwarding.cpp decides).
 }
 
 void runNatively(const Operation& op) {

@@ -182,7 +182,7 @@ bool mustForward(const Operation& op, std::string* why) {
     return true;
   }
   if (isDevicePointer(op.send) || isDevicePointer(op.recv)) {
-    *why = "its buffers are GPU memory";
+    *why = "its buffers are GPU memory, and forestcc runs NCCL calls on host memory only until its CUDA path exists";
     return true;
   }
   return false;
