@@ -15,7 +15,7 @@
 
 #include "forestcc/collective_api.hpp"
 #include "forestcc/communicator.hpp"
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 #include "nccl/comm_config.hpp"
 #include "nccl/red_ops.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 
 namespace forestcc::nccl {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "forestcc/collectives.hpp"
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 
 namespace forestcc::nccl {
 

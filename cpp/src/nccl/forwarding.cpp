@@ -164,9 +164,8 @@ void pairWithFallback(ncclComm& comm) {
   const ncclResult_t r =
       symbol<decltype(ncclCommInitRank)>("ncclCommInitRank")(&real, comm.size, uid, comm.rank);
   if (r != ncclSuccess) {
-    auto* text = symbol<decltype(ncclGetLastError)>("ncclGetLastError");
     comm.paired->unavailable = std::string("no fallback communicator: ncclCommInitRank of ") + library().path +
-                               " failed (" + ncclGetErrorString(r) + ": " + text(nullptr) + ")";
+                               " failed (" + ncclGetErrorString(r) + ": " + fallbackLastError() + ")";
     return;
   }
   comm.paired->real = real;
@@ -189,6 +188,11 @@ bool mustForward(const Operation& op, std::string* why) {
 }
 
 void* fallbackFunction(const char* name) { return symbol<void>(name); }
+
+std::string fallbackLastError() {
+  const char* text = symbol<decltype(ncclGetLastError)>("ncclGetLastError")(nullptr);
+  return library().path + ": " + (text && *text ? text : "(no message)");
+}
 
 void* fallbackFunction(const char* name, ncclComm* comm, ncclComm_t* real) {
   if (!comm) badArgument("comm is NULL");
@@ -224,8 +228,7 @@ void forwardGroup(const std::vector<Operation>& ops, const Operation& trigger, c
   };
   auto check = [&](ncclResult_t r, const char* name) {
     if (r != ncclSuccess && r != ncclInProgress)
-      throw NcclError(r, std::string("the fallback NCCL's ") + name + " failed: " +
-                             symbol<decltype(ncclGetLastError)>("ncclGetLastError")(nullptr));
+      throw NcclError(r, std::string("the fallback NCCL's ") + name + " failed: " + fallbackLastError());
   };
   check(symbol<decltype(ncclGroupStart)>("ncclGroupStart")(), "ncclGroupStart");
   for (const Operation& op : ops) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 #include "nccl/operation.hpp"
 
 struct ncclComm;
@@ -41,5 +41,7 @@ void forwardGroup(const std::vector<Operation>& ops, const Operation& trigger, c
 void* fallbackFunction(const char* name, ncclComm* comm, ncclComm_t* real);
 // The same for calls that take no communicator.
 void* fallbackFunction(const char* name);
+// The fallback's ncclGetLastError(NULL), for messages.
+std::string fallbackLastError();
 
 }  // namespace forestcc::nccl

@@ -17,6 +17,14 @@ using forestcc::nccl::refuse;
 
 namespace {
 
+// A failure of the fallback becomes ours, with its message, so ncclGetLastError tells it too.
+ncclResult_t fromFallback(ncclResult_t result) {
+  if (result != ncclSuccess && result != ncclInProgress)
+    throw forestcc::nccl::NcclError(result, std::string("the fallback NCCL failed: ") +
+                                                forestcc::nccl::fallbackLastError());
+  return result;
+}
+
 // Calls the fallback's `name` (of the same type as the shim's `Fn`) with the real communicator.
 template <class Fn, class... Args>
 ncclResult_t forwardWithComm(const char* name, ncclComm_t comm, Args... args) {
@@ -24,13 +32,14 @@ ncclResult_t forwardWithComm(const char* name, ncclComm_t comm, Args... args) {
     ncclComm::Use use(comm, name);
     ncclComm_t real = nullptr;
     auto* fn = reinterpret_cast<Fn*>(fallbackFunction(name, comm, &real));
-    return fn(real, args...);
+    return fromFallback(fn(real, args...));
   });
 }
 
 template <class Fn, class... Args>
 ncclResult_t forwardPlain(const char* name, Args... args) {
-  return guarded(nullptr, name, [&] { return reinterpret_cast<Fn*>(fallbackFunction(name))(args...); });
+  return guarded(nullptr, name,
+                 [&] { return fromFallback(reinterpret_cast<Fn*>(fallbackFunction(name))(args...)); });
 }
 
 }  // namespace
@@ -114,7 +123,7 @@ ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t d
     ncclComm::Use use(comm, "ncclPutSignal");
     ncclComm_t real = nullptr;
     auto* fn = reinterpret_cast<decltype(&ncclPutSignal)>(fallbackFunction("ncclPutSignal", comm, &real));
-    return fn(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, real, stream);
+    return fromFallback(fn(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, real, stream));
   });
 }
 
@@ -123,7 +132,7 @@ ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclC
     ncclComm::Use use(comm, "ncclSignal");
     ncclComm_t real = nullptr;
     auto* fn = reinterpret_cast<decltype(&ncclSignal)>(fallbackFunction("ncclSignal", comm, &real));
-    return fn(peer, sigIdx, ctx, flags, real, stream);
+    return fromFallback(fn(peer, sigIdx, ctx, flags, real, stream));
   });
 }
 
@@ -132,7 +141,7 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclCo
     ncclComm::Use use(comm, "ncclWaitSignal");
     ncclComm_t real = nullptr;
     auto* fn = reinterpret_cast<decltype(&ncclWaitSignal)>(fallbackFunction("ncclWaitSignal", comm, &real));
-    return fn(nDesc, signalDescs, real, stream);
+    return fromFallback(fn(nDesc, signalDescs, real, stream));
   });
 }
 

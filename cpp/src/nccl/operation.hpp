@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 
 namespace forestcc::nccl {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "forestcc/collectives.hpp"
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 
 namespace forestcc::nccl {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "forestcc/error.hpp"
-#include "nccl.h"
+#include "nccl/include/nccl.h"
 
 namespace forestcc::nccl {
 

@@ -3,6 +3,7 @@
  * uses; the shim never dereferences them. */
 #ifndef FORESTCC_TEST_CUDA_RUNTIME_STUB_H
 #define FORESTCC_TEST_CUDA_RUNTIME_STUB_H
+#include <stddef.h> /* the real header brings size_t */
 #define CUDART_VERSION 13000
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
