@@ -249,3 +249,31 @@ def test_the_knobs_are_in_the_config_table():
     p = subprocess.run(["forestcc", "config"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "FORESTCC_NCCL_FALLBACK" in p.stdout and "FORESTCC_NCCL_FORCE" in p.stdout
+
+
+# ---- perf/nccl: the nccl-tests-style programs, smoke-tested on host memory -----------------------
+
+PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
+
+
+@pytest.mark.parametrize("name", PERF_PROGRAMS)
+def test_perf_program_prints_the_nccl_tests_table(name, tmp_path, no_new_shm):
+    folder = Path(subprocess.run(["forestcc-config", "--nccl-perf"], capture_output=True,
+                                 text=True, timeout=60).stdout.strip())
+    n = 3 if name in ("all_reduce", "alltoall") else 2
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), str(folder / f"{name}_perf"),
+           "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1"]
+    p = subprocess.run(cmd, env=clean_env(NCCL_PERF_ID_FILE=str(tmp_path / "id")),
+                       capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert any("#wrong" in line and "algbw" in line and "busbw" in line for line in lines)
+    assert "#  NCCL version code 23203" in p.stdout
+    rows = [line.split() for line in lines if line.strip() and not line.startswith("#")]
+    assert len(rows) == 4, p.stdout  # 8, 32, 128, 512 bytes (rounded to whole elements per rank)
+    for row in rows:
+        assert len(row) == 13 and row[2] == "float", row
+        assert row[8] == "0", f"wrong elements: {row}"
+        assert row[12] in ("0", "N/A"), row
+    assert lines[-1] == f"# Collective test concluded: {name}"
+    assert "# Avg bus bandwidth" in p.stdout

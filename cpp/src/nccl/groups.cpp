@@ -95,6 +95,10 @@ void runGroup(const std::vector<Operation>& ops) {
   for (const Operation& op : ops) {
     if (mustForward(op, &why)) return forwardGroup(ops, op, why);
   }
+  if (ops.size() == 1) {  // a call outside a group: the common case, without the bookkeeping below
+    ncclComm::Use use(ops[0].comm, "ncclGroupEnd");
+    return runNatively(ops[0]);
+  }
   // Split by communicator, keeping each one's call order.
   std::vector<ncclComm*> comms;
   std::map<ncclComm*, std::vector<const Operation*>> byComm;
