@@ -8,8 +8,10 @@ int main(int argc, char** argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 5000;
   int rank = atoi(getenv("FORESTCC_RANK")), n = atoi(getenv("FORESTCC_SIZE"));
   ncclUniqueId id; ncclComm_t comm;
-  const char* path = "/tmp/overhead/id";
-  if (rank == 0) { ncclGetUniqueId(&id); FILE* f = fopen("/tmp/overhead/id.tmp", "wb"); fwrite(&id, sizeof id, 1, f); fclose(f); rename("/tmp/overhead/id.tmp", path); }
+  char path[512], tmp[600];  /* rank 0's id reaches the others through a file named after the job */
+  snprintf(path, sizeof path, "/tmp/forestcc-overhead-%s.id", getenv("FORESTCC_JOB_ID"));
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (rank == 0) { ncclGetUniqueId(&id); FILE* f = fopen(tmp, "wb"); fwrite(&id, sizeof id, 1, f); fclose(f); rename(tmp, path); }
   else { for (;;) { FILE* f = fopen(path, "rb"); if (f && fread(&id, sizeof id, 1, f) == 1) { fclose(f); break; } if (f) fclose(f); usleep(1000); } }
   if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 1;
   if (rank == 0) unlink(path);
