@@ -76,6 +76,18 @@ ncclComm::Use::~Use() {
   if (--comm_->inside_ == 0) comm_->idle_.notify_all();
 }
 
+ncclComm::Hold::Hold(ncclComm* comm) : comm_(comm) {
+  if (!comm_) return;
+  std::lock_guard<std::mutex> lock(comm_->mu_);
+  ++comm_->inside_;
+}
+
+ncclComm::Hold::~Hold() {
+  if (!comm_) return;
+  std::lock_guard<std::mutex> lock(comm_->mu_);
+  if (--comm_->inside_ == 0) comm_->idle_.notify_all();
+}
+
 void ncclComm::abort(const std::string& reason) {
   aborted_ = true;
   if (connecting_.joinable()) connecting_.join();  // a rendezvous in progress ends by itself (deadline)

@@ -48,6 +48,19 @@ struct ncclComm {
     ncclComm* comm_;
   };
 
+  // Keeps the communicator alive (ncclCommAbort from another thread waits for it) without the
+  // checks of Use: held by every entry point around its body and its error reporting.
+  class Hold {
+   public:
+    explicit Hold(ncclComm* comm);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    ncclComm* comm_;
+  };
+
   forestcc::Collectives& collectives() { return *collectives_; }
   forestcc::Communicator& communicator() { return *communicator_; }
 
@@ -82,7 +95,7 @@ struct ncclComm {
 
   std::mutex mu_;
   std::condition_variable idle_;
-  int inside_ = 0;                     // calls holding a Use
+  int inside_ = 0;                     // calls holding a Use or a Hold
   ncclResult_t asyncError_ = ncclSuccess;
   std::string lastError_;
 };

@@ -89,15 +89,28 @@ void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
     runPointToPoint(comm, p2p);
 }
 
+void runEachComm(const std::vector<ncclComm*>& comms, std::map<ncclComm*, std::vector<const Operation*>>& byComm);
+
 void runGroup(const std::vector<Operation>& ops) {
   if (ops.empty()) return;
   std::string why;
   for (const Operation& op : ops) {
     if (mustForward(op, &why)) return forwardGroup(ops, op, why);
   }
+  // Every communicator of the group learns of a failure (ncclCommGetAsyncError), while the Uses
+  // still keep them alive.
+  auto noteFailure = [](const std::vector<ncclComm*>& comms, const Error& e) {
+    const bool argument = e.code() == ErrorCode::InvalidUsage || e.code() == ErrorCode::InvalidType;
+    for (ncclComm* c : comms) c->noteError(resultOf(e.code()), std::string("ncclGroupEnd: ") + e.what(), !argument);
+  };
   if (ops.size() == 1) {  // a call outside a group: the common case, without the bookkeeping below
     ncclComm::Use use(ops[0].comm, "ncclGroupEnd");
-    return runNatively(ops[0]);
+    try {
+      return runNatively(ops[0]);
+    } catch (const Error& e) {
+      noteFailure({ops[0].comm}, e);
+      throw;
+    }
   }
   // Split by communicator, keeping each one's call order.
   std::vector<ncclComm*> comms;
@@ -109,6 +122,16 @@ void runGroup(const std::vector<Operation>& ops) {
   }
   std::vector<std::unique_ptr<ncclComm::Use>> uses;
   for (ncclComm* c : comms) uses.push_back(std::make_unique<ncclComm::Use>(c, "ncclGroupEnd"));
+  try {
+    runEachComm(comms, byComm);
+  } catch (const Error& e) {
+    noteFailure(comms, e);
+    throw;
+  }
+}
+
+void runEachComm(const std::vector<ncclComm*>& comms,
+                 std::map<ncclComm*, std::vector<const Operation*>>& byComm) {
   if (comms.size() == 1) return runOnComm(*comms[0], byComm[comms[0]]);
 
   std::vector<std::exception_ptr> errors(comms.size());
@@ -164,16 +187,7 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     if (!failure.empty())
       forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
                              " operations because a call in it was refused (" + failure + ")");
-    try {
-      forestcc::nccl::runGroup(ops);
-    } catch (const forestcc::Error& e) {
-      // The communicators of the group learn of the failure too (ncclCommGetAsyncError).
-      const bool argument = e.code() == forestcc::ErrorCode::InvalidUsage ||
-                            e.code() == forestcc::ErrorCode::InvalidType;
-      for (const auto& op : ops)
-        op.comm->noteError(forestcc::nccl::resultOf(e.code()), std::string("ncclGroupEnd: ") + e.what(), !argument);
-      throw;
-    }
+    forestcc::nccl::runGroup(ops);
     return ncclSuccess;
   });
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "forestcc/error.hpp"
+#include "nccl/comm.hpp"
 #include "nccl/include/nccl.h"
 
 namespace forestcc::nccl {
@@ -35,6 +36,8 @@ ncclResult_t record(ncclComm_t comm, ncclResult_t result, const char* call, cons
 
 template <class Body>
 ncclResult_t guarded(ncclComm_t comm, const char* call, Body&& body) {
+  // An ncclCommAbort from another thread frees `comm` only after the error is recorded in it.
+  ncclComm::Hold hold(comm);
   try {
     return body();
   } catch (const NcclError& e) {
