@@ -30,6 +30,9 @@ EXPECTED_ALGORITHMS = {
     "pairwise": {"all_to_all", "sendrecv"},
     "tree": {"broadcast", "reduce", "gather", "scatter"},
     "eager": {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"},
+    # on one node here; node layouts: tests/test_hierarchical.py
+    "hierarchical": {"all_reduce", "all_gather", "reduce_scatter"},
+    "2dh": {"all_to_all"},
 }
 PAIRS = [(algo, c) for algo, collectives in EXPECTED_ALGORITHMS.items() for c in sorted(collectives)]
 

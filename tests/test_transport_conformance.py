@@ -5,7 +5,7 @@ its memory to the program's ALLOCATE table."""
 import pytest
 from conftest import collect, run_job, spawn_ranks
 
-TRANSPORTS = ["shm", "cma"]
+TRANSPORTS = ["shm", "cma", "tcp"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

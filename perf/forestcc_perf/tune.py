@@ -228,21 +228,28 @@ def one_placement(times: dict[bool, dict[int, dict[str, float]]]
     return {False: merged} if merged else {}
 
 
+def _nodes(rule: dict) -> tuple:
+    """The node range a rule is for (forestcc.tuning: no min_nodes/max_nodes means one node)."""
+    return rule.get("min_nodes", 1), rule.get("max_nodes", 1)
+
+
 def merge(old: dict | None, new_rules: list[dict], source: str) -> dict:
     """The table to write: the new rules, plus the old ones they do not replace (another
-    collective, a rank range not inside the new one, or the other memory kind; a rule for any
+    collective, a rank range not inside the new one, another node range (a sweep runs on one
+    node, so rules for several nodes are kept), or the other memory kind; a rule for any
     memory is replaced by rules for one kind, and rules for any memory, such as the barrier's,
     replace those of both kinds; placement does not count: a sweep writes rules for both
     placements, or for each, so it replaces the old ones of either). Rules of one collective
     stay in an order where the first match is the intended one: by rank range where the ranges
     are disjoint or equal, else the new rules first."""
-    spans = {r["collective"]: (r["min_ranks"], r["max_ranks"], r.get("memory"))
+    spans = {r["collective"]: (r["min_ranks"], r["max_ranks"], r.get("memory"), _nodes(r))
              for r in new_rules}
 
     def replaced_by_new(rule: dict) -> bool:
         span = spans.get(rule["collective"])
         return (span is not None and span[0] <= rule["min_ranks"] and rule["max_ranks"] <= span[1]
-                and (span[2] is None or rule.get("memory") in (None, span[2])))
+                and (span[2] is None or rule.get("memory") in (None, span[2]))
+                and _nodes(rule) == span[3])
 
     kept = [r for r in (old or {}).get("rules", []) if not replaced_by_new(r)]
     rules = new_rules + kept

@@ -11,9 +11,15 @@ Python involved); this module keeps the tooling on top: reading, checking and sh
    libforestcc), measured on a 2-core development machine (see README, "Choosing algorithms").
 
 Format: ``{"version": 1, "source": str, "rules": [{"collective", "min_ranks", "max_ranks",
-"min_bytes", "max_bytes" (null: unbounded), "algorithm", optionally "memory" and "in_place"},
-...]}``; the first rule that matches (collective, rank count, bytes = the larger of input and
-output, memory, placement) wins; no match means "direct". ``memory`` is ``"shared"`` (the call's
+"min_bytes", "max_bytes" (null: unbounded), "algorithm", optionally "memory", "in_place",
+"min_nodes" and "max_nodes"}, ...]}``; the first rule that matches (collective, rank count,
+node count, bytes = the larger of input and output, memory, placement) wins; no match means
+"direct". ``min_nodes`` (an integer >= 1, default 1) and ``max_nodes`` (an integer >= min_nodes,
+or null: unbounded; default 1) give the number of nodes the communicator's ranks are on: a rule
+without them is for one node, so rules measured on one machine keep their meaning; ``eager``
+never matches on several nodes (its scratch banks are mapped shared memory), whatever a rule
+says. Which algorithms serve several nodes and why: schedules/README.md, "Choosing algorithms
+across nodes". ``memory`` is ``"shared"`` (the call's
 buffers all come from ``forestcc.empty``, so peers map them) or ``"private"`` (anything else:
 peers reach it with cross-process calls); a rule without it matches both. The best algorithm
 differs between them: on private memory, copying into the peers' mapped scratch
@@ -35,7 +41,7 @@ __all__ = ["builtin_algorithms", "default_path", "user_path", "load", "rules_for
 
 VERSION = 1
 RULE_KEYS = ("collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm")
-OPTIONAL_RULE_KEYS = ("memory", "in_place")
+OPTIONAL_RULE_KEYS = ("memory", "in_place", "min_nodes", "max_nodes")
 # A rule's "memory" and the engine's code for it (absent: -1, any memory).
 MEMORY_KINDS = {"private": 0, "shared": 1}
 # A rule's "in_place" and the engine's code for it (absent: -1, both).
@@ -94,6 +100,17 @@ def validate_table(table, source: str = "<tuning>") -> dict:
         if rule["algorithm"] not in known:
             raise ValueError(f"{where}: unknown algorithm {rule['algorithm']!r} "
                              f"(built-in: {', '.join(sorted(known))})")
+        min_nodes = rule.get("min_nodes", 1)
+        if isinstance(min_nodes, bool) or not isinstance(min_nodes, int) or min_nodes < 1:
+            raise ValueError(f"{where}: min_nodes must be an integer >= 1, got {min_nodes!r}")
+        if min_nodes > 1 and "max_nodes" not in rule:
+            raise ValueError(f"{where}: min_nodes {min_nodes} needs max_nodes (an integer >= it, "
+                             f"or null)")
+        max_nodes = rule.get("max_nodes", 1)
+        if max_nodes is not None and (isinstance(max_nodes, bool) or not isinstance(max_nodes, int)
+                                      or max_nodes < min_nodes):
+            raise ValueError(f"{where}: max_nodes must be null or an integer >= min_nodes, got "
+                             f"{max_nodes!r}")
         for key in ("min_ranks", "max_ranks", "min_bytes"):
             if not isinstance(rule[key], int) or rule[key] < 0:
                 raise ValueError(f"{where}: {key} must be a non-negative integer")
@@ -115,8 +132,11 @@ def load(path=None) -> dict:
 def rules_for_engine(table: dict) -> list:
     """Rows for the native engine: (collective, min_ranks, max_ranks, min_bytes, max_bytes
     (-1: unbounded), algorithm, memory (-1 any, 0 private, 1 shared), in place (-1 both, 0 out
-    of place, 1 in place)). all_to_all_v shares all_to_all's rules."""
+    of place, 1 in place)). all_to_all_v shares all_to_all's rules. These rows carry no node
+    count, so they are the one-node rules only (rules for several nodes are left out; the engine
+    loads the whole table itself)."""
     return [(r["collective"], r["min_ranks"], r["max_ranks"], r["min_bytes"],
              -1 if r["max_bytes"] is None else r["max_bytes"], r["algorithm"],
              MEMORY_KINDS.get(r.get("memory"), -1), PLACEMENTS.get(r.get("in_place"), -1))
-            for r in table["rules"] if r["collective"] != "all_to_all_v"]
+            for r in table["rules"]
+            if r["collective"] != "all_to_all_v" and r.get("min_nodes", 1) == 1]

@@ -2,7 +2,8 @@
 usage: transport_conformance.py TRANSPORT CASE
 
 The transport is chosen by the memory registered: shm reaches forestcc shared allocations, cma
-any host memory of a same-node process. Every channel must report the transport under test, so
+any host memory of a same-node process; tcp (forced with FORESTCC_TRANSPORT=tcp, since the ranks
+share a node here) any host memory, through sockets. Every channel must report the transport under test, so
 the body cannot silently run over another one."""
 import os
 import signal
@@ -13,7 +14,9 @@ import numpy as np
 import forestcc
 
 transport, case = sys.argv[1], sys.argv[2]
-ALLOCATE = {"shm": forestcc.zeros, "cma": lambda n, dt: np.zeros(n, dt)}[transport]
+ALLOCATE = {"shm": forestcc.zeros, "cma": lambda n, dt: np.zeros(n, dt), "tcp": lambda n, dt: np.zeros(n, dt)}[transport]
+if transport == "tcp":
+    os.environ["FORESTCC_TRANSPORT"] = "tcp"
 comm = forestcc.init()
 r, n = comm.rank, comm.size
 nxt, prv = (r + 1) % n, (r - 1) % n

@@ -24,6 +24,9 @@ std::string rendezvousDir();    // FORESTCC_RDZV_DIR
 std::string shmPrefix();        // FORESTCC_SHM_PREFIX
 double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait yields; -1: auto
 double streamingBytes();        // FORESTCC_STREAMING_BYTES: calls this large copy with streaming stores
+std::string transports();       // FORESTCC_TRANSPORT: "auto" or a list of transport names
+int tcpStreams();               // FORESTCC_TCP_STREAMS: sockets per pair of ranks over tcp
+std::string socketInterfaces(); // FORESTCC_SOCKET_IFNAME: interfaces tcp listens on ("" : the route to rank 0)
 }  // namespace config
 
 // Reads a knob from the table (the environment overrides the default); throws on a bad value.

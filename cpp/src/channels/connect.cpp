@@ -37,12 +37,6 @@ std::vector<std::shared_ptr<Channel>> Communicator::connect(const std::vector<in
                   rankPrefix(s.rank) + "connect: peer " + std::to_string(peer) + " is out of range (0.." +
                       std::to_string(s.size - 1) + ")",
                   s.rank, peer);
-    if (s.nodeOf[peer] != s.nodeOf[s.rank])
-      throw Error(ErrorCode::InvalidUsage,
-                  rankPrefix(s.rank) + "connect: rank " + std::to_string(peer) + " is on node '" + s.peers[peer].node +
-                      "', this rank on '" + s.peers[s.rank].node +
-                      "': forestcc does not support channels between nodes in this version (TCP PortChannel)",
-                  s.rank, peer);
   }
   // Every handshake is sent before any is awaited, so ranks may list their peers in any order.
   std::vector<int> slots;

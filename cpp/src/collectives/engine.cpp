@@ -68,6 +68,8 @@ void OrderedQueue::drain() {
 
 Engine::Engine(std::shared_ptr<Communicator> comm)
     : comm_(std::move(comm)), executor_(comm_->state()) {
+  for (int r = 0; r < comm_->size(); ++r) nodeOf_.push_back(comm_->nodeOf(r));
+  nodeCount_ = comm_->nodeCount();
   sendsDone_.assign(comm_->size(), 0);
   sendsReady_.assign(comm_->size(), 0);
 }
@@ -75,40 +77,13 @@ Engine::Engine(std::shared_ptr<Communicator> comm)
 Engine::~Engine() = default;
 
 void Engine::setTuning(std::vector<TuningRule> rules) {
-  // A rule never picks an algorithm for messages its plans cannot serve (eager: bank size). The
-  // sizes it gives up go to the rule that took over where it ended (same collective, ranks,
-  // memory and placement), which --tune measured next, rather than to no rule at all.
-  for (size_t i = 0; i < rules.size(); ++i) {
-    TuningRule& r = rules[i];
-    const int64_t limit = algorithmMaxBytes(r.algorithm, r.collective, comm_->size());
-    if (limit < 0 || (r.maxBytes >= 0 && r.maxBytes <= limit)) continue;
-    const int64_t oldMax = r.maxBytes;
-    r.maxBytes = limit;
-    for (size_t j = i + 1; j < rules.size() && oldMax >= 0; ++j) {
-      TuningRule& next = rules[j];
-      if (next.collective == r.collective && next.minRanks == r.minRanks && next.maxRanks == r.maxRanks &&
-          next.memory == r.memory && next.inPlace == r.inPlace &&
-          next.minBytes == static_cast<uint64_t>(oldMax) + 1) {
-        next.minBytes = static_cast<uint64_t>(limit) + 1;
-        break;
-      }
-    }
-  }
+  clampToAlgorithms(rules, comm_->size());
   rules_ = std::move(rules);
   tunedByMemory_ = std::any_of(rules_.begin(), rules_.end(), [](const TuningRule& r) { return r.memory != kAnyMemory; });
 }
 
 const std::string& Engine::choose(plan::Collective c, uint64_t bytes, int memory, int inPlace) const {
-  static const std::string kNone;
-  const int n = comm_->size();
-  for (const TuningRule& r : rules_) {
-    if (r.collective != c || n < r.minRanks || n > r.maxRanks || bytes < r.minBytes) continue;
-    if (r.memory != kAnyMemory && r.memory != memory) continue;
-    if (r.inPlace != kAnyPlacement && r.inPlace != inPlace) continue;
-    if (r.maxBytes >= 0 && bytes > static_cast<uint64_t>(r.maxBytes)) continue;
-    return r.algorithm;
-  }
-  return kNone;
+  return selectAlgorithm(rules_, CallShape{c, comm_->size(), int(nodeCount_), bytes, memory, inPlace});
 }
 
 const Engine::BuiltinPlan& Engine::builtinPlan(const std::string& algorithm, plan::Collective c, int root,
@@ -131,6 +106,7 @@ const Engine::BuiltinPlan& Engine::builtinPlan(const std::string& algorithm, pla
   req.nranks = comm_->size();
   req.root = plan::rooted(c) ? root : -1;
   req.inPlace = inPlace;
+  req.nodeOf = nodeOf_;
   auto compiled = executor_.compile(generate(algorithm, req));
   std::lock_guard<std::mutex> g(cacheMu_);
   std::unique_ptr<BuiltinPlan>& entry = cache_[key];

@@ -70,12 +70,14 @@ class Engine {
   void setTuning(std::vector<TuningRule> rules);
   // True when some rule depends on the memory kind (the caller then works it out per call).
   bool tunedByMemory() const { return tunedByMemory_; }
-  // The tuned algorithm for a call ("" when no rule matches); memory: kPrivateMemory,
+  // The tuned algorithm for a call on this communicator's ranks and nodes ("" when no rule
+  // matches; tuning_table.hpp, selectAlgorithm); memory: kPrivateMemory,
   // kSharedMemory, or kAnyMemory when unknown (then memory-specific rules do not match); inPlace:
   // kOutOfPlace, kInPlace, or kAnyPlacement when unknown (then placement-specific rules do not
   // match).
   const std::string& choose(plan::Collective c, uint64_t bytes, int memory, int inPlace) const;
-  // A built-in plan, generated and compiled once per (algorithm, collective, root, in place).
+  // A built-in plan, generated and compiled once per (algorithm, collective, root, in place):
+  // the node layout, the other input of a generator, is the communicator's and never changes.
   // Entries live as long as the engine.
   struct BuiltinPlan {
     std::string algorithm;
@@ -119,6 +121,8 @@ class Engine {
   void recvNow(void* data, size_t bytes, int peer);
 
   std::shared_ptr<Communicator> comm_;
+  std::vector<int> nodeOf_;  // the node of every rank, for hierarchical generators
+  int nodeCount_ = 1;        // for tuning rules
   executor::Executor executor_;
   std::vector<TuningRule> rules_;
   bool tunedByMemory_ = false;

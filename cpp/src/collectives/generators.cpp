@@ -1,6 +1,7 @@
 #include "collectives/generators.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "collectives/generators/common.hpp"
 #include "forestcc/error.hpp"
@@ -16,7 +17,8 @@ const std::vector<const gen::Algorithm*>& registry() {
   static const std::vector<const gen::Algorithm*> algorithms{
       &gen::ringAlgorithm(),     &gen::directAlgorithm(), &gen::directSmallAlgorithm(),
       &gen::halvingDoublingAlgorithm(), &gen::bruckAlgorithm(), &gen::pairwiseAlgorithm(),
-      &gen::treeAlgorithm(),     &gen::eagerAlgorithm()};
+      &gen::treeAlgorithm(),     &gen::eagerAlgorithm(), &gen::hierarchicalAlgorithm(),
+      &gen::twoDimensionalAlgorithm()};
   return algorithms;
 }
 
@@ -38,6 +40,27 @@ std::string collectiveList(const gen::Algorithm& a) {
   return join(names);
 }
 
+// nodeOf renumbered by first appearance (empty for one node); refuses a malformed layout.
+std::vector<int> normalizedNodes(const std::string& algo, const GenerateRequest& req) {
+  if (req.nodeOf.empty()) return {};
+  auto refuse = [&](const std::string& why) {
+    throw Error(ErrorCode::InvalidUsage, "forestcc: cannot generate " + algo + " " + plan::name(req.collective) +
+                                             ": node layout: " + why);
+  };
+  if (int(req.nodeOf.size()) != req.nranks)
+    refuse("gives the node of " + std::to_string(req.nodeOf.size()) + " ranks, not of all " +
+           std::to_string(req.nranks));
+  std::map<int, int> number;
+  std::vector<int> out(req.nranks);
+  for (int r = 0; r < req.nranks; ++r) {
+    if (req.nodeOf[r] < 0) refuse("rank " + std::to_string(r) + " is on node " + std::to_string(req.nodeOf[r]) + " (nodes are >= 0)");
+    auto it = number.emplace(req.nodeOf[r], int(number.size())).first;
+    out[r] = it->second;
+  }
+  if (number.size() == 1) out.clear();
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> algorithmNames() {
@@ -56,6 +79,11 @@ std::vector<plan::Collective> algorithmCollectives(const std::string& algo) {
 std::string algorithmSummary(const std::string& algo) {
   const gen::Algorithm* a = find(algo);
   return a ? a->summary : "";
+}
+
+bool algorithmUsesNodes(const std::string& algo) {
+  const gen::Algorithm* a = find(algo);
+  return a && a->usesNodes;
 }
 
 int64_t algorithmMaxBytes(const std::string& algo, plan::Collective c, int nranks) {
@@ -83,6 +111,8 @@ plan::Plan generate(const std::string& algo, const GenerateRequest& req) {
   if (!supports(algo, req.collective, req.nranks, &why))
     throw Error(ErrorCode::InvalidUsage, "forestcc: cannot generate a plan: " + why);
   GenerateRequest resolved = req;
+  const gen::Algorithm* a = find(algo);
+  resolved.nodeOf = a->usesNodes ? normalizedNodes(algo, req) : std::vector<int>{};
   if (plan::rooted(req.collective)) {
     if (resolved.root == -1) resolved.root = 0;
     if (resolved.root < 0 || resolved.root >= req.nranks)
@@ -94,7 +124,7 @@ plan::Plan generate(const std::string& algo, const GenerateRequest& req) {
                                              ": " + plan::name(req.collective) + " takes no root (got root " +
                                              std::to_string(req.root) + ")");
   }
-  return find(algo)->generate(resolved);
+  return a->generate(resolved);
 }
 
 }  // namespace forestcc::collectives

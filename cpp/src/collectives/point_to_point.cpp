@@ -13,10 +13,6 @@ void Engine::checkPeer(int peer, const char* what) const {
                                              " is out of range (0.." + std::to_string(s.size - 1) + ")", s.rank, peer);
   if (peer == s.rank)
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + what + ": peer is this rank", s.rank, peer);
-  if (s.nodeOf[peer] != s.nodeOf[s.rank])
-    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + what + ": rank " + std::to_string(peer) +
-                                             " is on another node; this version moves data within one node only",
-                s.rank, peer);
 }
 
 namespace {
@@ -40,15 +36,12 @@ void waitCounter(Communicator::State& s, uint64_t* counter, uint64_t want, int p
 void Engine::sendNow(const void* data, size_t bytes, int peer) {
   auto& s = *comm_->state();
   Connection& link = s.link(peer);
-  SendPost& post = s.mailbox().sendPosts[s.localIndex(peer)];
-  post.buffer = s.describe(data, bytes);
-  post.status = 0;
-  link.callPublished(s.mailbox());
+  link.postSend(s.describe(data, bytes));
   link.signal(SemaphoreSet::SendReady, 0);
   const uint64_t want = ++sendsDone_[peer];
   waitCounter(s, s.inboundWord(SemaphoreSet::RecvDone, peer, 0), want, peer,
               "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer) + " (waiting for its recv)");
-  const int64_t status = __atomic_load_n(&post.status, __ATOMIC_ACQUIRE);
+  const int64_t status = link.sendStatus();
   if (status < 0)
     throw Error(ErrorCode::Remote, rankPrefix(s.rank) + "send of " + std::to_string(bytes) + " bytes to rank " +
                                        std::to_string(peer) + ": the receiver failed to copy the data", s.rank, peer);

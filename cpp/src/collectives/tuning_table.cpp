@@ -18,7 +18,7 @@ namespace {
 
 constexpr int64_t kVersion = 1;
 const char* const kRuleKeys[] = {"collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm"};
-const char* const kOptionalKeys[] = {"memory", "in_place"};
+const char* const kOptionalKeys[] = {"memory", "in_place", "min_nodes", "max_nodes"};
 
 [[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::InvalidUsage, message); }
 
@@ -52,7 +52,7 @@ TuningRule parseRule(const json::Value& rule, const std::string& where) {
   }
   if (!keysOk)
     refuse(where + ": needs exactly the keys collective, min_ranks, max_ranks, min_bytes, max_bytes, algorithm "
-                   "(and optionally memory, in_place)");
+                   "(and optionally memory, in_place, min_nodes, max_nodes)");
   TuningRule r;
   if (const json::Value* memory = rule.find("memory")) {
     const std::string kind = memory->isString() ? memory->asString() : "";
@@ -64,6 +64,22 @@ TuningRule parseRule(const json::Value& rule, const std::string& where) {
     if (!inPlace->isBool()) refuse(where + ": in_place must be true or false, got " + json::dump(*inPlace));
     r.inPlace = inPlace->asBool() ? kInPlace : kOutOfPlace;
   }
+  if (const json::Value* minNodes = rule.find("min_nodes")) {
+    if (minNodes->type() != json::Type::Int || minNodes->asInt64() < 1)
+      refuse(where + ": min_nodes must be an integer >= 1, got " + json::dump(*minNodes));
+    r.minNodes = rankCount(*minNodes, where, "min_nodes");
+  }
+  if (const json::Value* maxNodes = rule.find("max_nodes")) {
+    if (maxNodes->isNull()) {
+      r.maxNodes = 1 << 30;
+    } else {
+      if (maxNodes->type() != json::Type::Int || maxNodes->asInt64() < r.minNodes)
+        refuse(where + ": max_nodes must be null or an integer >= min_nodes, got " + json::dump(*maxNodes));
+      r.maxNodes = rankCount(*maxNodes, where, "max_nodes");
+    }
+  }
+  if (r.maxNodes < r.minNodes)
+    refuse(where + ": min_nodes " + std::to_string(r.minNodes) + " needs max_nodes (an integer >= it, or null)");
   const json::Value& coll = *rule.find("collective");
   if (!coll.isString() || !plan::parse(coll.asString(), r.collective))
     refuse(where + ": unknown collective " + json::dump(coll));
@@ -118,6 +134,39 @@ std::vector<TuningRule> parseTuningTable(const std::string& text, const std::str
     out.push_back(parseRule(items[i], source + ": rule " + std::to_string(i)));
   }
   return out;
+}
+
+void clampToAlgorithms(std::vector<TuningRule>& rules, int nranks) {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    TuningRule& r = rules[i];
+    const int64_t limit = algorithmMaxBytes(r.algorithm, r.collective, nranks);
+    if (limit < 0 || (r.maxBytes >= 0 && r.maxBytes <= limit)) continue;
+    const int64_t oldMax = r.maxBytes;
+    r.maxBytes = limit;
+    for (size_t j = i + 1; j < rules.size() && oldMax >= 0; ++j) {
+      TuningRule& next = rules[j];
+      if (next.collective == r.collective && next.minRanks == r.minRanks && next.maxRanks == r.maxRanks &&
+          next.minNodes == r.minNodes && next.maxNodes == r.maxNodes && next.memory == r.memory &&
+          next.inPlace == r.inPlace && next.minBytes == static_cast<uint64_t>(oldMax) + 1) {
+        next.minBytes = static_cast<uint64_t>(limit) + 1;
+        break;
+      }
+    }
+  }
+}
+
+const std::string& selectAlgorithm(const std::vector<TuningRule>& rules, const CallShape& call) {
+  static const std::string kNone, kEager = "eager";
+  for (const TuningRule& r : rules) {
+    if (r.collective != call.collective || call.nranks < r.minRanks || call.nranks > r.maxRanks) continue;
+    if (call.nodes < r.minNodes || call.nodes > r.maxNodes || call.bytes < r.minBytes) continue;
+    if (r.memory != kAnyMemory && r.memory != call.memory) continue;
+    if (r.inPlace != kAnyPlacement && r.inPlace != call.inPlace) continue;
+    if (r.maxBytes >= 0 && call.bytes > static_cast<uint64_t>(r.maxBytes)) continue;
+    if (call.nodes > 1 && r.algorithm == kEager) continue;
+    return r.algorithm;
+  }
+  return kNone;
 }
 
 std::vector<TuningRule> loadTuningTable() {

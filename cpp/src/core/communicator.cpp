@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/state.hpp"
+#include "transport/tcp/tcp_transport.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 
@@ -28,7 +29,7 @@ uint64_t hashName(const std::string& s) {
 
 std::string packPeerInfo(const PeerInfo& p) {
   std::ostringstream o;
-  o << p.pid << '\n' << p.controlName << '\n' << p.node;
+  o << p.pid << '\n' << p.controlName << '\n' << p.tcpAddress << '\n' << p.transports << '\n' << p.node;
   return o.str();
 }
 
@@ -38,6 +39,8 @@ PeerInfo unpackPeerInfo(const std::string& s) {
   std::string pid;
   std::getline(in, pid);
   std::getline(in, p.controlName);
+  std::getline(in, p.tcpAddress);
+  std::getline(in, p.transports);
   std::getline(in, p.node);
   p.pid = std::stoi(pid);
   p.nodeHash = hashName(p.node);
@@ -80,7 +83,9 @@ int Communicator::State::allocateSlot() {
 }
 
 WaitPolicy Communicator::State::waitPolicy(int peer, double timeoutSeconds) const {
-  return WaitPolicy{timeoutSeconds, spinUs, rank, peer, peer == rank ? 0 : peers[peer].pid, &control->header};
+  // A pid means something only on this node (another node's peer dies as its sockets close).
+  const bool here = peer != rank && peer >= 0 && peer < size && nodeOf[peer] == nodeOf[rank];
+  return WaitPolicy{timeoutSeconds, spinUs, rank, peer, here ? peers[peer].pid : 0, &control->header};
 }
 
 void Communicator::State::poison(const std::string& reason, ErrorCode code, uint64_t call) {
@@ -104,10 +109,12 @@ uint64_t Communicator::State::poisonedCall() const {
 
 ErrorCode Communicator::State::poisonedCode() const {
   if (!abortRecord(control->header)) return ErrorCode::Aborted;
-  // Ranks whose calls disagreed all raise the mismatch, wherever it was seen first.
-  return control->header.abortCode.load(std::memory_order_relaxed) == static_cast<uint32_t>(ErrorCode::Mismatch)
-             ? ErrorCode::Mismatch
-             : ErrorCode::Aborted;
+  // Ranks whose calls disagreed all raise the mismatch, wherever it was seen first; a peer whose
+  // connection broke (tcp) is a RemoteError, as a dead peer on this node is.
+  const uint32_t code = control->header.abortCode.load(std::memory_order_relaxed);
+  if (code == static_cast<uint32_t>(ErrorCode::Mismatch)) return ErrorCode::Mismatch;
+  if (code == static_cast<uint32_t>(ErrorCode::Remote)) return ErrorCode::Remote;
+  return ErrorCode::Aborted;
 }
 
 int Communicator::State::poisonedBy() const {
@@ -163,11 +170,15 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
   s.control = static_cast<ControlBlock*>(s.controlSegment->data());
   s.control->header.magic = kControlMagic;
 
+  s.bootstrap = std::move(bootstrap);
+  std::unique_ptr<Transport> tcp = s.makeTcp();
   PeerInfo mine;
   mine.pid = getpid();
   mine.controlName = s.controlSegment->name();
+  mine.tcpAddress = static_cast<tcp::TcpTransport&>(*tcp).address();
+  mine.transports = config::transports();
   mine.node = config::nodeId().empty() ? hostName() : config::nodeId();
-  auto all = bootstrap->allGather(packPeerInfo(mine));
+  auto all = s.bootstrap->allGather(packPeerInfo(mine));
   s.peers.resize(s.size);
   s.nodeOf.resize(s.size);
   std::vector<std::string> nodes;
@@ -191,9 +202,9 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
     // almost at once.
     s.spinUs = sharesCpus(s) ? 1 : 50;
   }
-  s.bootstrap = std::move(bootstrap);
-  // Connect every same-node peer now (mapping its control block), so abort() reaches all of them.
-  s.makeConnections();
+  // Connect every peer now (mapping same-node peers' control blocks, opening sockets to other
+  // nodes'), so abort() reaches all of them.
+  s.makeConnections(std::move(tcp));
   // No rank returns before every rank has mapped its peers' blocks: a rank that destroyed its
   // communicator at once (a program refusing the job's size, say) would otherwise unlink its
   // block under a slower peer, which then failed with a misleading "no such segment".

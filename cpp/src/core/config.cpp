@@ -32,6 +32,18 @@ const std::vector<ConfigEntry>& configTable() {
       {"FORESTCC_TUNING", "string", "",
        "Tuning table algo=\"auto\" reads (a JSON file from forestcc-perf --tune); empty: "
        "$XDG_CONFIG_HOME/forestcc/tuning.json when it exists, else the table shipped with forestcc."},
+      {"FORESTCC_TRANSPORT", "string", "auto",
+       "How ranks reach each other: auto (shared memory and cross-process copies on one node, tcp "
+       "between nodes), or a comma-separated list of transports to use between any two ranks "
+       "(shm, cma, tcp), tried in that order; tcp alone runs a one-node job over sockets (tests). "
+       "Every rank must set the same."},
+      {"FORESTCC_TCP_STREAMS", "int", "2",
+       "Sockets per pair of ranks on different nodes (1 to 16); puts of 64 KiB or more are cut "
+       "into pieces spread over them."},
+      {"FORESTCC_SOCKET_IFNAME", "string", "",
+       "Interfaces the tcp transport listens on: name prefixes (eth,ib), '=' for exact names "
+       "(=eth0), '^' to exclude (^docker,lo); empty: the one that routes to rank 0's address. "
+       "A value that selects no interface is an error at init listing the interfaces there are."},
       {"FORESTCC_ROOT_ADDR", "string", "",
        "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
       {"FORESTCC_NCCL_FALLBACK", "string", "",
@@ -82,6 +94,16 @@ double spinMicroseconds() {
   return configString("FORESTCC_SPIN_US") == "auto" ? -1 : parseFloat("FORESTCC_SPIN_US");
 }
 double streamingBytes() { return parseFloat("FORESTCC_STREAMING_BYTES"); }
+std::string transports() { return configString("FORESTCC_TRANSPORT"); }
+int tcpStreams() {
+  const std::string s = configString("FORESTCC_TCP_STREAMS");
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 1 || v > 16)
+    throw Error(ErrorCode::InvalidUsage, "forestcc: FORESTCC_TCP_STREAMS='" + s + "' is not an integer from 1 to 16");
+  return static_cast<int>(v);
+}
+std::string socketInterfaces() { return configString("FORESTCC_SOCKET_IFNAME"); }
 }  // namespace config
 
 }  // namespace forestcc

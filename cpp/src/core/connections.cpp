@@ -6,9 +6,11 @@
 #include <utility>
 
 #include "core/state.hpp"
+#include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 #include "transport/cma/cma_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
+#include "transport/tcp/tcp_transport.hpp"
 
 namespace forestcc {
 
@@ -17,17 +19,69 @@ int Communicator::State::localIndex(int r) const {
   return it == localRanks.end() ? -1 : static_cast<int>(it - localRanks.begin());
 }
 
-void Communicator::State::makeConnections() {
-  // In the order they are tried: mapped memory before copies. tcp (other nodes) and cuda_ipc
-  // (GPU memory) join here.
-  auto node = std::make_shared<NodeBlocks>(peers[rank], localRank, controlSegment);
+std::unique_ptr<Transport> Communicator::State::makeTcp() {
+  tcp::TcpOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.control = control;
+  o.timeout = timeout;
+  o.streams = config::tcpStreams();
+  o.ifname = config::socketInterfaces();
+  o.rootAddress = bootstrap->id().address();
+  return std::make_unique<tcp::TcpTransport>(o);
+}
+
+namespace {
+
+std::vector<std::string> transportList(const std::string& spec, int rank) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string name = spec.substr(start, comma - start);
+    if (name != "shm" && name != "cma" && name != "tcp")
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(rank) + "FORESTCC_TRANSPORT='" + spec + "': '" + name +
+                      "' is not a transport (auto, or a list of shm, cma, tcp)",
+                  rank);
+    out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void Communicator::State::makeConnections(std::unique_ptr<Transport> tcp) {
+  // Every rank must reach its peers the way they reach it (a tcp connection has two ends).
+  for (int r = 0; r < size; ++r)
+    if (peers[r].transports != peers[rank].transports)
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(rank) + "FORESTCC_TRANSPORT is '" + peers[rank].transports + "' here but '" +
+                      peers[r].transports + "' on rank " + std::to_string(r) + ": every rank must set the same",
+                  rank, r);
+  // In the order they are tried: mapped memory before copies, copies before sockets.
+  // cuda_ipc (GPU memory) joins here.
+  auto node = std::make_shared<NodeBlocks>(peers[rank], localRanks, controlSegment);
   transports.push_back(std::make_unique<ShmTransport>(node));
   transports.push_back(std::make_unique<CmaTransport>(node));
-
+  transports.push_back(std::move(tcp));
+  // Which transports may connect two different ranks: auto keeps a node's ranks on shared memory
+  // and cross-process copies and puts tcp between nodes; a list names them for every pair. A
+  // rank reaches its own memory through shm's loopback either way.
+  const bool automatic = peers[rank].transports == "auto";
+  const std::vector<std::string> chosen = automatic ? std::vector<std::string>{} : transportList(peers[rank].transports, rank);
+  auto allowed = [&](const Transport& t, int r) {
+    if (r == rank) return t.kind() == TransportKind::Shm;
+    if (automatic) return (t.kind() == TransportKind::Tcp) != (nodeOf[r] == nodeOf[rank]);
+    return std::find(chosen.begin(), chosen.end(), std::string(t.name())) != chosen.end();
+  };
   connections.resize(size);
   for (int r = 0; r < size; ++r)
     for (auto& t : transports)
-      if (t->reaches(peers[r])) connections[r].push_back(t->connect(peers[r]));
+      if (allowed(*t, r) && t->reaches(peers[r])) connections[r].push_back(t->connect(peers[r]));
+  for (auto& t : transports) t->connected();
 }
 
 Connection& Communicator::State::link(int peer) {
@@ -55,7 +109,7 @@ Connection& Communicator::State::connection(int peer, const MemoryHandle& h) {
 }
 
 uint64_t* Communicator::State::inboundWord(SemaphoreSet set, int peer, int index) {
-  return semaphoreWord(*control, set, localIndex(peer), index);
+  return link(peer).inboundWord(set, index);
 }
 
 void Communicator::State::published() {

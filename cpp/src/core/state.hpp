@@ -54,7 +54,8 @@ struct Communicator::State {
   // (Transport::registerMemory). `keepAlive`, when given, receives what must outlive the handle.
   MemoryHandle describe(const void* data, uint64_t bytes, std::shared_ptr<void>* keepAlive = nullptr);
   int localIndex(int rank) const;  // among this node's ranks; -1 elsewhere
-  void makeConnections();          // at construction, after peers and localRanks are known
+  std::unique_ptr<Transport> makeTcp();  // before the rendezvous: its address is part of PeerInfo
+  void makeConnections(std::unique_ptr<Transport> tcp);  // at construction, after peers and localRanks are known
 
   int allocateSlot();
   WaitPolicy waitPolicy(int peer, double timeoutSeconds) const;

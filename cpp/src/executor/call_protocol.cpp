@@ -149,8 +149,8 @@ void Executor::checkStampValue(const Call& call, int peer, bool read, const Call
 std::string Executor::stampTable(const Call& call) {
   Communicator::State& s = *state_;
   std::ostringstream o;
-  o << "FORESTCC_DEBUG: collective #" << call.sequence << " on each rank of this node:";
-  for (int r : s.localRanks) {
+  o << "FORESTCC_DEBUG: collective #" << call.sequence << " on each rank:";
+  for (int r = 0; r < s.size; ++r) {
     o << "\n  rank " << r << ": ";
     if (r == s.rank) {
       o << describeCall(call.stamp);
@@ -168,8 +168,8 @@ std::string Executor::stampTable(const Call& call) {
 void Executor::awaitStampWindow(uint64_t sequence) {
   Communicator::State& s = *state_;
   const uint64_t floor = sequence - kStampWindow;
-  for (int r : s.localRanks) {
-    if (r == s.rank) continue;
+  for (int r = 0; r < s.size; ++r) {
+    if (r == s.rank || s.connections[r].empty()) continue;
     Connection& link = s.link(r);
     auto ready = [&] { return link.peerSequence() >= floor; };
     const WaitOutcome outcome = waitUntil(ready, s.waitPolicy(r, s.timeout));

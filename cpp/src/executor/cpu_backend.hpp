@@ -75,8 +75,9 @@ struct CpuBackend {
       out = {call.geometry.local[static_cast<int>(plan::Buffer::Scratch)], 0, nullptr, 0};
       return true;
     }
-    // Mapped since the communicator was made; the peer need not have entered the call.
-    out = {ch.banks[call.bank].mapped, 0, nullptr, 0};
+    // Reachable since the communicator was made; the peer need not have entered the call.
+    const PeerBuffer& pb = ch.banks[call.bank];
+    out = {pb.region.mapped, pb.region.mapped ? 0 : pb.region.size, nullptr, reinterpret_cast<uint64_t>(&pb)};
     return true;
   }
 

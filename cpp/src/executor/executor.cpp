@@ -26,7 +26,7 @@ Executor::Executor(std::shared_ptr<Communicator::State> state)
     : state_(std::move(state)),
       streamingBytes_(static_cast<uint64_t>(config::streamingBytes())),
       debug_(config::debug()) {
-  expected_.assign(static_cast<size_t>(kMaxLocalRanks) * kMaxPlanChannelsPerPeer, 0);
+  expected_.assign(static_cast<size_t>(state_->size) * kMaxPlanChannelsPerPeer, 0);
 }
 
 Executor::~Executor() {
@@ -80,15 +80,12 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
     const int peer = mine.channels[c].peer;
     const std::string where = prefix + "channel " + std::to_string(c) + " to rank " + std::to_string(peer) + ": ";
     if (peer < 0 || peer >= s.size) throw Error(ErrorCode::InvalidUsage, where + "peer out of range", s.rank);
-    if (mine.channels[c].transport == plan::Transport::Tcp || mine.channels[c].transport == plan::Transport::CudaIpc ||
-        s.nodeOf[peer] != s.nodeOf[s.rank])
+    // A channel's transport in the plan says what it was made for; the communicator's
+    // connection to the peer decides what carries it (shm or cma on this node, tcp to others).
+    if (mine.channels[c].transport == plan::Transport::CudaIpc)
       throw Error(ErrorCode::InvalidUsage,
-                  where + "needs a " + (s.nodeOf[peer] != s.nodeOf[s.rank] ? std::string("cross-node (tcp)")
-                                                                            : std::string(plan::name(mine.channels[c].transport))) +
-                      " channel; this version executes plans over shared memory between ranks of one node only",
-                  s.rank, peer);
-    const int li = localIndex(peer);
-    if (li >= kMaxLocalRanks || me >= kMaxLocalRanks)
+                  where + "needs a cuda_ipc channel; this version executes plans on host memory only", s.rank, peer);
+    if (s.nodeOf[peer] == s.nodeOf[s.rank] && (localIndex(peer) >= kMaxLocalRanks || me >= kMaxLocalRanks))
       throw Error(ErrorCode::InvalidUsage, where + "plans support at most " + std::to_string(kMaxLocalRanks) +
                                                " ranks per node", s.rank, peer);
     ExecChannel ch;
@@ -102,7 +99,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.pair = m;
       ch.inbound = s.inboundWord(SemaphoreSet::Plan, peer, m);
       ch.outbound = s.inboundWord(SemaphoreSet::Plan, peer, m ^ 1);
-      ch.expected = &expected_[static_cast<size_t>(me) * kMaxPlanChannelsPerPeer + m];
+      ch.expected = &expected_[static_cast<size_t>(s.rank) * kMaxPlanChannelsPerPeer + m];
     } else {
       const int i = pairIndex[peer]++;
       if (i >= kMaxPlanChannelsPerPeer)
@@ -112,9 +109,12 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.link = &s.link(peer);
       ch.inbound = s.inboundWord(SemaphoreSet::Plan, peer, i);
       ch.outbound = ch.link->signalWord(SemaphoreSet::Plan, i);
-      ch.expected = &expected_[static_cast<size_t>(li) * kMaxPlanChannelsPerPeer + i];
+      ch.expected = &expected_[static_cast<size_t>(peer) * kMaxPlanChannelsPerPeer + i];
       if (p.scratchBanks == 2)
-        for (int b = 0; b < 2; ++b) ch.banks[b] = ch.link->peerBank(b);
+        for (int b = 0; b < 2; ++b) {
+          ch.banks[b].region = ch.link->peerBank(b);
+          ch.banks[b].connection = ch.link;
+        }
     }
     out->channels.push_back(ch);
   }
@@ -130,6 +130,15 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       if (op.code == OpCode::Wait) waitsOn[out->channels[op.channel].peer] = true;
     }
     out->workers.push_back(w.ops);
+    // The links this worker puts through: flushed when it ends (schedules/README.md, "Memory
+    // ordering"), so no put of a call still reads its source once the call returned.
+    std::vector<Connection*> links;
+    for (const plan::Op& op : w.ops) {
+      const bool puts = op.code == OpCode::Put || op.code == OpCode::ReducePut || op.code == OpCode::PutSignal;
+      Connection* link = puts ? out->channels[op.channel].link : nullptr;
+      if (link && std::find(links.begin(), links.end(), link) == links.end()) links.push_back(link);
+    }
+    out->workerLinks.push_back(std::move(links));
   }
   // Eager plans rely on every rank hearing from every other in each call (schedules/README.md,
   // "Scratch banks"; the verifier proves it). Cheap to check here, for plans not proven before
@@ -352,7 +361,16 @@ void Executor::runWorker(Call& call, int worker) {
   const std::vector<plan::Op>& ops = call.plan->workers[worker];
   CpuBackend backend{*this, call, worker, nullptr};
   Interpreter<CpuBackend> interpreter(call.geometry, backend);
-  const Failure f = interpreter.run(ops.data(), static_cast<uint32_t>(ops.size()));
+  Failure f = interpreter.run(ops.data(), static_cast<uint32_t>(ops.size()));
+  if (f.kind == FailureKind::None) {
+    try {
+      for (Connection* link : call.plan->workerLinks[worker]) link->flush();
+    } catch (...) {
+      backend.error = std::current_exception();
+      f.kind = FailureKind::Backend;
+      f.step = ops.empty() ? 0 : static_cast<uint32_t>(ops.size() - 1);  // the flush after the last op
+    }
+  }
   if (f.kind != FailureKind::None) raiseFailure(call, worker, f, backend.error);
 }
 

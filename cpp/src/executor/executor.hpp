@@ -23,6 +23,11 @@
 
 namespace forestcc::executor {
 
+struct PeerBuffer {
+  RemoteRegion region;
+  Connection* connection = nullptr;  // the one that reaches it (write/read when not mapped)
+};
+
 struct ExecChannel {
   int peer = 0;
   int pair = 0;                  // the plan-channel pair number between the two ranks
@@ -30,7 +35,7 @@ struct ExecChannel {
   uint64_t* outbound = nullptr;  // the peer's, where the link maps it (else link->signal)
   uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
   Connection* link = nullptr;    // null for a loopback channel
-  RemoteRegion banks[2];         // the peer's eager scratch banks
+  PeerBuffer banks[2];           // the peer's eager scratch banks (mapped, or through the link)
 };
 
 // One rank's part of a plan, bound to this communicator's semaphores. Made once, run many times.
@@ -50,6 +55,7 @@ struct CompiledPlan {
   CallStamp stamp{};
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
+  std::vector<std::vector<Connection*>> workerLinks;  // per worker: the links its puts go through
 };
 
 // Where a check happened, for its message: a plan step, or a fixed text. Plain data, so checks
@@ -65,11 +71,6 @@ struct Where {
 };
 
 // A peer's buffer of the current call as this process reaches it.
-struct PeerBuffer {
-  RemoteRegion region;
-  Connection* connection = nullptr;  // the one that reaches it (write/read when not mapped)
-};
-
 struct PeerView {
   uint64_t sequence = 0;  // call whose buffers are cached
   uint64_t checked = 0;   // call whose stamp was found equal to this rank's
@@ -132,7 +133,7 @@ class Executor {
   std::shared_ptr<Communicator::State> state_;
   uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
   bool debug_;                               // FORESTCC_DEBUG, read once
-  std::vector<uint64_t> expected_;           // [local index][pair index]
+  std::vector<uint64_t> expected_;           // [rank][pair index]
   int localIndex_ = 0;                       // this rank's index among its node's ranks
   std::unique_ptr<SharedAllocation> scratch_;  // per-call scratch (peers map it)
   // What publish() last wrote into the mailbox, so an unchanged buffer is not described again

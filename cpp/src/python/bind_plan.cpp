@@ -1,6 +1,7 @@
 #include <pybind11/stl.h>
 
 #include "collectives/generators.hpp"
+#include "collectives/tuning_table.hpp"
 #include "forestcc/error.hpp"
 #include "forestcc/plan.hpp"
 #include "forestcc/plan_file.hpp"
@@ -140,7 +141,8 @@ void bindPlan(py::module_& m) {
 
   sub.def(
       "generate",
-      [](const std::string& algo, const std::string& collective, int nranks, py::object root, bool inPlace) {
+      [](const std::string& algo, const std::string& collective, int nranks, py::object root, bool inPlace,
+         std::vector<int> nodes) {
         plan::Collective c;
         if (!plan::parse(collective, c)) {
           std::string known;
@@ -148,7 +150,7 @@ void bindPlan(py::module_& m) {
             known += std::string(i ? ", " : "") + plan::name(static_cast<plan::Collective>(i));
           throw Error(ErrorCode::InvalidUsage, "forestcc: unknown collective '" + collective + "' (one of " + known + ")");
         }
-        collectives::GenerateRequest req{c, nranks, root.is_none() ? -1 : root.cast<int>(), inPlace};
+        collectives::GenerateRequest req{c, nranks, root.is_none() ? -1 : root.cast<int>(), inPlace, std::move(nodes)};
         plan::Plan p;
         {
           py::gil_scoped_release release;
@@ -157,10 +159,12 @@ void bindPlan(py::module_& m) {
         return planToDict(p);
       },
       py::arg("algo"), py::arg("collective"), py::arg("nranks"), py::arg("root") = py::none(),
-      py::arg("in_place") = false,
+      py::arg("in_place") = false, py::arg("nodes") = std::vector<int>{},
       "A built-in plan as a format-v1 dict (what forestcc.plan.load returns). root: rooted "
-      "collectives only (None: rank 0). Raises ValueError for an unknown algorithm or collective, "
-      "a collective the algorithm does not implement, nranks < 1 or a root out of range.");
+      "collectives only (None: rank 0). nodes: the node of every rank (empty: one node), for the "
+      "algorithms that follow the node layout (hierarchical, 2dh). Raises ValueError for an unknown "
+      "algorithm or collective, a collective the algorithm does not implement, nranks < 1, a root "
+      "out of range or a malformed node layout.");
   sub.def(
       "algorithms",
       [] {
@@ -173,6 +177,28 @@ void bindPlan(py::module_& m) {
         return out;
       },
       "The built-in algorithms: a list of (name, [collectives it implements]).");
+  sub.def(
+      "choose_algorithm",
+      [](const std::string& collective, int nranks, int nodes, uint64_t bytes, int memory, int inPlace,
+         py::object table) {
+        collectives::CallShape call;
+        if (!plan::parse(collective, call.collective))
+          throw py::value_error("collective: unknown collective '" + collective + "'");
+        call.nranks = nranks, call.nodes = nodes, call.bytes = bytes, call.memory = memory, call.inPlace = inPlace;
+        std::vector<collectives::TuningRule> rules =
+            table.is_none() ? collectives::loadTuningTable()
+                            : collectives::parseTuningTable(table.cast<std::string>(), "<table>");
+        collectives::clampToAlgorithms(rules, nranks);
+        return collectives::selectAlgorithm(rules, call);
+      },
+      py::arg("collective"), py::arg("nranks"), py::arg("nodes"), py::arg("bytes"),
+      py::arg("memory") = collectives::kAnyMemory, py::arg("in_place") = collectives::kAnyPlacement,
+      py::arg("table") = py::none(),
+      "The algorithm algo='auto' picks for a call of `bytes` (the larger buffer) on nranks ranks over "
+      "`nodes` nodes, by the active tuning table or the JSON text `table`; '' when no rule matches "
+      "(the call then runs 'direct'). memory: -1 unknown, 0 private, 1 shared; in_place: -1, 0, 1.");
+  sub.def("algorithm_uses_nodes", &collectives::algorithmUsesNodes, py::arg("algo"),
+          "Whether the algorithm's plans follow the node layout (generate's nodes).");
   sub.def("algorithm_summary", &collectives::algorithmSummary, py::arg("algo"),
           "A one-line description of a built-in algorithm ('' for an unknown name).");
   sub.def(

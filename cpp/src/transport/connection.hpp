@@ -63,6 +63,8 @@ class Connection {
   virtual uint64_t* signalWord(SemaphoreSet set, int index) = 0;
   // A release add of 1 on that counter, after every write issued on this connection before it.
   virtual void signal(SemaphoreSet set, int index) = 0;
+  // This rank's counter that the peer's signals on (set, index) land in (waits poll it).
+  virtual uint64_t* inboundWord(SemaphoreSet set, int index) = 0;
 
   // ---- the per-call protocol ----------------------------------------------------------------
   // This rank entered a call and wrote its own mailbox (Communicator::State::mailbox()). A
@@ -86,6 +88,11 @@ class Connection {
   virtual RemoteRegion peerBank(int bank) = 0;
 
   // ---- point-to-point -----------------------------------------------------------------------
+  // Posts a send of `buffer` to the peer (before signalling SendReady), and reads the peer's
+  // answer to it (after its RecvDone signal): 0 received, -1 failed to copy, bytes + 1 for a
+  // size mismatch.
+  virtual void postSend(const MemoryHandle& buffer) = 0;
+  virtual int64_t sendStatus() = 0;
   // The send the peer posted to this rank (its buffer's handle and the post's status word).
   virtual const MemoryHandle& peerSendPost() = 0;
   // Answers the peer's post: 0 received, -1 failed to copy, bytes + 1 for a size mismatch.

@@ -1,4 +1,4 @@
-// A transport: one way of reaching peers (shm, cma; tcp and cuda_ipc later), each in its own
+// A transport: one way of reaching peers (shm, cma, tcp; cuda_ipc later), each in its own
 // folder under transport/. The communicator holds one instance of each, in the order they are
 // tried (Communicator::State::makeConnections, the one place that names them), and asks each:
 //   reaches(peer)      can you connect to this rank at all (same node, a route, a device)?
@@ -28,6 +28,8 @@ struct PeerInfo {
   uint64_t nodeHash = 0;    // of `node`: handles carry it, so memory of another node is told apart
   int pid = 0;
   std::string controlName;  // its control block's segment (NodeBlocks, transport/shm/node_connection.hpp)
+  std::string tcpAddress;   // "host:port" its tcp transport listens on (transport/tcp/)
+  std::string transports;   // its FORESTCC_TRANSPORT: every rank must choose the same way
 };
 
 class Transport {
@@ -47,6 +49,8 @@ class Transport {
   // The connection to `peer` (reaches(peer) is true). Called once per peer, when the
   // communicator is made.
   virtual std::unique_ptr<Connection> connect(const PeerInfo& peer) = 0;
+  // Every connection of the communicator is made (a proxied transport starts its thread here).
+  virtual void connected() {}
 };
 
 }  // namespace forestcc

@@ -1,8 +1,12 @@
 """The built-in generators on the command line (wired into forestcc.plan.cli):
 
     forestcc plan algorithms
-    forestcc plan dump --algo NAME --collective C --nranks N [--root R] [--in-place] [-o FILE]
-    forestcc plan verify --algo NAME --nranks N [--collective C] [--root R] [--in-place] [FILE...]
+    forestcc plan dump --algo NAME --collective C --nranks N [--nodes LAYOUT] [--root R] [--in-place] [-o FILE]
+    forestcc plan verify --algo NAME --nranks N [--nodes LAYOUT] [--collective C] [--root R] [--in-place] [FILE...]
+
+--nodes gives the node of every rank (0,0,1,1) or NODESxRANKS (3x2: 3 nodes of 2 ranks, node by
+node) for the algorithms that follow the node layout (hierarchical, 2dh); --nranks may then be
+left out.
 
 Exit status: 0 on success, 1 when a plan has issues (verify), 2 for a request that cannot be
 served (unknown algorithm, unsupported collective, bad rank count or root) or a file error.
@@ -34,6 +38,10 @@ def add_request_arguments(parser: argparse.ArgumentParser, collective_required: 
                         help="collective" + ("" if collective_required else
                                              " (default: every one the algorithm implements)"))
     parser.add_argument("--nranks", metavar="N", type=int, help="number of ranks")
+    parser.add_argument("--nodes", metavar="LAYOUT",
+                        help="node layout for hierarchical and 2dh: the node of every rank "
+                             "(0,0,1,1) or NODESxRANKS (3x2: 3 nodes of 2 ranks); default one "
+                             "node")
     parser.add_argument("--root", metavar="R", type=int,
                         help="root of broadcast/reduce/gather/scatter (default 0"
                              + ("" if collective_required else "; verify: 0, N/2 and N-1") + ")")
@@ -53,14 +61,34 @@ def add_dump_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the plan here instead of standard output")
 
 
+def _layout(args: argparse.Namespace):
+    """(nranks, nodes) from --nranks and --nodes: nodes is None without --nodes, and --nranks
+    defaults to its length. Raises ValueError."""
+    if args.nodes is None:
+        return args.nranks, None
+    nodes = builtin.parse_nodes(args.nodes)
+    if args.nranks is not None and args.nranks != len(nodes):
+        raise ValueError(f"--nodes {args.nodes!r} places {len(nodes)} ranks but --nranks is "
+                         f"{args.nranks}")
+    if args.algo is not None and not builtin.uses_nodes(args.algo):
+        raise ValueError(f"--nodes: algorithm {args.algo!r} does not follow the node layout "
+                         f"(those that do: "
+                         f"{', '.join(a for a in builtin.algorithms() if builtin.uses_nodes(a))})")
+    return len(nodes), nodes
+
+
 def dump_main(args: argparse.Namespace) -> int:
     """`plan dump`: writes one generated plan as canonical JSON."""
     prog = "forestcc plan dump"
-    if args.algo is None or args.nranks is None:
-        return _error(prog, "--algo and --nranks are required")
     try:
-        plan = builtin.generate(args.algo, args.collective, args.nranks, root=args.root,
-                                in_place=bool(args.in_place))
+        nranks, nodes = _layout(args)
+    except ValueError as error:
+        return _error(prog, str(error))
+    if args.algo is None or nranks is None:
+        return _error(prog, "--algo and --nranks are required (--nodes gives --nranks too)")
+    try:
+        plan = builtin.generate(args.algo, args.collective, nranks, root=args.root,
+                                in_place=bool(args.in_place), nodes=nodes)
     except (ValueError, TypeError) as error:
         return _error(prog, str(error))
     text = plan_format.dumps(plan)
@@ -97,11 +125,15 @@ def verify_generated(args: argparse.Namespace, report) -> int:
     """The --algo part of `plan verify`: generates and verifies every requested plan, handing
     each (label, plan, result) to report(); returns the exit status."""
     prog = "forestcc plan verify"
-    if args.nranks is None:
-        return _error(prog, "--algo needs --nranks")
     try:
-        requests = builtin.requests(args.algo, args.nranks, args.collective, args.root,
-                                    args.in_place)
+        nranks, nodes = _layout(args)
+    except ValueError as error:
+        return _error(prog, str(error))
+    if nranks is None:
+        return _error(prog, "--algo needs --nranks (or --nodes)")
+    try:
+        requests = builtin.requests(args.algo, nranks, args.collective, args.root,
+                                    args.in_place, nodes)
     except ValueError as error:
         return _error(prog, str(error))
     status = EXIT_OK

@@ -1,5 +1,6 @@
 #include "collectives/generators/common.hpp"
 
+#include <algorithm>
 #include <tuple>
 
 namespace forestcc::collectives::gen {
@@ -7,6 +8,7 @@ namespace forestcc::collectives::gen {
 PlanBuilder startPlan(const char* algo, const GenerateRequest& req, uint32_t chunksPerBlock) {
   std::string name = std::string(algo) + "_" + plan::name(req.collective) + "_" + std::to_string(req.nranks);
   if (plan::rooted(req.collective)) name += "_root" + std::to_string(req.root);
+  if (!req.nodeOf.empty()) name += "_" + std::to_string(*std::max_element(req.nodeOf.begin(), req.nodeOf.end()) + 1) + "nodes";
   if (req.inPlace) name += "_in_place";
   return PlanBuilder(req.collective, req.nranks, chunksPerBlock, req.inPlace,
                      plan::rooted(req.collective) ? req.root : -1, name);
@@ -37,6 +39,12 @@ std::vector<int> AllPairs::peers(int rank) const {
   for (int d = 1; d < n; ++d)
     if (ids_[rank][(rank + d) % n] >= 0) out.push_back((rank + d) % n);
   return out;
+}
+
+int ChannelMap::at(int rank, int from, int to) {
+  auto it = pairs_.find({from, to});
+  if (it == pairs_.end()) it = pairs_.emplace(std::make_pair(from, to), b_.channelPair(from, to)).first;
+  return rank == from ? it->second.first : it->second.second;
 }
 
 void signalAll(PlanBuilder& b, const AllPairs& ch, int r, int w) {

@@ -3,7 +3,9 @@
 // the few plans that more than one algorithm offers (the ring shift, the one-rank plan).
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/generators.hpp"
@@ -20,6 +22,9 @@ struct Algorithm {
   plan::Plan (*generate)(const GenerateRequest&);
   // The largest message (bytes, as tuning rules count them) a plan can serve; null: no limit.
   int64_t (*maxBytes)(plan::Collective, int nranks) = nullptr;
+  // Whether its plans depend on the node of each rank (GenerateRequest::nodeOf); the others get
+  // requests without one, so a flat plan is the same on every layout.
+  bool usesNodes = false;
 };
 
 const Algorithm& ringAlgorithm();
@@ -30,6 +35,8 @@ const Algorithm& bruckAlgorithm();
 const Algorithm& pairwiseAlgorithm();
 const Algorithm& treeAlgorithm();
 const Algorithm& eagerAlgorithm();
+const Algorithm& hierarchicalAlgorithm();
+const Algorithm& twoDimensionalAlgorithm();
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
@@ -52,6 +59,19 @@ class AllPairs {
   std::vector<int> peers(int rank) const;
  private:
   std::vector<std::vector<int>> ids_;
+};
+
+// Channel pairs made on first use, for plans whose ranks talk to a few peers picked by rule
+// (hierarchical ones): link (from, to) is one pair; (to, from) is another unless the caller
+// always names the pair one way round (e.g. smaller rank first).
+class ChannelMap {
+ public:
+  explicit ChannelMap(PlanBuilder& b) : b_(b) {}
+  // The id on `rank` (from or to) of link (from, to)'s channel.
+  int at(int rank, int from, int to);
+ private:
+  PlanBuilder& b_;
+  std::map<std::pair<int, int>, std::pair<int, int>> pairs_;
 };
 
 // signal, wait or flush on rank r's channel to every peer it has one to (peers() order).

@@ -14,9 +14,15 @@ uint64_t* semaphoreWord(ControlBlock& block, SemaphoreSet set, int from, int ind
   return nullptr;
 }
 
-NodeBlocks::NodeBlocks(PeerInfo self, int localIndex, std::shared_ptr<ShmSegment> own)
-    : self_(std::move(self)), localIndex_(localIndex) {
+NodeBlocks::NodeBlocks(PeerInfo self, std::vector<int> localRanks, std::shared_ptr<ShmSegment> own)
+    : self_(std::move(self)), localRanks_(std::move(localRanks)) {
   blocks_[self_.rank] = std::move(own);
+}
+
+int NodeBlocks::localIndexOf(int rank) const {
+  for (size_t i = 0; i < localRanks_.size(); ++i)
+    if (localRanks_[i] == rank) return static_cast<int>(i);
+  return -1;
 }
 
 NodePeer NodeBlocks::peer(const PeerInfo& peer) {
@@ -24,7 +30,8 @@ NodePeer NodeBlocks::peer(const PeerInfo& peer) {
   np.rank = self_.rank;
   np.peer = peer.rank;
   np.peerPid = peer.pid;
-  np.localIndex = localIndex_;
+  np.localIndex = localIndexOf(self_.rank);
+  np.peerLocalIndex = localIndexOf(peer.rank);
   np.nodeHash = self_.nodeHash;
   std::lock_guard<std::mutex> g(mu_);
   auto it = blocks_.find(peer.rank);
@@ -32,6 +39,7 @@ NodePeer NodeBlocks::peer(const PeerInfo& peer) {
     it = blocks_.emplace(peer.rank, ShmSegment::open(peer.controlName, sizeof(ControlBlock), self_.rank, peer.rank))
              .first;
   np.control = it->second;
+  np.own = static_cast<ControlBlock*>(blocks_[self_.rank]->data());
   return np;
 }
 
@@ -46,6 +54,10 @@ void NodeConnection::signal(SemaphoreSet set, int index) {
   // Writes on shm and cma connections are complete when they return; the release orders them
   // before the flag.
   __atomic_fetch_add(signalWord(set, index), 1, __ATOMIC_RELEASE);
+}
+
+uint64_t* NodeConnection::inboundWord(SemaphoreSet set, int index) {
+  return semaphoreWord(*peer_.own, set, peer_.peerLocalIndex, index);
 }
 
 uint64_t NodeConnection::peerSequence() { return __atomic_load_n(&block_->mailbox.sequence, __ATOMIC_ACQUIRE); }
@@ -64,6 +76,17 @@ const uint64_t* NodeConnection::peerBlockOffsets(int buffer) { return block_->ma
 
 RemoteRegion NodeConnection::peerBank(int bank) {
   return RemoteRegion{block_->scratchBanks.bank[bank], 0, kScratchBankBytes};
+}
+
+// The peer reads this rank's post in this rank's block, at its own local index.
+void NodeConnection::postSend(const MemoryHandle& buffer) {
+  SendPost& post = peer_.own->mailbox.sendPosts[peer_.peerLocalIndex];
+  post.buffer = buffer;
+  post.status = 0;
+}
+
+int64_t NodeConnection::sendStatus() {
+  return __atomic_load_n(&peer_.own->mailbox.sendPosts[peer_.peerLocalIndex].status, __ATOMIC_ACQUIRE);
 }
 
 const MemoryHandle& NodeConnection::peerSendPost() { return block_->mailbox.sendPosts[peer_.localIndex].buffer; }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "transport/connection.hpp"
 #include "transport/shm/shm_segment.hpp"
@@ -21,8 +22,10 @@ struct NodePeer {
   int peer = -1;
   int peerPid = 0;
   int localIndex = -1;  // this rank's index among the node's ranks: its row in the peer's block
+  int peerLocalIndex = -1;  // the peer's: its row in this rank's block
   uint64_t nodeHash = 0;  // of this node (MemoryHandle::nodeHash)
   std::shared_ptr<ShmSegment> control;  // the peer's control block, mapped
+  ControlBlock* own = nullptr;          // this rank's
 };
 
 // The control blocks of this node's ranks as this rank reaches them: its own, and each peer's,
@@ -30,16 +33,19 @@ struct NodePeer {
 // connections. The shm and cma transports hold one between them.
 class NodeBlocks {
  public:
-  // `self`: this rank; `localIndex`: its index among the node's ranks; `own`: its control block.
-  NodeBlocks(PeerInfo self, int localIndex, std::shared_ptr<ShmSegment> own);
+  // `self`: this rank; `localRanks`: the node's ranks in order (this one's index in it is its
+  // local index); `own`: its control block.
+  NodeBlocks(PeerInfo self, std::vector<int> localRanks, std::shared_ptr<ShmSegment> own);
   const PeerInfo& self() const { return self_; }
   bool sameNode(const PeerInfo& peer) const { return peer.node == self_.node; }
   // `peer` (on this node) as its connections see it; maps its control block the first time.
   NodePeer peer(const PeerInfo& peer);
 
  private:
+  int localIndexOf(int rank) const;
+
   PeerInfo self_;
-  int localIndex_;
+  std::vector<int> localRanks_;
   std::mutex mu_;
   std::map<int, std::shared_ptr<ShmSegment>> blocks_;  // by rank, this rank's own included
 };
@@ -51,6 +57,7 @@ class NodeConnection : public Connection {
 
   uint64_t* signalWord(SemaphoreSet set, int index) override;
   void signal(SemaphoreSet set, int index) override;
+  uint64_t* inboundWord(SemaphoreSet set, int index) override;
 
   uint64_t peerSequence() override;
   bool peerStamp(uint64_t sequence, CallStamp& out) override;
@@ -59,6 +66,8 @@ class NodeConnection : public Connection {
   const uint64_t* peerBlockOffsets(int buffer) override;
   RemoteRegion peerBank(int bank) override;
 
+  void postSend(const MemoryHandle& buffer) override;
+  int64_t sendStatus() override;
   const MemoryHandle& peerSendPost() override;
   void answerSendPost(int64_t status) override;
 
