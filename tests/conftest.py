@@ -238,3 +238,71 @@ def suite_processes() -> list[int]:
         if mine in env and state not in ("Z", "X"):
             found.append(int(pid))
     return found
+
+
+# --- Emulated hosts (forestcc.cluster) ---------------------------------------------------------
+# Tests across machines run on hosts made of namespaces on this machine. A cluster is made once
+# per module and host count (cluster_of) or per test when it needs its own shaping (make_cluster).
+# When namespaces cannot be made (not root, no iproute2), the test fails with the reason: these
+# tests never skip.
+
+def _make_cluster(hosts: int, **options):
+    from forestcc.cluster import Cluster, ClusterError
+    try:
+        return Cluster.create(hosts, **options)
+    except ClusterError as exc:
+        pytest.fail(f"cannot make an emulated cluster of {hosts} hosts: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cluster_of():
+    """cluster_of(hosts) -> a forestcc.cluster.Cluster with that many hosts (h0, h1, ...), shared
+    by the module's tests and taken down at its end. Each call brings back any link a previous
+    test cut; what a test starts in the hosts it must stop itself."""
+    made: dict[int, object] = {}
+
+    def get(hosts: int = 2):
+        if hosts not in made:
+            made[hosts] = _make_cluster(hosts)
+        c = made[hosts]
+        for h in c.hosts:
+            if not c.link_is_up(h):
+                c.restore(h)
+        return c
+
+    yield get
+    for c in made.values():
+        c.destroy()
+
+
+@pytest.fixture
+def make_cluster():
+    """make_cluster(hosts, shaping=forestcc.cluster.Shaping("1gbit"), ...) -> a cluster of the
+    test's own (for shaping or anything it must not share), taken down when the test ends."""
+    made = []
+
+    def make(hosts: int = 2, **options):
+        made.append(_make_cluster(hosts, **options))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.destroy()
+
+
+def run_cluster_job(cluster, ranks_per_host: int, program: str, *args: str,
+                    env: dict | None = None, launcher_args: tuple[str, ...] = (),
+                    timeout: float = JOB_TIMEOUT) -> JobResult:
+    """Run tests/programs/<program> with `ranks_per_host` ranks on every host of `cluster`,
+    under forestcc-run --label (rank 0 on h0, ranks filled host by host)."""
+    cmd = cluster.launcher_argv(ranks_per_host, [sys.executable, str(PROGRAMS / program), *args],
+                                ("--label", *launcher_args))
+    p = subprocess.run(cmd, env=clean_env(**(env or {})), capture_output=True, text=True,
+                       timeout=timeout)
+    return JobResult(p.returncode, p.stdout, p.stderr)
+
+
+def host_shm_segments(cluster, prefix: str = SHM_PREFIX) -> dict[str, set[str]]:
+    """This run's shared-memory segments in each host's own /dev/shm, by host name."""
+    return {h.name: {n for n in cluster.shm(h) if n.startswith(prefix + "-")}
+            for h in cluster.hosts}

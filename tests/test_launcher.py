@@ -206,3 +206,92 @@ def test_program_that_cannot_start():
                        text=True, timeout=JOB_TIMEOUT)
     assert p.returncode != 0 and "cannot start" in p.stderr
     assert "No such file or directory" in p.stderr
+
+
+# --- across hosts: the host list, placement, the ssh command line (no hosts needed) -----------
+
+def test_host_list_and_placement(tmp_path):
+    from forestcc.launch_hosts import HostSlots, Placement, parse_hosts, place, read_hostfile
+    assert parse_hosts("a:2,b,[fd00::1]:3") == [HostSlots("a", 2), HostSlots("b", 1),
+                                                 HostSlots("fd00::1", 3)]
+    assert parse_hosts("a:1,b:2,a:1") == [HostSlots("a", 2), HostSlots("b", 2)]  # merged
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# the cluster\nnode1 slots=2\nnode2:3  # a comment\n\nnode3\n")
+    assert read_hostfile(str(hostfile)) == [HostSlots("node1", 2), HostSlots("node2", 3),
+                                            HostSlots("node3", 1)]
+    hosts = [HostSlots("a", 2), HostSlots("b", 2)]
+    assert place(hosts, None) == [Placement(0, "a", 0, 2), Placement(1, "a", 1, 2),
+                                  Placement(2, "b", 0, 2), Placement(3, "b", 1, 2)]
+    assert place(hosts, 3)[2:] == [Placement(2, "b", 0, 1)]  # local size counts placed ranks
+
+
+def test_remote_command_carries_the_environment_through_a_shell():
+    """What ssh sends is run by a remote shell: every value must come out as it went in."""
+    from forestcc.launch_starters import remote_command
+    env = {"FORESTCC_RANK": "3", "ODD": "it's $HOME `x` \"q\" \\ ;&|"}
+    cmd = [sys.executable, "-c", "import os, sys; print(os.environ['ODD'], sys.argv[1:])",
+           "a b", "$c"]
+
+    def remote(line: str) -> subprocess.Popen:
+        # stdin stays open, as forestcc-run holds the ssh channel's: its end stops the rank.
+        return subprocess.Popen(["sh", "-c", line], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    p = remote(remote_command(cmd, env, "/"))
+    out = p.stdout.read()
+    assert p.wait(timeout=JOB_TIMEOUT) == 0, p.stderr.read()
+    assert out == f"{env['ODD']} ['a b', '$c']\n"
+    failing = remote(remote_command(["sh", "-c", "exit 5"], {}, None))
+    assert failing.wait(timeout=JOB_TIMEOUT) == 5  # the rank's exit status comes back
+    # The channel's end (forestcc-run or ssh gone) stops the rank.
+    sleeper = remote(remote_command(["sleep", "600"], {}, None))
+    sleeper.stdin.close()
+    assert sleeper.wait(timeout=JOB_TIMEOUT) == 128 + signal.SIGTERM
+    for q in (p, failing, sleeper):
+        q.stdout.close()
+        q.stderr.close()
+
+
+def test_ssh_command_line(tmp_path):
+    """--launcher ssh runs `<ssh> HOST <remote command>`: a stand-in ssh records its arguments
+    and runs the remote command here."""
+    fake = tmp_path / "fake-ssh"
+    log = tmp_path / "calls"
+    fake.write_text(f"#!/bin/sh\n"
+                    f"case \"$4\" in *FORESTCC_RANK=*) ;; *) exit 99;; esac\n"
+                    f"echo \"$1 $2 $3 $#\" >> {log}\n"
+                    f"shift 3\n"
+                    f"exec sh -c \"$*\"\n")
+    fake.chmod(0o755)
+    p = subprocess.run([*LAUNCHER, "--hosts", "nodeA:2,nodeB", "--ssh", f"{fake} -o X=1",
+                        "--port", "23456", "--label", "--env", "EXTRA=yes", "--", sys.executable,
+                        "-c", "import os; e = os.environ; print(e['FORESTCC_RANK'], "
+                        "e['FORESTCC_LOCAL_RANK'], e['FORESTCC_LOCAL_SIZE'], "
+                        "e['FORESTCC_ROOT_ADDR'], e['EXTRA'], 'FORESTCC_ROOT_FD' in e)"],
+                       env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == ["[0] 0 0 2 nodeA:23456 yes False",
+                                             "[1] 1 1 2 nodeA:23456 yes False",
+                                             "[2] 2 0 1 nodeA:23456 yes False"]
+    calls = log.read_text().splitlines()
+    # ssh's options, the host, and the remote command as one word (ssh joins words with spaces).
+    assert sorted(calls) == ["-o X=1 nodeA 4", "-o X=1 nodeA 4", "-o X=1 nodeB 4"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--launcher", "ssh", "true"], "--launcher need --hosts or --hostfile"),
+    (["--port", "80", "true"], "--port need --hosts or --hostfile"),
+    (["true"], "give the number of ranks (-n) or the hosts (--hosts, --hostfile)"),
+    (["--hosts", "a:2,b:2", "-n", "5", "true"], "-n 5 does not fit the hosts' 4 slot(s)"),
+    (["--hosts", "a:0", "true"], "has no slots"),
+    (["--hosts", "a:x", "true"], "is not HOST or HOST:SLOTS"),
+    (["--hostfile", "/nonexistent/hosts", "true"], "No such file"),
+    (["--hosts", "a", "--launcher", "cluster", "true"], "--launcher cluster needs --cluster"),
+    (["--hosts", "a", "--cluster", "fccnothere", "true"], "no emulated cluster 'fccnothere'"),
+    (["--hosts", "a", "--port", "70000", "true"], "--port must be between 1 and 65535"),
+])
+def test_usage_errors_across_hosts(args, message):
+    env = {k: v for k, v in os.environ.items() if k != "FORESTCC_CLUSTER"}
+    p = subprocess.run([*LAUNCHER, *args], env=env, capture_output=True, text=True,
+                       timeout=JOB_TIMEOUT)
+    assert p.returncode != 0 and message in p.stderr, p.stderr

@@ -1,4 +1,8 @@
-"""forestcc-run: start N local ranks of a program and supervise them.
+"""forestcc-run: start N ranks of a program, here or across hosts, and supervise them.
+
+Across hosts (`--hosts h1:2,h2:2` or `--hostfile`), ranks fill the hosts in order and start
+through ssh (`--launcher ssh`) or inside an emulated cluster's hosts (`--launcher cluster`,
+forestcc-cluster); launch_hosts.py places them, launch_starters.py starts them.
 
 Each rank gets FORESTCC_RANK, FORESTCC_SIZE, FORESTCC_LOCAL_RANK, FORESTCC_LOCAL_SIZE,
 FORESTCC_ROOT_ADDR and FORESTCC_JOB_ID; rank 0 also inherits the already-listening rendezvous
@@ -24,11 +28,14 @@ import resource
 import secrets
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+from forestcc.launch_hosts import Placement, parse_hosts, place, read_hostfile
+from forestcc.launch_starters import (SSH_DEFAULT, ClusterStarter, LocalStarter, SshStarter,
+                                      starter_stdin)
 
 __all__ = ["main"]
 
@@ -45,23 +52,61 @@ _PR_SET_PDEATHSIG = 1
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="forestcc-run",
-        description="Start N local ranks of CMD with the forestcc rank environment. "
-                    "Stops all ranks when one fails; exits non-zero naming the failed rank. "
-                    "The ranks' output is passed on one whole line at a time; the ranks die "
-                    "with forestcc-run, even when it is killed.",
-        epilog="example: forestcc-run -n 4 --label python train.py")
-    p.add_argument("-n", "--np", dest="n", type=int, required=True,
-                   help=f"number of ranks (1 to {_MAX_RANKS})")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Start N ranks of CMD with the forestcc rank environment, on this machine "
+                    "or across hosts. Stops all ranks when one fails; exits non-zero naming the "
+                    "failed rank (and its host). The ranks' output is passed on one whole line "
+                    "at a time; the ranks die with forestcc-run, even when it is killed.",
+        epilog="""examples:
+  forestcc-run -n 4 --label python train.py
+  forestcc-run --hosts node1:8,node2:8 --label python train.py          (ssh)
+  forestcc-run --hostfile hosts.txt --root-addr 10.0.0.1 python train.py
+  forestcc-run --cluster fcc3f9a1c --hosts h0:2,h1:2 python train.py     (forestcc-cluster)
+
+across hosts each rank gets FORESTCC_RANK, FORESTCC_SIZE, FORESTCC_LOCAL_RANK and
+FORESTCC_LOCAL_SIZE (its place on its host), FORESTCC_JOB_ID and FORESTCC_ROOT_ADDR=host:port of
+rank 0. With ssh, rank 0 binds that port on its host (--port, default random in 20000-39999;
+--root-addr when rank 0's host name does not resolve to an address the others reach), the
+remote command runs in the same working directory when it exists there, and it gets the
+FORESTCC_* variables and those of --env (the rest is the remote login's environment); a rank is
+killed when its ssh connection ends. ssh must log in without a password (BatchMode).""")
+    p.add_argument("-n", "--np", dest="n", type=int, default=None,
+                   help=f"number of ranks (1 to {_MAX_RANKS}); with --hosts, at most the "
+                        "hosts' slots (default: all of them)")
+    hosts = p.add_argument_group("across hosts")
+    where = hosts.add_mutually_exclusive_group()
+    where.add_argument("--hosts", metavar="HOST[:SLOTS],...",
+                       help="hosts and how many ranks each takes (default 1), filled in order: "
+                            "rank 0 is on the first host")
+    where.add_argument("--hostfile", metavar="FILE",
+                       help="one host a line: HOST, HOST:SLOTS or HOST slots=SLOTS; # comments")
+    hosts.add_argument("--launcher", choices=("ssh", "cluster"), default=None,
+                       help="how ranks start on the hosts: ssh, or entering the hosts of an "
+                            "emulated cluster (default: cluster when --cluster or "
+                            "$FORESTCC_CLUSTER is set, else ssh)")
+    hosts.add_argument("--cluster", metavar="ID", default=None,
+                       help="the emulated cluster (forestcc-cluster) whose hosts --hosts names "
+                            "(default $FORESTCC_CLUSTER)")
+    hosts.add_argument("--ssh", metavar="CMD", default=None,
+                       help="the ssh command line, HOST and the remote command are appended "
+                            f"(default {SSH_DEFAULT!r})")
+    hosts.add_argument("--root-addr", metavar="HOST", default=None,
+                       help="with ssh: the address rank 0 listens on and the others connect to "
+                            "(default: rank 0's host name as given)")
+    hosts.add_argument("--port", type=int, default=None,
+                       help="with ssh: the rendezvous port on rank 0's host (default random)")
     p.add_argument("-l", "--label", action="store_true",
                    help="prefix every output line with [rank] (lines are passed on whole "
                         "with or without it)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address rank 0 listens on for the rendezvous (default 127.0.0.1)")
+                   help="on one machine: the address rank 0 listens on for the rendezvous "
+                        "(default 127.0.0.1)")
     p.add_argument("--grace", type=float, default=5.0,
                    help="seconds (>= 0) between SIGTERM and SIGKILL when stopping ranks "
                         "(default 5)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="set an environment variable in every rank (repeatable)")
+                   help="set an environment variable in every rank (repeatable; sent to "
+                        "remote hosts too)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     return p
 
@@ -91,19 +136,7 @@ def _dead(pid: int) -> bool:
         return True
 
 
-def _sweep_segments(prefix: str | None) -> None:
-    """Unlink shared-memory segments of dead processes, named with the ranks' prefix (theirs, not
-    necessarily this process's: --env FORESTCC_SHM_PREFIX=... sets it for the ranks only)."""
-    if prefix is not None:
-        os.environ["FORESTCC_SHM_PREFIX"] = prefix  # what the native sweep reads
-    try:
-        from forestcc import _C
-        _C.sweep_stale_shared_memory()
-    except ImportError:
-        pass
-
-
-def _watchdog(fd: int, launcher_pid: int, shm_prefix: str | None) -> None:
+def _watchdog(fd: int, launcher_pid: int, sweep) -> None:
     """Runs in a child of forestcc-run, in its own session (a signal to forestcc-run's process
     group spares it). Reads the ranks' pids from `fd`; "done" means forestcc-run has stopped them
     itself. End of file without "done" means forestcc-run died: kill every rank's process group
@@ -138,10 +171,10 @@ def _watchdog(fd: int, launcher_pid: int, shm_prefix: str | None) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not all(_dead(p) for p in pids):
         time.sleep(0.05)
-    _sweep_segments(shm_prefix)
+    sweep()
 
 
-def _start_watchdog(shm_prefix: str | None) -> tuple[int, int]:
+def _start_watchdog(sweep) -> tuple[int, int]:
     """Forks the watchdog (before any thread exists, so the fork is safe); returns its pid and
     the pipe's write end, which only forestcc-run holds (os.pipe fds are close-on-exec)."""
     r, w = os.pipe()
@@ -150,7 +183,7 @@ def _start_watchdog(shm_prefix: str | None) -> tuple[int, int]:
     if pid == 0:  # the watchdog
         try:
             os.close(w)
-            _watchdog(r, launcher_pid, shm_prefix)
+            _watchdog(r, launcher_pid, sweep)
         finally:
             os._exit(0)
     os.close(r)
@@ -191,8 +224,10 @@ def _raise_fd_limit(n: int) -> tuple[int, int]:
 
 
 class _Job:
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, placements: list[Placement], starter):
         self.args = args
+        self.placements = placements
+        self.starter = starter
         self.procs: list[subprocess.Popen] = []
         self.relay: threading.Thread | None = None
         self.out_lock = threading.Lock()
@@ -232,35 +267,41 @@ class _Job:
                 raise SystemExit(f"forestcc-run: --env expects NAME=VALUE, got {item!r}")
             base[name] = value
         self.shm_prefix = base.get("FORESTCC_SHM_PREFIX")
-        fd_limit = _raise_fd_limit(a.n)
-        self.watchdog_pid, self.watchdog_fd = _start_watchdog(self.shm_prefix)
-        listener = socket.socket(socket.AF_INET6 if ":" in a.host else socket.AF_INET)
-        listener.bind((a.host, 0))
-        listener.listen(_MAX_RANKS)
-        port = listener.getsockname()[1]
-        host = f"[{a.host}]" if ":" in a.host else a.host
+        n = len(self.placements)
+        fd_limit = _raise_fd_limit(n)
+        self.watchdog_pid, self.watchdog_fd = _start_watchdog(self.sweep)
+        try:
+            listener, root_addr = self.starter.listen(self.placements[0].host)
+        except OSError as exc:
+            self.close_watchdog()
+            raise SystemExit(f"forestcc-run: cannot listen for the rendezvous on "
+                             f"{self.placements[0].host or a.host}: {exc.strerror}") from None
         preexec = _die_with_launcher(os.getpid(), fd_limit)
-        for rank in range(a.n):
+        forwarded = {item.partition("=")[0] for item in a.env}
+        for pl in self.placements:
             env = dict(base)
-            env.update(FORESTCC_RANK=str(rank), FORESTCC_SIZE=str(a.n),
-                       FORESTCC_LOCAL_RANK=str(rank), FORESTCC_LOCAL_SIZE=str(a.n),
-                       FORESTCC_ROOT_ADDR=f"{host}:{port}", FORESTCC_JOB_ID=job_id)
+            env.update(FORESTCC_RANK=str(pl.rank), FORESTCC_SIZE=str(n),
+                       FORESTCC_LOCAL_RANK=str(pl.local_rank),
+                       FORESTCC_LOCAL_SIZE=str(pl.local_size),
+                       FORESTCC_ROOT_ADDR=root_addr, FORESTCC_JOB_ID=job_id)
             pass_fds: tuple[int, ...] = ()
-            if rank == 0:
+            if pl.rank == 0 and listener is not None:
                 env["FORESTCC_ROOT_FD"] = str(listener.fileno())
                 pass_fds = (listener.fileno(),)
+            argv, env = self.starter.command(pl.host, a.cmd, env, forwarded)
             try:
-                proc = subprocess.Popen(a.cmd, env=env, pass_fds=pass_fds, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, start_new_session=True,
-                                        preexec_fn=preexec)
+                proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, stdin=starter_stdin(self.starter),
+                                        start_new_session=True, preexec_fn=preexec)
             except (OSError, subprocess.SubprocessError) as exc:
                 self.stop(signal.SIGKILL)
                 self.close_watchdog()
                 why = exc.strerror if isinstance(exc, OSError) else str(exc)
-                raise SystemExit(f"forestcc-run: cannot start {a.cmd[0]!r}: {why}") from None
+                raise SystemExit(f"forestcc-run: cannot start {argv[0]!r}: {why}") from None
             self.procs.append(proc)
             self._tell_watchdog(f"{proc.pid}\n")
-        listener.close()  # rank 0 holds its own copy
+        if listener is not None:
+            listener.close()  # rank 0 holds its own copy
         # One thread relays every rank's output, started only now: a rank forked while another
         # thread runs could inherit a lock that thread held.
         self.relay = threading.Thread(target=self._relay_all, daemon=True)
@@ -298,6 +339,14 @@ class _Job:
                         lines = p + lines[:-1].replace(b"\n", b"\n" + p) + b"\n"
                     self._emit(sink, lines)
         sel.close()
+
+    def sweep(self) -> None:
+        """Removes the shared-memory segments of dead ranks, on every host that had ranks."""
+        self.starter.sweep(sorted({pl.host for pl in self.placements}), self.shm_prefix)
+
+    def _who(self, rank: int) -> str:
+        host = self.placements[rank].host
+        return f"rank {rank} on {host}" if host else f"rank {rank}"
 
     def signal_all(self, sig: int) -> None:
         for p in self.procs:
@@ -338,7 +387,7 @@ class _Job:
             if failed:
                 rank, rc = failed[0]
                 running = [r for r, p in enumerate(self.procs) if p.poll() is None]
-                self.say(f"rank {rank} (pid {self.procs[rank].pid}) {_describe(rc)}")
+                self.say(f"{self._who(rank)} (pid {self.procs[rank].pid}) {_describe(rc)}")
                 if running:
                     self.say(f"stopping rank(s) {', '.join(map(str, running))}")
                 self.stop()
@@ -361,7 +410,7 @@ class _Job:
             if self.relay.is_alive():
                 self.say("a process started by a rank still holds the ranks' output open; "
                          "not waiting for it")
-        _sweep_segments(self.shm_prefix)
+        self.sweep()
         self.close_watchdog()
 
     def _tell_watchdog(self, line: str) -> None:
@@ -379,19 +428,57 @@ class _Job:
         os.waitpid(self.watchdog_pid, 0)
 
 
+def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The ranks' placements and the starter that starts them, from the command line."""
+    if args.hosts is None and args.hostfile is None:
+        remote_only = [f"--{name.replace('_', '-')}" for name in
+                       ("launcher", "cluster", "ssh", "root_addr", "port")
+                       if getattr(args, name) is not None]
+        if remote_only:
+            parser.error(f"{', '.join(remote_only)} need --hosts or --hostfile")
+        if args.n is None:
+            parser.error("give the number of ranks (-n) or the hosts (--hosts, --hostfile)")
+        if not 1 <= args.n <= _MAX_RANKS:
+            parser.error(f"-n must be between 1 and {_MAX_RANKS} (ranks on this machine), "
+                         f"got {args.n}")
+        return [Placement(r, "", r, args.n) for r in range(args.n)], LocalStarter(args.host)
+    try:
+        hosts = parse_hosts(args.hosts) if args.hosts is not None else read_hostfile(args.hostfile)
+        placements = place(hosts, args.n)
+    except (ValueError, OSError) as exc:
+        parser.error(str(exc))
+    if len(placements) > _MAX_RANKS:
+        parser.error(f"at most {_MAX_RANKS} ranks, got {len(placements)}")
+    cluster = args.cluster or os.environ.get("FORESTCC_CLUSTER")
+    launcher = args.launcher or ("cluster" if cluster else "ssh")
+    if launcher == "cluster":
+        if not cluster:
+            parser.error("--launcher cluster needs --cluster ID (or $FORESTCC_CLUSTER)")
+        from forestcc.cluster import ClusterError
+        try:
+            starter = ClusterStarter(cluster)
+            for name in {pl.host for pl in placements}:
+                starter.cluster.host(name)
+        except ClusterError as exc:
+            raise SystemExit(f"forestcc-run: {exc}") from None
+        return placements, starter
+    if args.port is not None and not 1 <= args.port <= 65535:
+        parser.error(f"--port must be between 1 and 65535, got {args.port}")
+    return placements, SshStarter(args.ssh or SSH_DEFAULT, args.root_addr, args.port)
+
+
 def main(argv: list[str] | None = None) -> None:
     """forestcc-run's entry point: parses `argv` (default sys.argv[1:]), runs the job, exits."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.cmd and args.cmd[0] == "--":
         args.cmd = args.cmd[1:]
     if not args.cmd:
-        _parser().error("no command given")
-    if not 1 <= args.n <= _MAX_RANKS:
-        _parser().error(f"-n must be between 1 and {_MAX_RANKS} (ranks on this machine), "
-                        f"got {args.n}")
+        parser.error("no command given")
+    placements, starter = _plan(parser, args)
     if not (math.isfinite(args.grace) and args.grace >= 0):
-        _parser().error(f"--grace must be a number of seconds >= 0, got {args.grace:g}")
-    job = _Job(args)
+        parser.error(f"--grace must be a number of seconds >= 0, got {args.grace:g}")
+    job = _Job(args, placements, starter)
     job.start()
     try:
         code = job.supervise()

@@ -147,8 +147,10 @@ void Communicator::State::raiseWaitFailure(WaitOutcome outcome, int peer, const 
     }
     case WaitOutcome::Timeout: {
       std::ostringstream msg;
-      msg << prefix << what << ": timed out after " << timeoutSeconds << " s waiting for rank " << peer
-          << " to signal (FORESTCC_TIMEOUT sets the limit)";
+      msg << prefix << what << ": timed out after " << timeoutSeconds << " s waiting for rank " << peer;
+      // Across nodes a silent peer is often its host or link: say which host.
+      if (peer >= 0 && peer < size && nodeOf[peer] != nodeOf[rank]) msg << " on host '" << peers[peer].node << "'";
+      msg << " to signal (FORESTCC_TIMEOUT sets the limit)";
       poison(msg.str());
       throw Error(ErrorCode::Timeout, msg.str(), rank, peer);
     }

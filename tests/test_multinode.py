@@ -1,0 +1,65 @@
+"""forestcc across emulated hosts (forestcc.cluster: network, UTS and mount namespaces, so each
+host has its own hostname and /dev/shm): ranks on one host use shared memory, ranks on others
+tcp. Every collective against numpy on 2x2, 3x2 and 2x3 hosts x ranks, a rank killed on one
+host, and a host whose link is cut mid-collective."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import PROGRAMS, clean_env, host_shm_segments, run_cluster_job
+
+
+@pytest.mark.parametrize("hosts,per_host", [(2, 2), (3, 2), (2, 3)])
+def test_every_collective_across_hosts(cluster_of, no_new_shm, hosts, per_host):
+    cluster = cluster_of(hosts)
+    n = hosts * per_host
+    res = run_cluster_job(cluster, per_host, "collectives_check.py", "all", "0,1,7,1001",
+                          "--reduction-sizes", "4099", "--algo-dtypes", "float32")
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    checked = res.lines("CHECKED")
+    assert len(checked) == n and all(int(c.split()[1]) > 0 for c in checked), res.stdout[-2000:]
+    assert not any(host_shm_segments(cluster).values()), "shared memory left on a host"
+
+
+def test_a_rank_killed_on_one_host_fails_every_rank(cluster_of):
+    cluster = cluster_of(2)
+    res = run_cluster_job(cluster, 2, "multinode_faults.py", "kill", env={"FORESTCC_TIMEOUT": "120"})
+    assert res.returncode != 0
+    assert re.search(r"rank 3 on h1 \(pid \d+\) was killed by signal 9", res.stderr), res.stderr
+    # The others raise on their own (the launcher stops them too, but only after one of them
+    # exits): at least the first to notice names rank 3, and none hangs.
+    errors = res.lines("ERROR")
+    assert errors, res.stdout[-3000:] + res.stderr[-3000:]
+    assert any("rank 3 (pid" in e and "closed its connection without a goodbye" in e for e in errors), res.stdout
+    assert not any(host_shm_segments(cluster).values()), "shared memory left on a host"
+
+
+def test_a_cut_link_mid_collective_names_the_silent_host(cluster_of):
+    cluster = cluster_of(2)
+    cmd = cluster.launcher_argv(2, [sys.executable, str(PROGRAMS / "multinode_faults.py"), "cut"], ("--label",))
+    proc = subprocess.Popen(cmd, env=clean_env(FORESTCC_TIMEOUT="8"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        seen = 0
+        while seen < 4:  # every rank is in the loop before the cut
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += "READY" in line
+        assert seen == 4, proc.stderr.read()
+        time.sleep(1)
+        cluster.cut(cluster.hosts[1])
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cluster.restore(cluster.hosts[1])
+    assert proc.returncode != 0
+    errors = [ln for ln in out.splitlines() if "ERROR" in ln]
+    assert errors, out + err
+    # A rank on h0 timed out waiting for a rank of h1, and says which host it is on.
+    assert any("TimeoutError" in e and "on host 'h1'" in e for e in errors), out
