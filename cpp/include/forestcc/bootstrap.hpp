@@ -45,6 +45,10 @@ struct LaunchInfo {
 
 // Reads the launch environment (see the README's table); throws InvalidUsage on inconsistent values.
 LaunchInfo detectLaunch();
+// Throws InvalidUsage when `info` gives several ranks no way to meet (several nodes, no address
+// for rank 0): joining from the environment needs one; a caller that brings its own unique id
+// (mpi4py's broadcast) does not, so detectLaunch() itself does not refuse.
+void requireRendezvous(const LaunchInfo& info);
 
 class Bootstrap {
  public:

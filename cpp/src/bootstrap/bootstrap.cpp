@@ -360,6 +360,7 @@ Bootstrap::Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSec
 
 std::unique_ptr<Bootstrap> Bootstrap::fromEnvironment(double timeoutSeconds) {
   LaunchInfo info = detectLaunch();
+  requireRendezvous(info);
   if (!info.rootAddress.empty()) {
     UniqueId id = UniqueId::fromAddress(info.rootAddress, info.magic);
     if (info.rootListenFd >= 0) unsetenv("FORESTCC_ROOT_FD");  // the first communicator owns it

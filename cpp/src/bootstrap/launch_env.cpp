@@ -144,13 +144,16 @@ LaunchInfo detectLaunch() {
     info.rootAddress = root;
     info.rendezvousKey.clear();
   }
+  return info;
+}
+
+void requireRendezvous(const LaunchInfo& info) {
   if (info.size > 1 && info.rootAddress.empty() && info.rendezvousKey.empty())
     throw Error(ErrorCode::InvalidUsage,
                 "forestcc: " + info.source + " started " + std::to_string(info.size) +
                     " ranks on several nodes but gave no address for rank 0: set FORESTCC_ROOT_ADDR=host:port "
                     "(a free port on rank 0's node) or create a unique id on rank 0 and broadcast it "
                     "(forestcc.init(unique_id=...); forestcc.init() does this by itself when mpi4py is imported)");
-  return info;
 }
 
 }  // namespace forestcc

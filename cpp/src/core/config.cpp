@@ -54,6 +54,9 @@ const std::vector<ConfigEntry>& configTable() {
        "The NCCL shim: operations always run in the fallback NCCL, comma separated (AllReduce, "
        "Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv, or all); "
        "a group holding one runs there whole."},
+      {"FORESTCC_CLUSTER", "string", "",
+       "Id of the emulated cluster whose hosts forestcc-run --hosts and forestcc-cluster exec and "
+       "rsh-agent name (set by forestcc-cluster run)."},
   };
   return table;
 }

@@ -29,9 +29,6 @@ struct Executor::Call {
   CallStamp stamp{};       // what this rank says the call is (control_block.hpp)
 };
 
-// get_reduce reads unmapped peer memory in tiles this large, so the tile is still in L2 when it
-// is reduced.
-constexpr uint64_t kBounceBytes = 256 << 10;
 
 struct CpuBackend {
   Executor& ex;
@@ -117,7 +114,10 @@ struct CpuBackend {
       const PeerBuffer& pb = peerBuffer(b);
       const uint64_t elem = call.geometry.elem;
       std::vector<char>& bounce = ex.bounce_[worker];
-      const uint64_t tile = std::max<uint64_t>(1, kBounceBytes / elem) * elem;
+      // Tiles as large as the connection asks for: L2-sized for cross-process copies (the tile
+      // is still in cache when it is reduced), larger through a proxy, whose every read is a
+      // round trip.
+      const uint64_t tile = std::max<uint64_t>(1, pb.connection->readTileBytes() / elem) * elem;
       if (bounce.size() < tile) bounce.resize(tile);
       const char* tileSrcs[plan::kMaxReduceSources + 1];
       for (uint64_t off = 0; off < bytes; off += tile) {

@@ -57,6 +57,9 @@ class Connection {
   virtual void write(const RemoteRegion& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;
   virtual void read(void* dst, const RemoteRegion& src, uint64_t offset, uint64_t bytes) = 0;
   virtual void flush() = 0;
+  // How much a reader that reduces what it reads (get_reduce) should fetch per read(): small
+  // enough to stay in L2 where a read is a system call, large where each is a round trip.
+  virtual uint64_t readTileBytes() const { return 256 << 10; }
 
   // ---- signals ------------------------------------------------------------------------------
   // The peer's counter, where it is mapped here (the interpreter adds to it directly), else null.

@@ -23,8 +23,8 @@
 //                   partial with the N-1 received. 2 steps; every block crosses once per node.
 //
 // Why these sub-algorithms: inside a node, direct (one hop, copying spread over all ranks) is
-// the shared-memory workhorse; across nodes only puts are used (a TCP proxy carries puts, not
-// reads), a ring for all_reduce (bandwidth-optimal with one vector of scratch at any N) and one
+// the shared-memory workhorse; across nodes only puts are used (over TCP a read is a round
+// trip through both proxies, a put is streamed), a ring for all_reduce (bandwidth-optimal with one vector of scratch at any N) and one
 // direct step for all_gather and reduce_scatter (the same bytes as a ring in one step; the data
 // already is per-destination blocks). Uneven nodes: a node with fewer ranks has some of them
 // stand in for several local indices; one rank per node degenerates to a ring (all_reduce) or a

@@ -23,6 +23,7 @@ class TcpConnection : public Connection {
   void write(const RemoteRegion& dst, uint64_t offset, const void* src, uint64_t bytes) override;
   void read(void* dst, const RemoteRegion& src, uint64_t offset, uint64_t bytes) override;
   void flush() override;
+  uint64_t readTileBytes() const override { return 4 << 20; }  // a get is a round trip through the proxies
 
   uint64_t* signalWord(SemaphoreSet, int) override { return nullptr; }
   void signal(SemaphoreSet set, int index) override;
