@@ -51,6 +51,10 @@ LAYERS = {
     # send/recv.
     "collectives": ("base", "bootstrap", "transport", "core", "channels", "plan", "graph",
                     "executor"),
+    # The NCCL shim (libnccl.so.2): the NCCL C ABI on the C++ collective API; beside the Python
+    # bindings, above the collectives. Its own nccl.h lives in nccl/include/.
+    "nccl": ("base", "bootstrap", "transport", "core", "channels", "plan", "graph", "executor",
+             "cuda", "collectives"),
     # forestcc._C: Python objects to the C++ API.
     "python": ("base", "bootstrap", "transport", "core", "channels", "plan", "graph", "executor",
                "cuda", "collectives"),

@@ -46,6 +46,14 @@ const std::vector<ConfigEntry>& configTable() {
        "A value that selects no interface is an error at init listing the interfaces there are."},
       {"FORESTCC_ROOT_ADDR", "string", "",
        "host:port where rank 0 listens for the rendezvous (set by forestcc-run; settable by hand)."},
+      {"FORESTCC_NCCL_FALLBACK", "string", "",
+       "The NCCL shim (libnccl.so.2 from forestcc): path of a real libnccl.so.2 for what forestcc "
+       "does not run natively (GPU buffers, NCCL-only APIs, FORESTCC_NCCL_FORCE); empty: the "
+       "nvidia-nccl wheel's library beside forestcc when it is installed."},
+      {"FORESTCC_NCCL_FORCE", "string", "",
+       "The NCCL shim: operations always run in the fallback NCCL, comma separated (AllReduce, "
+       "Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv, or all); "
+       "a group holding one runs there whole."},
       {"FORESTCC_CLUSTER", "string", "",
        "Id of the emulated cluster whose hosts forestcc-run --hosts and forestcc-cluster exec and "
        "rsh-agent name (set by forestcc-cluster run)."},

@@ -1,0 +1,85 @@
+// The rest of a communicator's life: queries, ncclCommGetAsyncError, ncclCommFinalize,
+// ncclCommDestroy and ncclCommAbort (safe from another thread: the calls waiting inside the
+// communicator fail at once, and it is freed only after they have left).
+#include <string>
+
+#include "nccl/comm.hpp"
+#include "nccl/result.hpp"
+
+using forestcc::nccl::badArgument;
+using forestcc::nccl::guarded;
+
+extern "C" ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  return guarded(comm, "ncclCommCount", [&] {
+    if (!comm) badArgument("comm is NULL");
+    if (!count) badArgument("count is NULL");
+    *count = comm->size;
+    return ncclSuccess;
+  });
+}
+
+extern "C" ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return guarded(comm, "ncclCommUserRank", [&] {
+    if (!comm) badArgument("comm is NULL");
+    if (!rank) badArgument("rank is NULL");
+    *rank = comm->rank;
+    return ncclSuccess;
+  });
+}
+
+// The CUDA device current when the communicator was made; -1 when the process had no CUDA (a
+// host-memory communicator), never the rank.
+extern "C" ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return guarded(comm, "ncclCommCuDevice", [&] {
+    if (!comm) badArgument("comm is NULL");
+    if (!device) badArgument("device is NULL");
+    *device = comm->device;
+    return ncclSuccess;
+  });
+}
+
+extern "C" ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return guarded(comm, "ncclCommGetAsyncError", [&] {
+    if (!comm) badArgument("comm is NULL");
+    if (!asyncError) badArgument("asyncError is NULL");
+    *asyncError = comm->asyncError();
+    return ncclSuccess;
+  });
+}
+
+// Collective: waits for this rank's queued work and for every rank, so that no rank frees memory
+// a peer may still read. With no GPU the calls are done already; this does not return InProgress.
+extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return guarded(comm, "ncclCommFinalize", [&] {
+    {
+      ncclComm::Use use(comm, "ncclCommFinalize");
+      comm->finalize();
+    }
+    return ncclSuccess;
+  });
+}
+
+extern "C" ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return guarded(nullptr, "ncclCommDestroy", [&] {
+    if (!comm) return ncclSuccess;  // NCCL accepts NULL
+    if (!comm->finalized() && !comm->aborted()) {
+      try {
+        ncclComm::Use use(comm, "ncclCommDestroy");
+        comm->collectives().drain();
+      } catch (...) {
+        // A communicator that failed is still freed; its error was reported where it happened.
+      }
+    }
+    delete comm;
+    return ncclSuccess;
+  });
+}
+
+extern "C" ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return guarded(nullptr, "ncclCommAbort", [&] {
+    if (!comm) return ncclSuccess;
+    comm->abort("ncclCommAbort was called on rank " + std::to_string(comm->rank));
+    delete comm;
+    return ncclSuccess;
+  });
+}

@@ -1,0 +1,47 @@
+// One NCCL call, as data: what ncclGroupEnd runs (or forwards) for every call made inside a group,
+// and what a call outside a group runs at once.
+#pragma once
+
+#include <cstddef>
+
+#include "nccl/include/nccl.h"
+
+namespace forestcc::nccl {
+
+#define FORESTCC_NCCL_OPERATIONS(X)                                                                  \
+  X(AllReduce) X(Broadcast) X(Reduce) X(AllGather) X(ReduceScatter) X(AlltoAll) X(Gather) X(Scatter) \
+  X(Send) X(Recv)
+
+enum class OpKind {
+#define FORESTCC_NCCL_ENUM(name) name,
+  FORESTCC_NCCL_OPERATIONS(FORESTCC_NCCL_ENUM)
+#undef FORESTCC_NCCL_ENUM
+};
+
+struct Operation {
+  OpKind kind;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // NCCL's count argument (per rank for all_gather, reduce_scatter, all_to_all)
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  int root = -1;  // rooted collectives
+  int peer = -1;  // send / recv
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  const char* needsFallback = nullptr;  // why only the fallback can run it (an NCCL algorithm selection)
+};
+
+const char* operationName(OpKind kind);  // "AllReduce", ... (FORESTCC_NCCL_FORCE uses these names)
+bool reduces(OpKind kind);
+bool pointToPoint(OpKind kind);
+
+// Checks the arguments that need no peer (types, ops, roots, peers, pointers) and throws with a
+// message naming the argument; `call` is the entry point's name for the message.
+void checkOperation(const Operation& op, const char* call);
+// Runs it on forestcc, on this thread (a send or recv alone: see groups.cpp for several).
+void runNatively(const Operation& op);
+// Runs a call made outside a group, or keeps it for ncclGroupEnd.
+ncclResult_t submit(const Operation& op, const char* call);
+
+}  // namespace forestcc::nccl

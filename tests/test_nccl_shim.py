@@ -1,0 +1,279 @@
+"""The NCCL shim (libnccl.so.2 from forestcc, docs/nccl-shim.md), tested without a GPU.
+
+C programs in tests/nccl/ are compiled here against NCCL's own nccl.h (the nvidia-nccl-cu13 wheel
+of the test extra, with tests/nccl/cuda_stubs/ for the CUDA headers it includes) and run on host
+buffers under forestcc-run with 1, 3 and 4 ranks. They check every collective, datatype and
+operator against a reference computed in the program, groups of send/recv, split communicators,
+abort from another thread and every error path; each prints "OK <mode> <rank>". Beside them: the
+ABI (symbols, SONAME, enum values and struct layouts against the wheel's header, every prototype),
+forwarding to a fallback library (a fake one: tests/nccl/fake_nccl.c) and GPU pointers (a fake
+driver: tests/nccl/fake_libcuda.c).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import JOB_TIMEOUT, clean_env
+
+import forestcc
+from forestcc.config_cli import nccl_shim_path
+
+HERE = Path(__file__).parent / "nccl"
+STUBS = HERE / "cuda_stubs"
+SHIM = nccl_shim_path()
+FORESTCC_HEADER = Path(forestcc.__file__).resolve().parent / "include" / "nccl" / "nccl.h"
+
+
+def _nccl_wheel() -> Path:
+    # the nvidia-nccl-cu13 wheel (test extra): nvidia/nccl/{include,lib}
+    import nvidia.nccl
+    return Path(list(nvidia.nccl.__path__)[0])
+
+
+WHEEL = _nccl_wheel()
+WHEEL_HEADER_DIR = WHEEL / "include"
+WHEEL_LIBRARY = WHEEL / "lib" / "libnccl.so.2"
+
+# What PyTorch 2.14's libtorch_cuda.so imports from libnccl.so.2, plus what nccl-tests and RCCL
+# builds need beside them (../shared/reference/nccl-abi.md).
+PYTORCH_IMPORTS = """
+ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable
+ncclCommInitAll ncclCommSplit ncclCommShrink ncclCommGrow ncclCommGetUniqueId ncclCommCount
+ncclCommUserRank ncclCommFinalize ncclCommDestroy ncclCommAbort ncclCommRevoke ncclCommGetAsyncError
+ncclGetErrorString ncclGetLastError ncclCommSuspend ncclCommResume ncclCommMemStats ncclAllReduce
+ncclBroadcast ncclBcast ncclReduce ncclAllGather ncclReduceScatter ncclAlltoAll ncclGather ncclSend
+ncclRecv ncclGroupStart ncclGroupEnd ncclGroupSimulateEnd ncclRedOpCreatePreMulSum ncclRedOpDestroy
+ncclMemAlloc ncclMemFree ncclCommRegister ncclCommDeregister ncclCommWindowRegister
+ncclCommWindowDeregister ncclWinGetUserPtr ncclPutSignal ncclSignal ncclWaitSignal ncclDevCommCreate
+ncclDevCommDestroy ncclGetLsaMultimemDevicePointer ncclGetPeerDevicePointer
+""".split()
+OTHER_NEEDS = ["ncclCommCuDevice", "ncclScatter", "ncclAllToAll"]
+
+
+def _cc() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler is needed (it built forestcc)"
+    return cc
+
+
+def _compile(*args: str) -> None:
+    p = subprocess.run([_cc(), *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, " ".join(args) + "\n" + p.stderr[-5000:]
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> Path:
+    """The test programs, built once: against the wheel's nccl.h, linked to the installed shim."""
+    out = tmp_path_factory.mktemp("nccl-programs")
+    nccl = ["-I", str(STUBS), "-I", str(WHEEL_HEADER_DIR)]
+    link_shim = [f"-L{SHIM.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{SHIM.parent}"]
+    _compile("-O1", "-Wall", "-Wno-format-overflow", *nccl, str(HERE / "nccl_check.c"), "-o",
+             str(out / "nccl_check"), *link_shim, "-lpthread", "-lm", "-ldl")
+    # the same program linked against the real NCCL, for LD_PRELOAD
+    _compile("-O1", *nccl, str(HERE / "nccl_check.c"), "-o", str(out / "nccl_check_real"),
+             f"-L{WHEEL_LIBRARY.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{WHEEL_LIBRARY.parent}",
+             "-lpthread", "-lm", "-ldl")
+    _compile("-shared", "-fPIC", *nccl, str(HERE / "fake_nccl.c"), "-o", str(out / "fake_nccl.so"))
+    _compile("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(HERE / "fake_libcuda.c"), "-o",
+             str(out / "libcuda_fake.so"))
+    return out
+
+
+def run_check(programs: Path, tmp_path: Path, n: int, mode: str, program: str = "nccl_check",
+              **env: str) -> subprocess.CompletedProcess:
+    rendezvous = tmp_path / f"{mode}-{n}"
+    rendezvous.mkdir()
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label",
+           str(programs / program), mode, str(rendezvous)]
+    return subprocess.run(cmd, env=clean_env(**env), capture_output=True, text=True,
+                          timeout=JOB_TIMEOUT)
+
+
+def assert_ok(p: subprocess.CompletedProcess, mode: str, n: int) -> None:
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    ok = sorted(line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line)
+    assert ok == sorted(f"OK {mode} {r}" for r in range(n)), p.stdout[-4000:] + p.stderr[-2000:]
+    assert "ERROR" not in p.stderr, p.stderr[-4000:]
+
+
+# ---- the ABI --------------------------------------------------------------------------------------
+
+def test_forestcc_config_prints_the_installed_shim():
+    p = subprocess.run(["forestcc-config", "--nccl-shim"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert Path(p.stdout.strip()) == SHIM and SHIM.is_file()
+    p = subprocess.run(["forestcc-config", "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "--nccl-shim" in p.stdout and "LD_PRELOAD" in p.stdout
+
+
+def test_soname_and_exports():
+    dynamic = subprocess.run(["readelf", "-d", "-W", str(SHIM)], capture_output=True, text=True,
+                             timeout=60).stdout
+    assert "Library soname: [libnccl.so.2]" in dynamic, dynamic
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(SHIM)], capture_output=True,
+                             text=True, timeout=60).stdout
+    exported = {line.split()[-1] for line in symbols.splitlines() if line.strip()}
+    missing = [s for s in PYTORCH_IMPORTS + OTHER_NEEDS if s not in exported]
+    assert not missing, f"the shim lacks {missing}"
+    assert len(PYTORCH_IMPORTS) == 51
+    # every function NCCL's own header declares (p-prefixed profiler aliases aside)
+    header = (WHEEL_HEADER_DIR / "nccl.h").read_text()
+    declared = set(re.findall(r"^(?:ncclResult_t|const char\*|void)\s+(nccl\w+)\(", header, re.M))
+    assert len(declared) > 60
+    assert sorted(declared - exported) == []
+    # nothing but the NCCL API leaks out (the C++ internals stay local)
+    assert all(s.startswith("nccl") for s in exported), sorted(s for s in exported
+                                                               if not s.startswith("nccl"))
+
+
+def test_version_is_the_emulated_nccl():
+    lib = ctypes.CDLL(str(SHIM))
+    version = ctypes.c_int(0)
+    assert lib.ncclGetVersion(ctypes.byref(version)) == 0
+    assert version.value == 23203
+
+
+def test_enum_values_and_struct_layouts_match_the_wheel(tmp_path):
+    outputs = []
+    for include in (WHEEL_HEADER_DIR, FORESTCC_HEADER.parent):
+        exe = tmp_path / f"layout-{len(outputs)}"
+        _compile("-I", str(STUBS), "-I", str(include), str(HERE / "abi_layout.c"), "-o", str(exe))
+        outputs.append(subprocess.run([str(exe)], capture_output=True, text=True,
+                                      timeout=60).stdout)
+    assert "NCCL_VERSION_CODE=23203" in outputs[0]
+    assert outputs[0].count("\n") > 100
+    assert outputs[1] == outputs[0]
+
+
+def test_every_prototype_matches_the_wheel(tmp_path):
+    # C refuses a redeclaration of a different type: the shim's header after NCCL's
+    _compile("-fsyntax-only", "-Werror", "-I", str(STUBS), "-I", str(WHEEL_HEADER_DIR),
+             f'-DFORESTCC_NCCL_HEADER="{FORESTCC_HEADER}"', str(HERE / "prototypes.c"))
+
+
+# ---- native on host memory -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+@pytest.mark.parametrize("mode", ["collectives", "groups", "split", "comms", "abort", "errors"])
+def test_nccl_program(programs, tmp_path, mode, n, no_new_shm):
+    # the error paths of NCCL-only APIs are those without a fallback, whatever is installed
+    env = {"FORESTCC_NCCL_FALLBACK": str(tmp_path / "none.so")} if mode == "errors" else {}
+    assert_ok(run_check(programs, tmp_path, n, mode, **env), mode, n)
+
+
+def test_nccl_only_apis_forward_to_the_fallback():
+    # ncclParamGetParameter exists only in NCCL: with the wheel's library as the fallback the call
+    # reaches it (its answer is NCCL's), never the shim's "no fallback" refusal
+    env = clean_env(FORESTCC_NCCL_FALLBACK=str(WHEEL_LIBRARY))
+    code = ("import ctypes; lib = ctypes.CDLL(%r); v = ctypes.c_char_p(); n = ctypes.c_int(); "
+            "r = lib.ncclParamGetParameter(b'NCCL_PROTO', ctypes.byref(v), ctypes.byref(n)); "
+            "lib.ncclGetLastError.restype = ctypes.c_char_p; "
+            "print('RESULT', r, lib.ncclGetLastError(None))" % str(SHIM))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "RESULT" in p.stdout and "no fallback" not in p.stdout, p.stdout
+    assert "could not be loaded" not in p.stdout, p.stdout
+    assert p.stdout.startswith("RESULT 0") or str(WHEEL_LIBRARY) in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_ranks_that_disagree_get_an_error(programs, tmp_path, n, no_new_shm):
+    assert_ok(run_check(programs, tmp_path, n, "mismatch"), "mismatch", n)
+
+
+def test_ld_preload_replaces_the_real_nccl(programs, tmp_path, no_new_shm):
+    # linked against NCCL itself (which needs a GPU), run with the shim preloaded: forestcc runs it
+    p = run_check(programs, tmp_path, 3, "groups", program="nccl_check_real",
+                  LD_PRELOAD=str(SHIM))
+    assert_ok(p, "groups", 3)
+
+
+# ---- forwarding and GPU pointers -------------------------------------------------------------------
+
+def test_forced_operation_without_a_fallback_is_refused(programs, tmp_path, no_new_shm):
+    missing = tmp_path / "no-such-libnccl.so.2"
+    p = run_check(programs, tmp_path, 3, "forced", FORESTCC_NCCL_FORCE="AllReduce",
+                  FORESTCC_NCCL_FALLBACK=str(missing))
+    assert_ok(p, "forced", 3)
+    assert f"the fallback NCCL {missing} could not be loaded" in p.stdout, p.stdout[-3000:]
+
+
+def test_forced_operation_with_the_real_nccl_and_no_gpu_is_refused(programs, tmp_path,
+                                                                   no_new_shm):
+    from forestcc import _C
+    if _C.cuda_device_count() > 0:
+        pytest.skip("a GPU is visible: the real NCCL would run the forced call")
+    p = run_check(programs, tmp_path, 2, "forced", FORESTCC_NCCL_FORCE="allreduce",
+                  FORESTCC_NCCL_FALLBACK=str(WHEEL_LIBRARY))
+    assert_ok(p, "forced", 2)
+    assert f"ncclCommInitRank of {WHEEL_LIBRARY} failed" in p.stdout, p.stdout[-3000:]
+
+
+def test_forced_operations_and_their_groups_run_in_the_fallback(programs, tmp_path, no_new_shm):
+    p = run_check(programs, tmp_path, 3, "forwarded", FORESTCC_NCCL_FORCE="AllReduce",
+                  FORESTCC_NCCL_FALLBACK=str(programs / "fake_nccl.so"))
+    assert_ok(p, "forwarded", 3)
+    # the group of a broadcast and a forced all_reduce went there whole, between one start/end
+    assert p.stdout.count("fake-nccl ncclBroadcast") == 3, p.stdout
+    assert p.stdout.count("fake-nccl ncclAllReduce") == 6, p.stdout
+
+
+def test_a_bad_force_list_fails_init(programs, tmp_path, no_new_shm):
+    p = run_check(programs, tmp_path, 1, "forced", FORESTCC_NCCL_FORCE="AllReduce,Bogus")
+    assert p.returncode != 0
+    assert "FORESTCC_NCCL_FORCE names 'Bogus'" in p.stderr, p.stderr[-3000:]
+
+
+def test_the_shim_itself_is_refused_as_its_fallback(programs, tmp_path, no_new_shm):
+    p = run_check(programs, tmp_path, 1, "forced", FORESTCC_NCCL_FORCE="AllReduce",
+                  FORESTCC_NCCL_FALLBACK=str(SHIM))
+    assert_ok(p, "forced", 1)
+    assert "is forestcc's own shim, not an NCCL library" in p.stdout, p.stdout[-3000:]
+
+
+def test_gpu_pointers_are_refused_with_a_message(programs, tmp_path, no_new_shm):
+    p = run_check(programs, tmp_path, 2, "device", LD_PRELOAD=str(programs / "libcuda_fake.so"))
+    assert_ok(p, "device", 2)
+
+
+def test_the_knobs_are_in_the_config_table():
+    p = subprocess.run(["forestcc", "config"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "FORESTCC_NCCL_FALLBACK" in p.stdout and "FORESTCC_NCCL_FORCE" in p.stdout
+
+
+# ---- perf/nccl: the nccl-tests-style programs, smoke-tested on host memory -----------------------
+
+PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
+
+
+@pytest.mark.parametrize("name", PERF_PROGRAMS)
+def test_perf_program_prints_the_nccl_tests_table(name, tmp_path, no_new_shm):
+    folder = Path(subprocess.run(["forestcc-config", "--nccl-perf"], capture_output=True,
+                                 text=True, timeout=60).stdout.strip())
+    n = 3 if name in ("all_reduce", "alltoall") else 2
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), str(folder / f"{name}_perf"),
+           "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1"]
+    p = subprocess.run(cmd, env=clean_env(NCCL_PERF_ID_FILE=str(tmp_path / "id")),
+                       capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert any("#wrong" in line and "algbw" in line and "busbw" in line for line in lines)
+    assert "#  NCCL version code 23203" in p.stdout
+    rows = [line.split() for line in lines if line.strip() and not line.startswith("#")]
+    assert len(rows) == 4, p.stdout  # 8, 32, 128, 512 bytes (rounded to whole elements per rank)
+    for row in rows:
+        assert len(row) == 13 and row[2] == "float", row
+        assert row[8] == "0", f"wrong elements: {row}"
+        assert row[12] in ("0", "N/A"), row
+    assert lines[-1] == f"# Collective test concluded: {name}"
+    assert "# Avg bus bandwidth" in p.stdout
