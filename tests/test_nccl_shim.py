@@ -28,7 +28,7 @@ from forestcc.config_cli import nccl_shim_path
 HERE = Path(__file__).parent / "nccl"
 STUBS = HERE / "cuda_stubs"
 SHIM = nccl_shim_path()
-FORESTCC_HEADER = Path(forestcc.__file__).resolve().parent / "include" / "nccl" / "nccl.h"
+FORESTCC_HEADER = SHIM.parent / "include" / "nccl" / "nccl.h"  # installed beside the shim
 
 
 def _nccl_wheel() -> Path:

@@ -10,12 +10,22 @@ to reinstall, so a broken installation never yields a path that does not exist.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
 __all__ = ["main", "nccl_shim_path"]
 
-_PACKAGE = Path(__file__).resolve().parent
+
+def _native_dir() -> Path:
+    # Where the build installed the compiled pieces: beside the _C extension. In a normal install
+    # that is this package's folder; in an editable one the Python files stay in the source tree
+    # while the extension, the shim and the benchmarks are in site-packages.
+    spec = importlib.util.find_spec("forestcc._C")
+    return Path(spec.origin).resolve().parent if spec and spec.origin else Path(__file__).resolve().parent
+
+
+_PACKAGE = _native_dir()
 
 
 def nccl_shim_path() -> Path:
