@@ -173,11 +173,11 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
   s.control->header.magic = kControlMagic;
 
   s.bootstrap = std::move(bootstrap);
-  std::unique_ptr<Transport> tcp = s.makeTcp();
+  std::unique_ptr<tcp::TcpTransport> tcp = s.makeTcp();
   PeerInfo mine;
   mine.pid = getpid();
   mine.controlName = s.controlSegment->name();
-  mine.tcpAddress = static_cast<tcp::TcpTransport&>(*tcp).address();
+  mine.tcpAddress = tcp->address();
   mine.transports = config::transports();
   mine.node = config::nodeId().empty() ? hostName() : config::nodeId();
   auto all = s.bootstrap->allGather(packPeerInfo(mine));

@@ -19,7 +19,7 @@ int Communicator::State::localIndex(int r) const {
   return it == localRanks.end() ? -1 : static_cast<int>(it - localRanks.begin());
 }
 
-std::unique_ptr<Transport> Communicator::State::makeTcp() {
+std::unique_ptr<tcp::TcpTransport> Communicator::State::makeTcp() {
   tcp::TcpOptions o;
   o.rank = rank;
   o.size = size;

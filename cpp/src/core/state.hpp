@@ -18,6 +18,10 @@
 
 namespace forestcc {
 
+namespace tcp {
+class TcpTransport;
+}
+
 struct Communicator::State {
   std::unique_ptr<Bootstrap> bootstrap;
   int rank = 0;
@@ -54,7 +58,7 @@ struct Communicator::State {
   // (Transport::registerMemory). `keepAlive`, when given, receives what must outlive the handle.
   MemoryHandle describe(const void* data, uint64_t bytes, std::shared_ptr<void>* keepAlive = nullptr);
   int localIndex(int rank) const;  // among this node's ranks; -1 elsewhere
-  std::unique_ptr<Transport> makeTcp();  // before the rendezvous: its address is part of PeerInfo
+  std::unique_ptr<tcp::TcpTransport> makeTcp();  // before the rendezvous: its address is part of PeerInfo
   void makeConnections(std::unique_ptr<Transport> tcp);  // at construction, after peers and localRanks are known
 
   int allocateSlot();

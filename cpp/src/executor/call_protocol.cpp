@@ -156,6 +156,10 @@ std::string Executor::stampTable(const Call& call) {
       o << describeCall(call.stamp);
       continue;
     }
+    if (s.connections[r].empty()) {
+      o << "not connected";
+      continue;
+    }
     CallStamp st;
     Connection& link = s.link(r);
     const bool read = link.peerStamp(call.sequence, st);

@@ -47,11 +47,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
                                              " ranks but the communicator has " + std::to_string(s.size), s.rank);
   if (static_cast<int>(p.ranks.size()) != p.nranks)
     throw Error(ErrorCode::InvalidUsage, prefix + "has " + std::to_string(p.ranks.size()) + " rank programs", s.rank);
-  auto localIndex = [&](int r) {
-    auto it = std::find(s.localRanks.begin(), s.localRanks.end(), r);
-    return static_cast<int>(it - s.localRanks.begin());
-  };
-  const int me = localIndex(s.rank);
+  const int me = s.localIndex(s.rank);
   auto out = std::make_shared<CompiledPlan>();
   out->name = p.name;
   out->collective = p.collective;
@@ -85,7 +81,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
     if (mine.channels[c].transport == plan::Transport::CudaIpc)
       throw Error(ErrorCode::InvalidUsage,
                   where + "needs a cuda_ipc channel; this version executes plans on host memory only", s.rank, peer);
-    if (s.nodeOf[peer] == s.nodeOf[s.rank] && (localIndex(peer) >= kMaxLocalRanks || me >= kMaxLocalRanks))
+    if (s.nodeOf[peer] == s.nodeOf[s.rank] && (s.localIndex(peer) >= kMaxLocalRanks || me >= kMaxLocalRanks))
       throw Error(ErrorCode::InvalidUsage, where + "plans support at most " + std::to_string(kMaxLocalRanks) +
                                                " ranks per node", s.rank, peer);
     ExecChannel ch;

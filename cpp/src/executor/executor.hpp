@@ -121,7 +121,7 @@ class Executor {
   // The slow path of a wait: poll `ch`'s semaphore up to the deadline, watching its peer.
   void blockInWait(Call& call, int worker, const ExecChannel& ch, uint64_t want, const Failure& at);
   Where whereOf(const Call& call, int worker, const Failure& at) const;
-  // Every kStampWindow calls: wait until every same-node peer entered the call kStampWindow
+  // Every kStampWindow calls: wait until every connected peer entered the call kStampWindow
   // before this one, so no peer's stamp of a call is overwritten before this rank checked it.
   void awaitStampWindow(uint64_t sequence);
   // Eager calls: every peer made this call with the same stamp.

@@ -1,6 +1,6 @@
 // A connection: everything this rank does to one peer goes through it. The executor, send/recv
 // and the channels of Communicator::connect() see only this interface, so a transport is a folder
-// under transport/ that implements it and Transport (transport.hpp; shm, cma; tcp and cuda_ipc
+// under transport/ that implements it and Transport (transport.hpp; shm, cma, tcp; cuda_ipc
 // later), never an edit of theirs.
 //
 // A connection carries (docs/architecture.md):

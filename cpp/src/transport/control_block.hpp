@@ -70,7 +70,7 @@ struct alignas(64) CallStamp {  // one cache line: a peer rewriting its next slo
 
 // Stamps of the last kStampHistory calls, by sequence mod kStampHistory. A rank may run ahead of
 // a peer (a non-root that only signals, say), but every kStampWindow calls it waits until every
-// same-node peer has entered the call kStampWindow before, so no rank gets kStampHistory calls
+// connected peer has entered the call kStampWindow before, so no rank gets kStampHistory calls
 // ahead and a peer always finds its stamp of the call it checks.
 constexpr uint64_t kStampHistory = 64;
 constexpr uint64_t kStampWindow = kStampHistory / 2;

@@ -160,15 +160,12 @@ void TcpPeer::get(void* dst, uint64_t address, uint64_t bytes) {
   if (bytes == 0) return;
   // The answer arrives as puts into `dst`: offered only while this get runs.
   auto offer = local_.exposure->expose(reinterpret_cast<uint64_t>(dst), bytes);
+  const uint64_t to = reinterpret_cast<uint64_t>(dst);
   uint64_t id;
   {
     std::lock_guard<std::mutex> g(mu_);
     id = nextGet_++;
     gets_[id] = 0;
-  }
-  const uint64_t to = reinterpret_cast<uint64_t>(dst);
-  {
-    std::lock_guard<std::mutex> g(mu_);
     Outgoing o;
     o.header.type = MessageType::GetRequest;
     o.header.a = id;
@@ -308,14 +305,10 @@ TcpPeer::Received TcpPeer::receive(int s) {
       want = st.body.size() - st.bodyGot;
     }
     const ssize_t n = ::recv(st.fd, to, want, MSG_DONTWAIT);
-    if (n == 0) {
-      st.closed = true;
-      return Received::Closed;
-    }
+    if (n == 0) return Received::Closed;
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Received::More;
-      st.closed = true;
       return saidGoodbye() ? Received::Closed : Received::Failed;
     }
     const uint64_t got = static_cast<uint64_t>(n);

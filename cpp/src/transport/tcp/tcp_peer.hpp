@@ -61,7 +61,6 @@ struct Stream {
   bool discard = false;     // its destination is not this rank's to write: read and drop
   bool inBody = false;
   std::atomic<uint64_t> piecesReceived{0};
-  bool closed = false;
 };
 
 class TcpPeer {
