@@ -29,11 +29,19 @@ def test_every_collective_dtype_op_and_algorithm(n):
                 "--algo-dtypes", "float32,int64,bfloat16"), n)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_fp8_with_every_algorithm(n):
+    # float8_e4m3fn and float8_e5m2: every collective x op x built-in algorithm (the test above
+    # runs them through "auto" only); results must equal numpy's (ml_dtypes') bit for bit
+    _ok(run_job(n, "collectives_check.py", "all", SMALL, "--reduction-sizes", TILES,
+                "--dtypes", "float8_e4m3fn,float8_e5m2"), n)
+
+
 def test_the_check_sees_a_wrong_element_anywhere():
     # the checker itself: one wrong element per result, never the first (a check of element 0
     # alone, or of the first tile, would pass a broken collective), must fail every such result
     result = run_job(2, "collectives_check.py", "auto", "1,7," + TILES, "--corrupt",
-                     "--dtypes", "int8,uint64,float16,bfloat16,float64")
+                     "--dtypes", "int8,uint64,float16,bfloat16,float64,float8_e5m2")
     assert result.returncode != 0, result.stdout[-2000:]
     for rank in range(2):
         mine = [ln.split()[1:] for ln in result.stdout.splitlines() if ln.startswith(f"[{rank}] ")]

@@ -20,8 +20,9 @@ import numpy as np
 import forestcc
 from forestcc import _C
 
+FP8 = (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)
 DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float16,
-          ml_dtypes.bfloat16, np.float32, np.float64]
+          ml_dtypes.bfloat16, np.float32, np.float64, *FP8]
 OPS = ["sum", "prod", "min", "max", "avg"]
 
 parser = argparse.ArgumentParser()
@@ -40,7 +41,7 @@ comm = forestcc.init()
 N, R = comm.size, comm.rank
 SIZES = [int(s) for s in args.sizes.split(",")]
 REDUCTION_SIZES = [int(s) for s in args.reduction_sizes.split(",") if s]
-dtypes = DTYPES if args.dtypes == "all" else [np.dtype(d).type if d != "bfloat16" else ml_dtypes.bfloat16
+dtypes = DTYPES if args.dtypes == "all" else [getattr(ml_dtypes, d, None) or np.dtype(d).type
                                               for d in args.dtypes.split(",")]
 supported = {name: set(colls) for name, colls in _C.plan.algorithms()}
 checked = 0
@@ -62,14 +63,19 @@ def alloc(count, dtype):
     return np.empty(count, dtype=dtype)
 
 
-def data(rank, count, dtype, op="sum", salt=0):
-    """Rank `rank`'s input: small values so sums and products stay exact in every dtype."""
+def data(rank, count, dtype, op=None, salt=0):
+    """Rank `rank`'s input for `op` (None: data movement): small values so sums and products stay
+    exact in every dtype. fp8 holds the integers up to 16 (e4m3) or 8 (e5m2) exactly and a ring
+    rounds every partial sum: its sums add -1, 0 and 1, its products signed powers of two."""
     i = np.arange(count, dtype=np.int64)
+    fp8 = dtype in FP8
     if op == "prod":
-        v = (i * 7 + rank * 3 + salt) % 3 + 1  # 1..3
+        v = np.array([1, 2, -1, -2])[(i * 7 + rank * 3 + salt) % 4] if fp8 else (i * 7 + rank * 3 + salt) % 3 + 1
+    elif fp8 and op in ("sum", "avg"):
+        v = (i * 5 + rank * 11 + salt) % 3 - 1
     else:
         v = (i * 5 + rank * 11 + salt) % 13
-        if np.dtype(dtype).kind in "if" or dtype is ml_dtypes.bfloat16:
+        if np.dtype(dtype).kind in "if" or dtype is ml_dtypes.bfloat16 or fp8:
             v = v - 6
     out = alloc(count, dtype)
     out[...] = v.astype(dtype)
@@ -95,7 +101,7 @@ def same(got, want, dtype):
     kind = np.dtype(dtype).kind
     if kind in "iu":
         return np.array_equal(np.asarray(got), np.asarray(want))
-    tol = {2: 2e-2, 4: 1e-5, 8: 1e-12}[np.dtype(dtype).itemsize]
+    tol = {1: 0, 2: 2e-2, 4: 1e-5, 8: 1e-12}[np.dtype(dtype).itemsize]  # fp8: exact (see data)
     return np.allclose(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64),
                        rtol=tol, atol=tol)
 

@@ -12,7 +12,8 @@ namespace forestcc {
 #define FORESTCC_DATA_TYPES(X)                                                               \
   X(Int8, "int8", 1) X(Uint8, "uint8", 1) X(Int32, "int32", 4) X(Uint32, "uint32", 4)         \
   X(Int64, "int64", 8) X(Uint64, "uint64", 8) X(Float16, "float16", 2)                       \
-  X(BFloat16, "bfloat16", 2) X(Float32, "float32", 4) X(Float64, "float64", 8)
+  X(BFloat16, "bfloat16", 2) X(Float32, "float32", 4) X(Float64, "float64", 8)               \
+  X(Float8E4M3, "float8_e4m3", 1) X(Float8E5M2, "float8_e5m2", 1) /* e4m3: the OCP "fn" format */
 
 #define FORESTCC_REDUCE_OPS(X) X(Sum, "sum") X(Prod, "prod") X(Min, "min") X(Max, "max") X(Avg, "avg")
 

@@ -27,7 +27,11 @@ bool parseName(const char* const (&names)[N], const std::string& text, E& out) {
 const char* name(DataType t) { return kTypeNames[static_cast<int>(t)]; }
 const char* name(ReduceOp op) { return kOpNames[static_cast<int>(op)]; }
 size_t elementSize(DataType t) { return kTypeSizes[static_cast<int>(t)]; }
-bool parse(const std::string& text, DataType& out) { return parseName(kTypeNames, text, out); }
+bool parse(const std::string& text, DataType& out) {
+  // numpy's (ml_dtypes') and torch's name for e4m3 says "fn" (finite, one NaN); accept it too.
+  if (text == "float8_e4m3fn") return out = DataType::Float8E4M3, true;
+  return parseName(kTypeNames, text, out);
+}
 bool parse(const std::string& text, ReduceOp& out) { return parseName(kOpNames, text, out); }
 
 }  // namespace forestcc

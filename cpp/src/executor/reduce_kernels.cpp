@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/fp8.hpp"
 #include "forestcc/error.hpp"
 
 namespace forestcc::executor {
@@ -132,8 +133,9 @@ struct F16FastCodec {
   }
 };
 
-template <class Codec, class F>
-void reduceHalf(uint16_t* dst, const uint16_t* const* s, int n, size_t count, F f) {
+// 16- and 8-bit floats: Codec widens its storage type to float32 and narrows it back (once).
+template <class Codec, class T, class F>
+void reduceWidened(T* dst, const T* const* s, int n, size_t count, F f) {
   alignas(64) float acc[kTile];
   alignas(64) float tmp[kTile];
   for (size_t b = 0; b < count; b += kTile) {
@@ -156,8 +158,10 @@ void dispatchType(void* dst, const void* const* srcs, int n, size_t count, DataT
     case DataType::Uint32: return reduceNative(static_cast<uint32_t*>(dst), reinterpret_cast<const uint32_t* const*>(srcs), n, count, f);
     case DataType::Int64: return reduceWrapping(static_cast<int64_t*>(dst), reinterpret_cast<const int64_t* const*>(srcs), n, count, f);
     case DataType::Uint64: return reduceNative(static_cast<uint64_t*>(dst), reinterpret_cast<const uint64_t* const*>(srcs), n, count, f);
-    case DataType::Float16: return reduceHalf<F16FastCodec>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
-    case DataType::BFloat16: return reduceHalf<Bf16Codec>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
+    case DataType::Float16: return reduceWidened<F16FastCodec>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
+    case DataType::BFloat16: return reduceWidened<Bf16Codec>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
+    case DataType::Float8E4M3: return reduceWidened<Float8E4M3>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t* const*>(srcs), n, count, f);
+    case DataType::Float8E5M2: return reduceWidened<Float8E5M2>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t* const*>(srcs), n, count, f);
     case DataType::Float32: return reduceNative(static_cast<float*>(dst), reinterpret_cast<const float* const*>(srcs), n, count, f);
     case DataType::Float64: return reduceNative(static_cast<double*>(dst), reinterpret_cast<const double* const*>(srcs), n, count, f);
   }
@@ -179,6 +183,18 @@ void divideInts(T* p, size_t count, int divisor) {
   for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(divisor));
 }
 
+template <class Codec, class T>
+void divideWidened(T* p, size_t count, int divisor) {
+  alignas(64) float tmp[kTile];
+  const float d = static_cast<float>(divisor);
+  for (size_t b = 0; b < count; b += kTile) {
+    const size_t len = std::min(kTile, count - b);
+    Codec::widen(p + b, tmp, len);
+    for (size_t i = 0; i < len; ++i) tmp[i] /= d;
+    Codec::narrow(tmp, p + b, len);
+  }
+}
+
 }  // namespace
 
 void reduceElements(void* dst, const void* const* srcs, int n, size_t count, DataType type, ReduceOp op) {
@@ -187,7 +203,7 @@ void reduceElements(void* dst, const void* const* srcs, int n, size_t count, Dat
     if (dst != srcs[0]) std::memcpy(dst, srcs[0], count * elementSize(type));
     return;
   }
-  // In the order given (see reduceNative; reduceHalf widens every source before it writes).
+  // In the order given (see reduceNative; reduceWidened widens every source before it writes).
   switch (op) {
     case ReduceOp::Sum: case ReduceOp::Avg: return dispatchType(dst, srcs, n, count, type, SumF{});
     case ReduceOp::Prod: return dispatchType(dst, srcs, n, count, type, ProdF{});
@@ -216,18 +232,10 @@ void divideElements(void* data, size_t count, DataType type, int divisor) {
       for (size_t i = 0; i < count; ++i) p[i] /= divisor;
       return;
     }
-    case DataType::Float16: case DataType::BFloat16: {
-      alignas(64) float tmp[kTile];
-      uint16_t* p = static_cast<uint16_t*>(data);
-      const float d = static_cast<float>(divisor);
-      for (size_t b = 0; b < count; b += kTile) {
-        const size_t len = std::min(kTile, count - b);
-        type == DataType::Float16 ? F16FastCodec::widen(p + b, tmp, len) : Bf16Codec::widen(p + b, tmp, len);
-        for (size_t i = 0; i < len; ++i) tmp[i] /= d;
-        type == DataType::Float16 ? F16FastCodec::narrow(tmp, p + b, len) : Bf16Codec::narrow(tmp, p + b, len);
-      }
-      return;
-    }
+    case DataType::Float16: return divideWidened<F16FastCodec>(static_cast<uint16_t*>(data), count, divisor);
+    case DataType::BFloat16: return divideWidened<Bf16Codec>(static_cast<uint16_t*>(data), count, divisor);
+    case DataType::Float8E4M3: return divideWidened<Float8E4M3>(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::Float8E5M2: return divideWidened<Float8E5M2>(static_cast<uint8_t*>(data), count, divisor);
   }
 }
 

@@ -1,5 +1,5 @@
-// Element-wise reductions of the CPU executor, for every forestcc DataType. float16 and bfloat16
-// accumulate in float32 (one rounding per reduce op, not per source).
+// Element-wise reductions of the CPU executor, for every forestcc DataType. float16, bfloat16 and
+// the two fp8 formats accumulate in float32 (one rounding per reduce op, not per source).
 #pragma once
 
 #include <cstddef>

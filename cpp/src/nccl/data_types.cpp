@@ -1,85 +1,27 @@
-// The shim's element arithmetic: fp8 <-> float32 (round to nearest even; e4m3 is the "fn" format
-// with no infinity, saturating to NaN as NCCL's conversions do) and PreMulSum's scaling.
+// NCCL's data types as forestcc's, and PreMulSum's scaling in each (fp8 through float32, one rounding:
+// core/fp8.hpp).
 #include "nccl/data_types.hpp"
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "core/fp8.hpp"
 #include "nccl/result.hpp"
 
 namespace forestcc::nccl {
 
 namespace {
 
-const TypeInfo kTypes[ncclNumTypes] = {
-    {DataType::Int8, DataType::Int8, 1, false},          {DataType::Uint8, DataType::Uint8, 1, false},
-    {DataType::Int32, DataType::Int32, 4, false},        {DataType::Uint32, DataType::Uint32, 4, false},
-    {DataType::Int64, DataType::Int64, 8, false},        {DataType::Uint64, DataType::Uint64, 8, false},
-    {DataType::Float16, DataType::Float16, 2, false},    {DataType::Float32, DataType::Float32, 4, false},
-    {DataType::Float64, DataType::Float64, 8, false},    {DataType::BFloat16, DataType::BFloat16, 2, false},
-    {DataType::Uint8, DataType::Float32, 1, true},       {DataType::Uint8, DataType::Float32, 1, true},
+// Indexed by ncclDataType_t (nccl.h: ncclInt8 = 0 ... ncclBfloat16 = 9, ncclFloat8e4m3 = 10,
+// ncclFloat8e5m2 = 11, as in NCCL 2.32).
+constexpr DataType kTypes[ncclNumTypes] = {
+    DataType::Int8,    DataType::Uint8,   DataType::Int32,   DataType::Uint32,   DataType::Int64,      DataType::Uint64,
+    DataType::Float16, DataType::Float32, DataType::Float64, DataType::BFloat16, DataType::Float8E4M3, DataType::Float8E5M2,
 };
 const char* const kNames[ncclNumTypes] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
                                           "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
                                           "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-
-// An fp8 format: exponent and mantissa bits, the exponent bias, and whether the all-ones exponent
-// is a normal binade (e4m3fn: only S.1111.111 is NaN, no infinity) or inf/NaN (e5m2, IEEE-like).
-struct Fp8Format {
-  int expBits, manBits, bias;
-  bool ieeeSpecials;
-};
-constexpr Fp8Format kE4M3{4, 3, 7, false};
-constexpr Fp8Format kE5M2{5, 2, 15, true};
-
-float fp8ToFloat(uint8_t v, Fp8Format f) {
-  const int sign = v >> 7;
-  const int exp = (v >> f.manBits) & ((1 << f.expBits) - 1);
-  const int man = v & ((1 << f.manBits) - 1);
-  const int maxExp = (1 << f.expBits) - 1;
-  float out;
-  if (f.ieeeSpecials && exp == maxExp) {
-    out = man ? NAN : INFINITY;
-  } else if (!f.ieeeSpecials && exp == maxExp && man == (1 << f.manBits) - 1) {
-    out = NAN;
-  } else if (exp == 0) {
-    out = std::ldexp(static_cast<float>(man), 1 - f.bias - f.manBits);
-  } else {
-    out = std::ldexp(static_cast<float>(man + (1 << f.manBits)), exp - f.bias - f.manBits);
-  }
-  return sign ? -out : out;
-}
-
-uint8_t floatToFp8(float x, Fp8Format f) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const uint8_t nan = f.ieeeSpecials ? 0x7f : 0x7f;  // both formats: S.1111.111 / S.11111.11
-  if (std::isnan(x)) return sign | nan;
-  const float a = std::fabs(x);
-  const int maxExp = (1 << f.expBits) - 1;
-  // The largest finite value and the code for overflow (saturating to NaN for e4m3, inf for e5m2).
-  const int topExp = f.ieeeSpecials ? maxExp - 1 : maxExp;
-  const int topMan = f.ieeeSpecials ? (1 << f.manBits) - 1 : (1 << f.manBits) - 2;
-  const float maxFinite = std::ldexp(static_cast<float>(topMan + (1 << f.manBits)), topExp - f.bias - f.manBits);
-  const uint8_t overflow = f.ieeeSpecials ? static_cast<uint8_t>(maxExp << f.manBits) : nan;
-  if (std::isinf(a)) return sign | overflow;
-  // Quantise to the grid of the binade that holds `a` (subnormals share the lowest one).
-  int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  int unbiased = std::max(e - 1, 1 - f.bias);
-  const float quantum = std::ldexp(1.0f, unbiased - f.manBits);
-  const float q = std::nearbyint(a / quantum) * quantum;  // round half to even (default mode)
-  if (q > maxFinite) return sign | overflow;
-  if (q == 0) return sign;
-  std::frexp(q, &e);
-  unbiased = e - 1;
-  if (unbiased < 1 - f.bias) {  // subnormal
-    return sign | static_cast<uint8_t>(q / std::ldexp(1.0f, 1 - f.bias - f.manBits));
-  }
-  const int mant = static_cast<int>(q / std::ldexp(1.0f, unbiased - f.manBits)) - (1 << f.manBits);
-  return sign | static_cast<uint8_t>(((unbiased + f.bias) << f.manBits) | mant);
-}
 
 float bf16ToFloat(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -116,29 +58,25 @@ void scaleUnsignedWrap(const void* in, void* out, size_t n, const void* factor) 
   for (size_t i = 0; i < n; ++i) b[i] = static_cast<U>(a[i] * k);
 }
 
+template <class Fp8>
+void scaleFp8(const void* in, void* out, size_t n, const void* factor) {
+  const float k = Fp8::toFloat(*static_cast<const uint8_t*>(factor));
+  const uint8_t* a = static_cast<const uint8_t*>(in);
+  uint8_t* b = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < n; ++i) b[i] = Fp8::fromFloat(Fp8::toFloat(a[i]) * k);
+}
+
 }  // namespace
 
 TypeInfo typeInfo(ncclDataType_t type, const char* what) {
   if (static_cast<int>(type) < 0 || type >= ncclNumTypes)
     badArgument(std::string(what) + ": datatype " + std::to_string(static_cast<int>(type)) +
                 " is not an ncclDataType_t (0.." + std::to_string(ncclNumTypes - 1) + ")");
-  return kTypes[type];
+  return {kTypes[type], elementSize(kTypes[type])};
 }
 
 const char* typeName(ncclDataType_t type) {
   return static_cast<int>(type) >= 0 && type < ncclNumTypes ? kNames[type] : "an invalid datatype";
-}
-
-void widenToFloat(const void* in, float* out, size_t count, ncclDataType_t type) {
-  const Fp8Format f = type == ncclFloat8e4m3 ? kE4M3 : kE5M2;
-  const uint8_t* a = static_cast<const uint8_t*>(in);
-  for (size_t i = 0; i < count; ++i) out[i] = fp8ToFloat(a[i], f);
-}
-
-void narrowFromFloat(const float* in, void* out, size_t count, ncclDataType_t type) {
-  const Fp8Format f = type == ncclFloat8e4m3 ? kE4M3 : kE5M2;
-  uint8_t* b = static_cast<uint8_t*>(out);
-  for (size_t i = 0; i < count; ++i) b[i] = floatToFp8(in[i], f);
 }
 
 void scaleElements(const void* in, void* out, size_t count, ncclDataType_t type, const void* factor) {
@@ -168,15 +106,8 @@ void scaleElements(const void* in, void* out, size_t count, ncclDataType_t type,
       for (size_t i = 0; i < count; ++i) b[i] = floatToBf16(bf16ToFloat(a[i]) * k);
       return;
     }
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: {
-      const Fp8Format f = type == ncclFloat8e4m3 ? kE4M3 : kE5M2;
-      const float k = fp8ToFloat(*static_cast<const uint8_t*>(factor), f);
-      const uint8_t* a = static_cast<const uint8_t*>(in);
-      uint8_t* b = static_cast<uint8_t*>(out);
-      for (size_t i = 0; i < count; ++i) b[i] = floatToFp8(fp8ToFloat(a[i], f) * k, f);
-      return;
-    }
+    case ncclFloat8e4m3: return scaleFp8<Float8E4M3>(in, out, count, factor);
+    case ncclFloat8e5m2: return scaleFp8<Float8E5M2>(in, out, count, factor);
     default: badArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not an ncclDataType_t");
   }
 }

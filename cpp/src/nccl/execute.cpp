@@ -1,5 +1,5 @@
 // One NCCL operation on forestcc's C++ collective API. Most map one to one; a PreMulSum operator
-// and the fp8 types reduce through a staging buffer (scaled input; float32 widened from fp8).
+// reduces through a staging buffer (the scaled input).
 #include <cstring>
 #include <string>
 #include <vector>
@@ -100,19 +100,6 @@ void runNatively(const Operation& op) {
 
   if (reduces(op.kind)) {
     const ResolvedOp r = comm.redOps.resolve(op.op, op.type, operationName(op.kind));
-    if (info.fp8) {
-      // Widen to float32, reduce there (scaled first for PreMulSum), narrow once at the end.
-      std::vector<float> in(inCount), out(outCount);
-      widenToFloat(op.send, in.data(), inCount, op.type);
-      if (r.preMultiply) {
-        float k;
-        widenToFloat(r.factor.data(), &k, 1, op.type);
-        for (float& v : in) v *= k;
-      }
-      runReduce(coll, op.kind, in.data(), out.data(), inCount, outCount, DataType::Float32, r.op, op.root, isRoot);
-      if (outCount) narrowFromFloat(out.data(), op.recv, outCount, op.type);
-      return;
-    }
     if (r.preMultiply) {
       std::vector<uint8_t> scaled(inCount * info.size);
       scaleElements(op.send, scaled.data(), inCount, op.type, r.factor.data());

@@ -29,8 +29,10 @@ struct DLManagedTensor {
 };
 constexpr int32_t kDLCPU = 1;
 constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4;
+constexpr uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12;  // DLPack 1.1 (PyTorch exports them)
 
-const char* kSupported = "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64";
+const char* kSupported =
+    "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2";
 
 [[noreturn]] void unsupported(const char* arg, const std::string& what) {
   throw py::type_error(std::string(arg) + ": dtype " + what + " is not supported (supported: " + kSupported + ")");
@@ -46,7 +48,10 @@ DataType fromKind(char kind, size_t size, const char* arg, const std::string& na
   if (kind == 'f' && size == 2) return DataType::Float16;
   if (kind == 'f' && size == 4) return DataType::Float32;
   if (kind == 'f' && size == 8) return DataType::Float64;
+  // ml_dtypes' types are numpy kind 'V'; DLPack's are named the same below.
   if (name == "bfloat16" && size == 2) return DataType::BFloat16;
+  if (name == "float8_e4m3fn" && size == 1) return DataType::Float8E4M3;
+  if (name == "float8_e5m2" && size == 1) return DataType::Float8E5M2;
   unsupported(arg, name);
 }
 
@@ -58,10 +63,12 @@ ArrayView fromNumpy(const py::array& a, const char* arg) {
   const char kind = dt.kind();
   const size_t size = static_cast<size_t>(dt.itemsize());
   // The common numeric kinds need no name (building one costs more than the rest of a small call).
-  const bool plain = (kind == 'i' || kind == 'u' || kind == 'f') && size != 2 && size <= 8;
+  // 2-byte and 1-byte floats do: ml_dtypes' bfloat16 and float8_e4m3fn are kind 'V', but its
+  // float8_e5m2 is kind 'f'.
+  const bool plain = (kind == 'i' || kind == 'u' || (kind == 'f' && size >= 4)) && size != 2 && size <= 8;
   v.dtype = fromKind(kind, size, arg,
                      plain ? std::string()
-                     : kind == 'V' || kind == 'b' || kind == 'c' || size == 2 ? std::string(py::str(dt.attr("name")))
+                     : kind == 'V' || kind == 'b' || kind == 'c' || size <= 2 ? std::string(py::str(dt.attr("name")))
                                                                              : std::string(1, kind) + std::to_string(size * 8));
   v.data = const_cast<void*>(a.data());
   v.count = static_cast<size_t>(a.size());
@@ -90,11 +97,13 @@ ArrayView fromDlpack(py::handle obj, const char* arg) {
                          std::to_string(t.device.device_type) + "); this build's transports move host memory only");
   if (t.dtype.lanes != 1) unsupported(arg, "with " + std::to_string(t.dtype.lanes) + " lanes");
   const size_t size = t.dtype.bits / 8;
-  std::string name = (t.dtype.code == kDLInt ? "int" : t.dtype.code == kDLUInt ? "uint" : t.dtype.code == kDLFloat ? "float"
-                      : t.dtype.code == kDLBfloat ? "bfloat" : "code" + std::to_string(t.dtype.code)) + std::to_string(t.dtype.bits);
-  char kind = t.dtype.code == kDLInt ? 'i' : t.dtype.code == kDLUInt ? 'u' : t.dtype.code == kDLFloat ? 'f' : 'V';
+  const uint8_t code = t.dtype.code;
+  const std::string name = code == kDLFloat8_e4m3fn ? "float8_e4m3fn" : code == kDLFloat8_e5m2 ? "float8_e5m2"
+                           : (code == kDLInt ? "int" : code == kDLUInt ? "uint" : code == kDLFloat ? "float"
+                              : code == kDLBfloat ? "bfloat" : "code" + std::to_string(code)) + std::to_string(t.dtype.bits);
+  const char kind = code == kDLInt ? 'i' : code == kDLUInt ? 'u' : code == kDLFloat ? 'f' : 'V';
   ArrayView v;
-  v.dtype = fromKind(kind, size, arg, name == "bfloat16" ? "bfloat16" : name);
+  v.dtype = fromKind(kind, size, arg, name);
   size_t count = 1;
   for (int i = 0; i < t.ndim; ++i) count *= static_cast<size_t>(t.shape[i]);
   if (t.strides && count > 1) {

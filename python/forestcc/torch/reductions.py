@@ -1,7 +1,7 @@
 """torch's ReduceOp and dtypes as forestcc reductions.
 
-forestcc reduces int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32 and float64
-with sum, prod, min, max and avg. The other torch cases are brought to those:
+forestcc reduces int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64,
+float8_e4m3fn and float8_e5m2 with sum, prod, min, max and avg. The other torch cases are brought to those:
 
 - ``PREMUL_SUM(factor)``: a sum, then the result is multiplied by ``factor`` (one multiply per
   output element instead of one per input; floating-point tensors only);
@@ -25,7 +25,7 @@ __all__ = ["Reduction", "resolve"]
 
 _NATIVE = {torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
            torch.float32, torch.float64}
-for _name in ("uint32", "uint64"):
+for _name in ("uint32", "uint64", "float8_e4m3fn", "float8_e5m2"):
     if hasattr(torch, _name):
         _NATIVE.add(getattr(torch, _name))
 _WIDENED = {torch.int16: torch.int32}
@@ -77,7 +77,10 @@ class Reduction:
     def finish(self, buf: torch.Tensor) -> None:
         """Apply the PREMUL_SUM factor to a reduced buffer."""
         if self.factor is not None:
-            buf.mul_(self.factor)
+            if buf.is_floating_point() and buf.element_size() == 1:   # torch has no fp8 arithmetic
+                buf.copy_(buf.float().mul_(self.factor))
+            else:
+                buf.mul_(self.factor)
 
     def write_back(self, buf: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy a reduced buffer into ``dst`` unless it is ``dst``'s own memory."""
