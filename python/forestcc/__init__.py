@@ -30,7 +30,15 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["__version__"]
 
 
+# submodules that ``forestcc.<name>`` reaches without an import of their own
+_SUBMODULES = {"cuda"}
+
+
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"forestcc.{name}")
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'forestcc' has no attribute {name!r}")

@@ -9,6 +9,13 @@ arrays, PyTorch CPU tensors, JAX CPU arrays (as inputs: they are immutable) or a
 buffer protocol or DLPack. With ``async_op=True`` a call returns a work handle at once
 (``wait()`` returns the result array, ``is_completed()`` polls); calls on one communicator run one
 at a time in call order, synchronous ones after queued ones.
+
+GPU memory (CuPy arrays, PyTorch CUDA tensors, anything with ``__cuda_array_interface__`` or
+CUDA DLPack): a call is enqueued on ``stream`` (default: the current stream of the array's
+framework; also an int ``cudaStream_t``, a ``torch.cuda.Stream`` or a CuPy stream) and returns
+at once, as NCCL's calls do: synchronize the stream before reading the result on the host. An
+error on the GPU (a wait past ``FORESTCC_TIMEOUT``, a dead peer) is raised by
+:meth:`~CollectivesMixin.synchronize`, by the async handle's ``wait()``, or by the next call.
 """
 from __future__ import annotations
 
@@ -63,55 +70,62 @@ class CollectivesMixin:
 
     # -- collectives ---------------------------------------------------------------------
 
-    def all_reduce(self, x, op: str = "sum", out=None, algo="auto", async_op: bool = False):
+    def all_reduce(self, x, op: str = "sum", out=None, algo="auto", async_op: bool = False, stream=None):
         """Reduce ``x`` over all ranks with ``op`` (sum, prod, min, max, avg); the result lands
         in ``out`` (default: in ``x``, in place) on every rank. Returns the result array."""
-        return self._engine.all_reduce(x, op, out, algo, async_op)
+        return self._engine.all_reduce(x, op, out, algo, async_op, stream)
 
-    def all_gather(self, out, x, algo="auto", async_op: bool = False):
+    def all_gather(self, out, x, algo="auto", async_op: bool = False, stream=None):
         """``out`` (size × len(x)) receives every rank's ``x`` in rank order. In place when
         ``x`` is ``out``'s block number ``rank``."""
-        return self._engine.all_gather(out, x, algo, async_op)
+        return self._engine.all_gather(out, x, algo, async_op, stream)
 
-    def reduce_scatter(self, out, x, op: str = "sum", algo="auto", async_op: bool = False):
+    def reduce_scatter(self, out, x, op: str = "sum", algo="auto", async_op: bool = False, stream=None):
         """``x`` (size × len(out)) is reduced over all ranks; rank r gets block r in ``out``.
         In place when ``out`` is ``x``'s block number ``rank``."""
-        return self._engine.reduce_scatter(out, x, op, algo, async_op)
+        return self._engine.reduce_scatter(out, x, op, algo, async_op, stream)
 
-    def all_to_all(self, out, x, algo="auto", async_op: bool = False):
+    def all_to_all(self, out, x, algo="auto", async_op: bool = False, stream=None):
         """Block p of ``x`` goes to rank p, which stores it as block ``rank`` of its ``out``.
         ``x`` is split into size equal blocks; ``out`` may be ``x`` (in place)."""
-        return self._engine.all_to_all(out, x, algo, async_op)
+        return self._engine.all_to_all(out, x, algo, async_op, stream)
 
-    def all_to_all_v(self, out, x, out_splits, in_splits, algo="auto", async_op: bool = False):
+    def all_to_all_v(self, out, x, out_splits, in_splits, algo="auto", async_op: bool = False, stream=None):
         """all_to_all with uneven blocks: ``in_splits[p]`` elements of ``x`` go to rank p, and
         ``out_splits[p]`` elements arrive from rank p (blocks packed in rank order)."""
-        return self._engine.all_to_all_v(out, x, out_splits, in_splits, algo, async_op)
+        return self._engine.all_to_all_v(out, x, out_splits, in_splits, algo, async_op, stream)
 
-    def broadcast(self, x, root: int, algo="auto", async_op: bool = False):
+    def broadcast(self, x, root: int, algo="auto", async_op: bool = False, stream=None):
         """Every rank's ``x`` becomes the root's ``x`` (in place)."""
-        return self._engine.broadcast(x, root, algo, async_op)
+        return self._engine.broadcast(x, root, algo, async_op, stream)
 
     def reduce(self, x, root: int, op: str = "sum", out=None, algo="auto",
-               async_op: bool = False):
+               async_op: bool = False, stream=None):
         """Like all_reduce, but only ``root`` is guaranteed the result (in ``out``, default
         ``x``). In place, ``x`` on the other ranks may be used as scratch; pass ``out`` (on every
         rank) to keep it intact."""
-        return self._engine.reduce(x, root, op, out, algo, async_op)
+        return self._engine.reduce(x, root, op, out, algo, async_op, stream)
 
-    def gather(self, out, x, root: int, algo="auto", async_op: bool = False):
+    def gather(self, out, x, root: int, algo="auto", async_op: bool = False, stream=None):
         """The root's ``out`` (size × len(x)) receives every rank's ``x``; other ranks may pass
         ``out=None``."""
-        return self._engine.gather(out, x, root, algo, async_op)
+        return self._engine.gather(out, x, root, algo, async_op, stream)
 
-    def scatter(self, out, x, root: int, algo="auto", async_op: bool = False):
+    def scatter(self, out, x, root: int, algo="auto", async_op: bool = False, stream=None):
         """Rank r receives block r of the root's ``x`` (size × len(out)) in ``out``; other
         ranks may pass ``x=None``."""
-        return self._engine.scatter(out, x, root, algo, async_op)
+        return self._engine.scatter(out, x, root, algo, async_op, stream)
 
-    def barrier(self, algo="auto", async_op: bool = False):
+    def barrier(self, algo="auto", async_op: bool = False, stream=None):
         """Return once every rank has entered the barrier."""
-        return self._engine.barrier(algo, async_op)
+        return self._engine.barrier(algo, async_op, stream)
+
+    def synchronize(self) -> None:
+        """Block until every collective this communicator enqueued on GPU memory has finished on
+        the GPU, and raise the first error one of them hit (a wait past FORESTCC_TIMEOUT, a dead
+        peer, a mismatch), naming the rank, the peer and the plan step. Calls on host memory
+        finish before they return and need no synchronize."""
+        self._engine.synchronize()
 
     def send(self, x, peer: int, async_op: bool = False):
         """Send ``x`` to ``peer``, which calls ``recv`` with an array of the same size. Blocks

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,6 +44,7 @@ struct Tensor {
   size_t count = 0;
   DataType dtype = DataType::Float32;
   bool present = true;
+  int device = -1;  // GPU memory: its CUDA device (any value >= 0 marks GPU memory); -1: host memory
 
   Tensor() = default;
   Tensor(const void* d, size_t n, DataType t) : data(d), count(n), dtype(t) {}
@@ -71,16 +73,25 @@ struct Algorithm {
 struct CallOptions {
   Algorithm algorithm;
   bool async = false;  // queue the call and return its Work at once
+  // GPU memory: the cudaStream_t the call is enqueued on (null: the legacy default stream). Calls
+  // on GPU memory return once enqueued, as NCCL's do; their errors are raised by the next call,
+  // Collectives::synchronize() or their Work's wait().
+  void* stream = nullptr;
 };
 
 // Completion of an asynchronous call.
 class Work {
  public:
+  Work() = default;
+  // A call on GPU memory: `poll(true)` blocks until the GPU finished it (raising its error),
+  // `poll(false)` only asks.
+  explicit Work(std::function<bool(bool)> poll) : poll_(std::move(poll)) {}
   void wait();       // blocks until the call finished; rethrows its error
   bool completed();  // polls
   void finish(std::exception_ptr error);  // called by forestcc when the call ran
 
  private:
+  std::function<bool(bool)> poll_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -138,6 +149,8 @@ class Collectives {
   WorkPtr call(const CallRequest& request);
   // Waits for every queued call.
   void drain();
+  // Waits until every call on GPU memory finished on the GPU; raises the first error one hit.
+  void synchronize();
 
  private:
   std::shared_ptr<collectives::Engine> engine_;

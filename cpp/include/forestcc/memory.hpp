@@ -34,8 +34,12 @@ struct MemoryHandle {
   uint64_t shmSize = 0;
   uint64_t shmId = 0;      // a hash of shmName, never 0 (0: not in a forestcc segment); caches key on it
   char shmName[96] = {};   // empty: not in a forestcc segment
-  // cuda_ipc (later): the IPC handle of the allocation
+  // cuda_ipc (GPU memory, transport/cuda_ipc/): the IPC handle of the allocation the memory lies
+  // in, the memory's offset in it, and the allocation's unique id (importers cache on it)
   uint8_t cudaIpc[64] = {};
+  uint64_t cudaOffset = 0;
+  uint64_t cudaBufferId = 0;
+  int32_t cudaDevice = -1;
 };
 
 class ShmSegment;

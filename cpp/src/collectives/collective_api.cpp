@@ -20,7 +20,8 @@ namespace {
 // kSharedMemory when the call's buffers all lie in forestcc.empty memory (peers map them),
 // else kPrivateMemory. A stand-in is not the user's and does not count: the root, which has
 // both buffers, must come to the same kind.
-int memoryKind(const CallBuffers& b) {
+int memoryKind(const CallBuffers& b, bool gpu) {
+  if (gpu) return collectives::kDeviceMemory;
   size_t offset;
   auto shared = [&](const void* p, uint64_t bytes) {
     return !bytes || !p || findSharedAllocation(p, bytes, &offset) != nullptr;
@@ -47,7 +48,7 @@ void checkGivenPlan(const CompiledPlan& p, const CallRequest& r, const CheckedCa
 
 // The plan of a call, and a reference that keeps it alive for queued calls (blocking calls of
 // built-in plans need none: the engine keeps those as long as it lives).
-const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCall& call,
+const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCall& call, bool gpu,
                                const std::shared_ptr<const CompiledPlan>** keep) {
   const Algorithm& algo = r.options.algorithm;
   if (algo.plan) {
@@ -63,7 +64,7 @@ const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCal
       const CallBuffers& b = call.buffers;
       const std::string& tuned =
           e.choose(r.collective, std::max(b.inputBytes, b.outputBytes),
-                   e.tunedByMemory() ? memoryKind(b) : collectives::kAnyMemory,
+                   e.tunedByMemory() || gpu ? memoryKind(b, gpu) : collectives::kAnyMemory,
                    call.inPlace ? collectives::kInPlace : collectives::kOutOfPlace);
       if (!tuned.empty()) name = &tuned;
     }
@@ -94,7 +95,16 @@ Collectives::WorkPtr Collectives::call(const CallRequest& r) {
   CheckedCall call;
   collectives::checkCall(r, engine_->rank(), engine_->size(), call);
   const std::shared_ptr<const CompiledPlan>* keep = nullptr;
-  const CompiledPlan& p = choosePlan(*engine_, r, call, &keep);
+  // GPU memory: every buffer the rank passes (a stand-in is the engine's, of the same kind).
+  const bool gpu = (r.x.present && r.x.device >= 0) || (r.out.present && r.out.device >= 0);
+  if (gpu && r.x.present && r.out.present && (r.x.device >= 0) != (r.out.device >= 0))
+    throw Error(ErrorCode::InvalidUsage,
+                std::string(r.x.device >= 0 ? "x is GPU memory but out is host memory"
+                                            : "x is host memory but out is GPU memory") +
+                    ": pass both on the GPU or both on the host",
+                engine_->rank());
+  const CompiledPlan& p = choosePlan(*engine_, r, call, gpu, &keep);
+  if (gpu) return engine_->runOnDevice(p, call.buffers, call.standIn, r.options);
   if (!r.options.async) {
     engine_->run(p, call.buffers, call.standIn);
     return nullptr;
@@ -180,5 +190,7 @@ Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, b
 }
 
 void Collectives::drain() { engine_->drain(); }
+
+void Collectives::synchronize() { engine_->synchronizeDevice(); }
 
 }  // namespace forestcc

@@ -185,6 +185,21 @@ std::shared_ptr<Work> Engine::submit(const std::shared_ptr<const CompiledPlan>& 
   return collectives_.submit([this, p, staged, own] { execute(*p, staged); });
 }
 
+std::shared_ptr<Work> Engine::runOnDevice(const CompiledPlan& p, const CallBuffers& b, StandIn standIn,
+                                          const CallOptions& options) {
+  std::shared_ptr<Work> work;
+  collectives_.runInline([&] {
+    executor_.runOnDevice(p, b, static_cast<int>(standIn), options.stream);
+    if (options.async) work = std::make_shared<Work>(executor_.deviceCompletion());
+  });
+  return work;
+}
+
+void Engine::synchronizeDevice() {
+  collectives_.drain();
+  executor_.synchronizeDevice();
+}
+
 void Engine::drain() {
   collectives_.drain();
   sends_.drain();

@@ -107,6 +107,12 @@ class Engine {
                                StandIn standIn = StandIn::None);
   // Waits for every queued call.
   void drain();
+  // A call on GPU memory: enqueued on options.stream after every queued host call, returning at
+  // once (a Work that waits for the GPU when options.async).
+  std::shared_ptr<Work> runOnDevice(const CompiledPlan& p, const CallBuffers& b, StandIn standIn,
+                                    const CallOptions& options);
+  // Waits until every call on GPU memory finished; raises the first error one hit.
+  void synchronizeDevice();
 
   // Rendezvous point-to-point: a send completes when the receiver has copied the data. Sends
   // run in order, receives run in order, independently of each other and of collectives (an

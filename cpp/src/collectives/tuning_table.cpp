@@ -58,7 +58,7 @@ TuningRule parseRule(const json::Value& rule, const std::string& where) {
     const std::string kind = memory->isString() ? memory->asString() : "";
     if (kind != "private" && kind != "shared")
       refuse(where + ": memory must be one of private, shared, got " + json::dump(*memory));
-    r.memory = kind == "shared" ? kSharedMemory : kPrivateMemory;
+    r.memory = kind == "shared" ? kSharedMemory : kind == "device" ? kDeviceMemory : kPrivateMemory;
   }
   if (const json::Value* inPlace = rule.find("in_place")) {
     if (!inPlace->isBool()) refuse(where + ": in_place must be true or false, got " + json::dump(*inPlace));

@@ -17,7 +17,7 @@ namespace forestcc::collectives {
 // Which memory a call's buffers are in, for tuning rules: any (the rule does not care), private
 // (ordinary process memory: peers reach it with cross-process calls) or shared (forestcc.empty:
 // peers map it).
-constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1;
+constexpr int kAnyMemory = -1, kPrivateMemory = 0, kSharedMemory = 1, kDeviceMemory = 2;
 // Whether a rule is for out-of-place calls, in-place calls, or both (kAnyPlacement).
 constexpr int kAnyPlacement = -1, kOutOfPlace = 0, kInPlace = 1;
 

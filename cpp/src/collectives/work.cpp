@@ -3,14 +3,33 @@
 namespace forestcc {
 
 void Work::wait() {
+  if (poll_ && !completed()) {
+    std::exception_ptr error;
+    try {
+      poll_(true);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    finish(error);
+  }
   std::unique_lock<std::mutex> g(mu_);
   cv_.wait(g, [&] { return done_; });
   if (error_) std::rethrow_exception(error_);
 }
 
 bool Work::completed() {
-  std::lock_guard<std::mutex> g(mu_);
-  return done_;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (done_ || !poll_) return done_;
+  }
+  std::exception_ptr error;
+  try {
+    if (!poll_(false)) return false;
+  } catch (...) {
+    error = std::current_exception();
+  }
+  finish(error);
+  return true;
 }
 
 void Work::finish(std::exception_ptr error) {

@@ -1,8 +1,11 @@
-// CUDA side of the core, compiled whenever nvcc is found. Today it probes devices and runs the
-// device semaphore; the CUDA IPC transport and the GPU executor drop in beside it.
+// CUDA side of the core, compiled whenever nvcc is found: device probes, device allocations for
+// forestcc.cuda.empty, and a device semaphore round trip. The runner is device_runner.cu.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "forestcc/cuda.hpp"
+#include "forestcc/error.hpp"
 #include "forestcc/semaphore_device.hpp"
 
 namespace forestcc {
@@ -22,6 +25,20 @@ __global__ void semaphoreRoundTrip(uint64_t* counters, int* ok) {
 }  // namespace
 
 bool builtWithCuda() { return true; }
+
+void* cudaAllocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::System, std::string("cudaMalloc of ") + std::to_string(bytes) + " bytes: " + cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void cudaRelease(void* p) {
+  if (p) cudaFree(p);
+}
 
 int cudaDeviceCount() {
   int n = 0;

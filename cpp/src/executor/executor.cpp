@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "executor/cpu_backend.hpp"
+#include "executor/device_runner.hpp"
 #include "executor/plan_checks.hpp"
 #include "executor/reduce_kernels.hpp"
 #include "forestcc/config.hpp"
@@ -169,6 +170,25 @@ void Executor::ensureScratch(uint64_t bytes) {
 
 // ---- running ---------------------------------------------------------------------------------
 
+uint32_t Executor::slicesOf(const CompiledPlan& p, const CallGeometry& g) {
+  if (p.minSliceBytes == 0) return p.maxSlices;
+  const uint64_t chunkBytes = (g.count / g.k) * g.elem;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(p.maxSlices, chunkBytes / p.minSliceBytes)));
+}
+
+void Executor::numberCall(Call& call) {
+  const CompiledPlan& p = *call.plan;
+  call.sequence = ++sequence_;
+  CallStamp& st = call.stamp;
+  st = p.stamp;
+  st.sequence = call.sequence;
+  st.count = call.geometry.count;
+  // Only what the call uses: a barrier has no data, only reductions have an operator.
+  st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(call.buffers->dtype);
+  st.op = plan::reduces(p.collective) ? static_cast<uint8_t>(call.buffers->op) : 0;
+  st.variable = call.variable;
+}
+
 void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   Communicator::State& s = *state_;
   if (s.poisoned()) {
@@ -201,11 +221,8 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       g.localOffsets[b] = offsets[b].data();
     }
     g.slices = 1;
-  } else if (p.minSliceBytes == 0) {
-    g.slices = p.maxSlices;
   } else {
-    const uint64_t chunkBytes = (g.count / g.k) * g.elem;
-    g.slices = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(p.maxSlices, chunkBytes / p.minSliceBytes)));
+    g.slices = slicesOf(p, g);
   }
   const uint64_t blockBytes = g.count * g.elem;
   const uint64_t scratchBytes = (p.scratchChunks + g.k - 1) / g.k * blockBytes;
@@ -237,15 +254,8 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   // that the next op, or the peer, would have found in cache.
   const uint64_t own = p.inPlace ? std::max(buffers.inputBytes, buffers.outputBytes) : buffers.inputBytes + buffers.outputBytes;
   call.streaming = own * s.localRanks.size() >= streamingBytes_;
-  call.sequence = ++sequence_;
-  CallStamp& st = call.stamp;
-  st = p.stamp;
-  st.sequence = call.sequence;
-  st.count = g.count;
-  // Only what the call uses: a barrier has no data, only reductions have an operator.
-  st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(buffers.dtype);
-  st.op = plan::reduces(p.collective) ? static_cast<uint8_t>(buffers.op) : 0;
-  st.variable = call.variable;
+  numberCall(call);
+  const CallStamp& st = call.stamp;
 
   const int workers = static_cast<int>(p.workers.size());
   if (static_cast<int>(views_.size()) < std::max(workers, 1)) {

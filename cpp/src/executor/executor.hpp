@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -79,6 +80,8 @@ struct PeerView {
 };
 
 struct CpuBackend;
+class DeviceRunner;
+class CudaRunner;
 
 // "all_reduce(count=1000, dtype=float32, op=sum, plan=forestcc.builtin.direct#3f2a...)".
 std::string describeCall(const CallStamp& stamp);
@@ -96,10 +99,25 @@ class Executor {
   // serializes them); every rank runs plans in the same order.
   void run(const CompiledPlan& plan, const CallBuffers& call);
 
+  // Enqueues one call on GPU memory on `stream` (a cudaStream_t) and returns: the CUDA runner
+  // (device_runner.hpp). Errors of calls already enqueued are raised here first.
+  void runOnDevice(const CompiledPlan& plan, const CallBuffers& call, int standIn, void* stream);
+  // Blocks until every call enqueued on GPU memory finished; raises the first error one hit.
+  void synchronizeDevice();
+  // The completion of the last call enqueued on GPU memory (DeviceRunner::completion): what an
+  // asynchronous Work of such a call waits for.
+  std::function<bool(bool)> deviceCompletion();
+
   struct Call;
 
  private:
   friend struct CpuBackend;
+  friend class CudaRunner;
+  DeviceRunner& device();
+  // A call's pipelining slices (schedules/README.md, "Pipelining").
+  static uint32_t slicesOf(const CompiledPlan& p, const CallGeometry& g);
+  // Takes the next call number and fills the call's stamp.
+  void numberCall(Call& call);
   struct WorkerThread;
   void runWorker(Call& call, int worker);
   // The interpreter stopped with `f` on `worker`: the error that says so (failure.cpp), or the
@@ -147,6 +165,7 @@ class Executor {
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
+  std::unique_ptr<DeviceRunner> device_;     // made on the first call on GPU memory
 
   // Worker threads for plans with more than one worker (worker 0 runs on the caller).
   std::vector<std::unique_ptr<WorkerThread>> threads_;

@@ -84,10 +84,17 @@ void Executor::raiseFailureText(const Call& call, int worker, const Failure& f, 
                                            std::to_string(f.a) + " and " + std::to_string(f.b) + " bytes) [" + step + "]",
                   rank);
     case FailureKind::Unsupported:
-      throw Error(ErrorCode::Internal, rankPrefix(rank) + "plan '" + p.name + "': the CPU runner cannot run this op [" +
+      throw Error(ErrorCode::Internal, rankPrefix(rank) + "plan '" + p.name + "': this runner cannot run this op [" +
                                            step + "]", rank);
-    case FailureKind::Timeout:
-      throw Error(ErrorCode::Timeout, rankPrefix(rank) + step + ": timed out", rank, f.peer);
+    case FailureKind::Timeout: {
+      // The CPU runner's waits raise their own error (Backend); this is the GPU runner's.
+      std::ostringstream msg;
+      msg << rankPrefix(rank) << step << ": timed out after " << state_->timeout << " s waiting for rank " << f.peer
+          << " to signal (on the GPU; FORESTCC_TIMEOUT sets the limit)";
+      throw Error(ErrorCode::Timeout, msg.str(), rank, f.peer);
+    }
+    case FailureKind::Aborted:
+      throw Error(ErrorCode::Aborted, rankPrefix(rank) + step + ": aborted on the GPU (the host aborted the call)", rank);
     case FailureKind::None: break;
   }
   throw Error(ErrorCode::Internal, rankPrefix(rank) + "raiseFailure without a failure", rank);

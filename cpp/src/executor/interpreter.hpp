@@ -20,6 +20,8 @@
 //   bool wait(int channel, Failure& f)                  acquire; false: failed (deadline, abort, ...)
 //   void flush(int channel)
 //   int peerOf(int channel)
+//   bool afterOp(Failure& f)                            an op finished (a GPU worker of several blocks
+//                                                       meets its other blocks here); false: failed
 //
 // A failing backend call fills `f` (its kind, and for Backend failures whatever the backend keeps
 // on the side, such as a CPU exception) and the interpreter stops, returning it with the step.
@@ -40,6 +42,7 @@ enum class FailureKind : uint8_t {
   UnequalReduce, // a reduce op's sources differ in size (a plan bug)
   Unsupported,   // the backend cannot do this op (e.g. unmapped memory on a GPU)
   Timeout,       // a wait passed its deadline
+  Aborted,       // stopped because another worker failed or the host aborted the call (GPU runner)
   Backend,       // the backend raised its own error (the CPU runner keeps the exception)
 };
 
@@ -108,7 +111,7 @@ class Interpreter {
       for (uint32_t step = 0; step < n; ++step) {
         f.step = step;
         f.slice = slice;
-        if (!runOp(ops[step], f)) return f;
+        if (!runOp(ops[step], f) || !be_.afterOp(f)) return f;
       }
     f.kind = FailureKind::None;
     return f;

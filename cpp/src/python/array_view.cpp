@@ -27,7 +27,7 @@ struct DLManagedTensor {
   void* manager_ctx;
   void (*deleter)(DLManagedTensor*);
 };
-constexpr int32_t kDLCPU = 1;
+constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAManaged = 13;
 constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4;
 constexpr uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12;  // DLPack 1.1 (PyTorch exports them)
 
@@ -92,9 +92,11 @@ ArrayView fromDlpack(py::handle obj, const char* arg) {
     throw py::type_error(std::string(arg) + ": __dlpack__ did not return a DLPack tensor capsule");
   }
   const DLTensor& t = managed->dl_tensor;
-  if (t.device.device_type != kDLCPU)
-    throw py::type_error(std::string(arg) + ": is not in CPU memory (DLPack device type " +
-                         std::to_string(t.device.device_type) + "); this build's transports move host memory only");
+  const bool gpu = t.device.device_type == kDLCUDA;
+  if (t.device.device_type != kDLCPU && !gpu)
+    throw py::type_error(std::string(arg) + ": is in memory forestcc cannot reach (DLPack device type " +
+                         std::to_string(t.device.device_type) + (t.device.device_type == kDLCUDAManaged ? ", CUDA managed" : "") +
+                         "); pass host memory or CUDA device memory");
   if (t.dtype.lanes != 1) unsupported(arg, "with " + std::to_string(t.dtype.lanes) + " lanes");
   const size_t size = t.dtype.bits / 8;
   const uint8_t code = t.dtype.code;
@@ -120,8 +122,50 @@ ArrayView fromDlpack(py::handle obj, const char* arg) {
   // JAX arrays are immutable: writing into one would change a value JAX believes constant.
   std::string module = py::str(obj.get_type().attr("__module__"));
   v.writable = module.rfind("jax", 0) != 0 && module.rfind("jaxlib", 0) != 0;
+  v.device = gpu ? t.device.device_id : -1;
   v.keep = py::make_tuple(obj, capsule);
   return v;
+}
+
+// __cuda_array_interface__ (version 2 or 3): CuPy arrays, PyTorch CUDA tensors, Numba arrays.
+// Returns false when the object's interface refuses (PyTorch raises for bfloat16 and float8):
+// the caller then goes through DLPack.
+bool fromCudaInterface(py::handle obj, const char* arg, ArrayView& v) {
+  py::dict cai;
+  try {
+    cai = obj.attr("__cuda_array_interface__");
+  } catch (py::error_already_set&) {
+    return false;
+  }
+  const std::string typestr = py::str(cai["typestr"]);
+  // PyTorch describes bfloat16 and float8 as opaque bytes ("<V2"): DLPack names them.
+  if (typestr.size() >= 2 && typestr[1] == 'V') return false;
+  if (typestr.size() < 3 || (typestr[0] == '>' && typestr.substr(2) != "1"))
+    throw py::type_error(std::string(arg) + ": unsupported __cuda_array_interface__ typestr '" + typestr + "'");
+  const size_t size = std::stoul(typestr.substr(2));
+  const py::tuple shape = cai["shape"];
+  size_t count = 1;
+  for (auto d : shape) count *= d.cast<size_t>();
+  if (cai.contains("strides") && !cai["strides"].is_none() && count > 1) {
+    const py::tuple strides = cai["strides"];
+    int64_t expect = static_cast<int64_t>(size);
+    for (ssize_t i = static_cast<ssize_t>(shape.size()) - 1; i >= 0; --i) {
+      const int64_t extent = shape[i].cast<int64_t>();
+      if (extent != 1 && strides[i].cast<int64_t>() != expect)
+        throw py::value_error(std::string(arg) + ": must be contiguous (pass a contiguous copy)");
+      expect *= extent;
+    }
+  }
+  v.dtype = fromKind(typestr[1], size, arg, typestr);
+  const py::tuple data = cai["data"];
+  v.data = reinterpret_cast<void*>(data[0].cast<uintptr_t>());
+  v.writable = !data[1].cast<bool>();
+  v.count = count;
+  v.bytes = count * size;
+  if (cai.contains("stream") && !cai["stream"].is_none()) v.stream = cai["stream"].cast<int64_t>();
+  v.device = 0;  // the collective API finds the device of the pointer
+  v.keep = py::reinterpret_borrow<py::object>(obj);
+  return true;
 }
 
 }  // namespace
@@ -132,8 +176,7 @@ ArrayView viewArray(py::handle obj, const char* arg, bool needWritable) {
     v = fromNumpy(py::reinterpret_borrow<py::array>(obj), arg);
   } else if (obj.is_none()) {
     throw py::type_error(std::string(arg) + ": expected an array, got None");
-  } else if (py::hasattr(obj, "__cuda_array_interface__")) {
-    throw py::type_error(std::string(arg) + ": GPU arrays are not supported by this build's host transports");
+  } else if (py::hasattr(obj, "__cuda_array_interface__") && fromCudaInterface(obj, arg, v)) {
   } else if (py::hasattr(obj, "__dlpack__") && !PyObject_CheckBuffer(obj.ptr())) {
     v = fromDlpack(obj, arg);
   } else if (PyObject_CheckBuffer(obj.ptr())) {

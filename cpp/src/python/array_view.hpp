@@ -1,6 +1,7 @@
 // User arrays as (address, bytes, element type) for collectives: numpy arrays (fast path),
-// DLPack CPU tensors (PyTorch, JAX; bfloat16 included) and anything with the buffer protocol.
-// Errors are TypeError / ValueError naming the argument.
+// DLPack tensors (PyTorch, JAX; bfloat16 included), objects with __cuda_array_interface__ (CuPy,
+// PyTorch CUDA tensors) and anything with the buffer protocol. Errors are TypeError / ValueError
+// naming the argument.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -17,6 +18,8 @@ struct ArrayView {
   size_t count = 0;
   DataType dtype = DataType::Float32;
   bool writable = true;
+  int device = -1;        // CUDA device ordinal of GPU memory; -1: host memory
+  int64_t stream = -1;    // __cuda_array_interface__'s "stream" (the producer's), -1: not given
   pybind11::object keep;  // keeps the memory (and a DLPack capsule) alive
 };
 

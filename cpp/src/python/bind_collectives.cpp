@@ -89,7 +89,19 @@ std::vector<uint64_t> splits(py::handle obj, const char* arg) {
   return out;
 }
 
-Tensor tensor(const ArrayView& v) { return Tensor(v.data, v.count, v.dtype); }
+Tensor tensor(const ArrayView& v) {
+  Tensor t(v.data, v.count, v.dtype);
+  t.device = v.device;
+  return t;
+}
+
+// The cudaStream_t of a call on GPU memory: `stream` as given (an int, a torch.cuda.Stream, a
+// CuPy stream), or the current stream of the array's framework (forestcc.cuda.stream_handle).
+void* streamOf(py::handle stream, py::handle array) {
+  // Never destroyed: a static py::object would be released after the interpreter is gone.
+  static py::object* resolve = new py::object(py::module_::import("forestcc.cuda").attr("stream_handle"));
+  return reinterpret_cast<void*>((*resolve)(stream, array).cast<uintptr_t>());
+}
 
 // The C++ API as Python sees it: the API object plus what only Python holds (the arrays of
 // queued calls, the resolver of plan files).
@@ -141,7 +153,7 @@ py::object finish(PyEngine& pe, std::shared_ptr<Work> work, py::object keep, py:
 // `result`, or a PyWork when async_op.
 py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle x, py::handle out, py::handle opObj,
                           py::handle rootObj, py::handle algo, py::handle asyncObj, py::handle outSplits,
-                          py::handle inSplits, py::handle result) {
+                          py::handle inSplits, py::handle result, py::handle stream) {
   refuseInsideSignalHandler("a collective call");
   const plan::CollectiveTraits& t = plan::traits(c);
   CallRequest req;
@@ -177,6 +189,10 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
     req.outSplits = splits(outSplits, "out_splits");
   }
   setAlgorithm(pe, algo, req.options.algorithm);
+  const bool gpu = (req.x.present && req.x.device >= 0) || (req.out.present && req.out.device >= 0);
+  if (gpu) req.options.stream = streamOf(stream, req.x.present && req.x.device >= 0 ? x : out);
+  else if (!stream.is_none())
+    throw py::value_error("stream: given for a call on host memory (streams order calls on GPU memory only)");
   std::shared_ptr<Work> work;
   {
     py::gil_scoped_release r;
@@ -273,44 +289,45 @@ void bindCollectives(py::module_& m) {
         return std::const_pointer_cast<CompiledPlan>(pe.api->engine().builtin(algo, c, root, inPlace));
       }, py::arg("algo"), py::arg("collective"), py::arg("root") = -1, py::arg("in_place") = false)
       // Positional arguments in the order of the Python methods (forestcc/collectives.py).
-      .def("all_reduce", [none](PyEngine& pe, py::handle x, py::handle op, py::handle out, py::handle algo, py::handle a) {
+      .def("all_reduce", [none](PyEngine& pe, py::handle x, py::handle op, py::handle out, py::handle algo, py::handle a, py::handle st) {
         py::handle o = out.is_none() ? x : out;
-        return callCollective(pe, Collective::AllReduce, false, x, o, op, none, algo, a, none, none, o);
+        return callCollective(pe, Collective::AllReduce, false, x, o, op, none, algo, a, none, none, o, st);
       })
-      .def("all_gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::AllGather, false, x, out, none, none, algo, a, none, none, out);
+      .def("all_gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::AllGather, false, x, out, none, none, algo, a, none, none, out, st);
       })
-      .def("reduce_scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle op, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::ReduceScatter, false, x, out, op, none, algo, a, none, none, out);
+      .def("reduce_scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle op, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::ReduceScatter, false, x, out, op, none, algo, a, none, none, out, st);
       })
-      .def("all_to_all", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::AllToAll, false, x, out, none, none, algo, a, none, none, out);
+      .def("all_to_all", [none](PyEngine& pe, py::handle out, py::handle x, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::AllToAll, false, x, out, none, none, algo, a, none, none, out, st);
       })
       .def("all_to_all_v", [none](PyEngine& pe, py::handle out, py::handle x, py::handle outSplits, py::handle inSplits,
-                                  py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::AllToAll, true, x, out, none, none, algo, a, outSplits, inSplits, out);
+                                  py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::AllToAll, true, x, out, none, none, algo, a, outSplits, inSplits, out, st);
       })
-      .def("broadcast", [none](PyEngine& pe, py::handle x, py::handle root, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::Broadcast, false, x, x, none, root, algo, a, none, none, x);
+      .def("broadcast", [none](PyEngine& pe, py::handle x, py::handle root, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::Broadcast, false, x, x, none, root, algo, a, none, none, x, st);
       })
-      .def("reduce", [none](PyEngine& pe, py::handle x, py::handle root, py::handle op, py::handle out, py::handle algo, py::handle a) {
+      .def("reduce", [none](PyEngine& pe, py::handle x, py::handle root, py::handle op, py::handle out, py::handle algo, py::handle a, py::handle st) {
         py::handle o = out.is_none() ? x : out;
-        return callCollective(pe, Collective::Reduce, false, x, o, op, root, algo, a, none, none, o);
+        return callCollective(pe, Collective::Reduce, false, x, o, op, root, algo, a, none, none, o, st);
       })
-      .def("gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle root, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::Gather, false, x, out, none, root, algo, a, none, none, out);
+      .def("gather", [none](PyEngine& pe, py::handle out, py::handle x, py::handle root, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::Gather, false, x, out, none, root, algo, a, none, none, out, st);
       })
-      .def("scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle root, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::Scatter, false, x, out, none, root, algo, a, none, none, out);
+      .def("scatter", [none](PyEngine& pe, py::handle out, py::handle x, py::handle root, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::Scatter, false, x, out, none, root, algo, a, none, none, out, st);
       })
-      .def("barrier", [none](PyEngine& pe, py::handle algo, py::handle a) {
-        return callCollective(pe, Collective::Barrier, false, none, none, none, none, algo, a, none, none, none);
+      .def("barrier", [none](PyEngine& pe, py::handle algo, py::handle a, py::handle st) {
+        return callCollective(pe, Collective::Barrier, false, none, none, none, none, algo, a, none, none, none, st);
       })
       .def("send", [](PyEngine& pe, py::handle x, py::handle peerObj, py::handle asyncObj) -> py::object {
         refuseInsideSignalHandler("send");
         const long long peer = integerArg(peerObj, "peer");
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(x, "x", false);
+        if (v.device >= 0) throw py::type_error("x: send/recv of GPU memory is not supported yet (collectives are)");
         std::shared_ptr<Work> work;
         {
           py::gil_scoped_release r;
@@ -323,6 +340,7 @@ void bindCollectives(py::module_& m) {
         const long long peer = integerArg(peerObj, "peer");
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(out, "out", true);
+        if (v.device >= 0) throw py::type_error("out: send/recv of GPU memory is not supported yet (collectives are)");
         std::shared_ptr<Work> work;
         {
           py::gil_scoped_release r;
@@ -334,7 +352,11 @@ void bindCollectives(py::module_& m) {
       .def("drain", [](PyEngine& pe) {
         py::gil_scoped_release r;
         pe.api->drain();
-      });
+      })
+      .def("synchronize", [](PyEngine& pe) {
+        py::gil_scoped_release r;
+        pe.api->synchronize();
+      }, "Block until every call on GPU memory finished on the GPU; raise the first error one hit.");
 }
 
 }  // namespace forestcc::python

@@ -1,3 +1,4 @@
+#include "forestcc/cuda.hpp"
 #include "forestcc/memory.hpp"
 #include "python/module.hpp"
 
@@ -21,6 +22,31 @@ void bindMemory(py::module_& m) {
       .def_property_readonly("address", [](const RegisteredMemory& r) { return reinterpret_cast<uintptr_t>(r.data()); })
       .def_property_readonly("shared_segment", &RegisteredMemory::sharedSegment,
                              "True when peers map it directly (allocated by forestcc.empty/zeros).");
+
+  // forestcc.cuda.empty's memory: one cudaMalloc, exported to frameworks through
+  // __cuda_array_interface__ (bytes), freed when the last array over it goes.
+  struct DeviceAllocation {
+    void* data;
+    size_t size;
+    explicit DeviceAllocation(size_t n) : data(cudaAllocate(n)), size(n) {}
+    ~DeviceAllocation() { cudaRelease(data); }
+    DeviceAllocation(const DeviceAllocation&) = delete;
+    DeviceAllocation& operator=(const DeviceAllocation&) = delete;
+  };
+  py::class_<DeviceAllocation>(m, "DeviceAllocation", "Device memory from cudaMalloc (shareable through CUDA IPC).")
+      .def(py::init<size_t>(), py::arg("nbytes"))
+      .def_property_readonly("address", [](const DeviceAllocation& a) { return reinterpret_cast<uintptr_t>(a.data); })
+      .def_property_readonly("size", [](const DeviceAllocation& a) { return a.size; })
+      .def_property_readonly("__cuda_array_interface__", [](const DeviceAllocation& a) {
+        py::dict d;
+        d["shape"] = py::make_tuple(a.size);
+        d["typestr"] = "|u1";
+        d["data"] = py::make_tuple(reinterpret_cast<uintptr_t>(a.data), false);
+        d["version"] = 3;
+        d["strides"] = py::none();
+        d["stream"] = py::none();
+        return d;
+      });
 
   m.def("sweep_stale_shared_memory", &sweepStaleSharedMemory,
         "Unlink forestcc shared-memory segments whose owner process is dead; returns the count.");

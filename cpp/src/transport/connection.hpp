@@ -88,6 +88,9 @@ class Connection {
   virtual const uint64_t* peerBlockOffsets(int buffer) = 0;
   // The peer's eager scratch bank (schedules/README.md, "Scratch banks"), reachable before the
   // peer entered the call.
+  // The peer's records of its calls on GPU memory (control_block.hpp, DeviceMailbox); null where
+  // the connection cannot read them (another node).
+  virtual const DeviceMailbox* peerDeviceMailbox() { return nullptr; }
   virtual RemoteRegion peerBank(int bank) = 0;
 
   // ---- point-to-point -----------------------------------------------------------------------

@@ -99,6 +99,25 @@ struct alignas(64) CallMailbox {
   SendPost sendPosts[kMaxLocalRanks];  // indexed by the receiver's local index
 };
 
+// Calls on GPU memory (the CUDA runner, cpp/src/cuda/device_runner.*): a rank publishes the
+// CUDA IPC handles of its buffers for each call here, kept for the last kDeviceHistory calls,
+// since its host may enqueue calls ahead of a peer's: a peer opens them before it launches the
+// call's kernel. A rank publishes call n only once every peer of the plan entered call
+// n - kDeviceHistory + 1, so the record a peer reads is never rewritten under it. `sequence` is
+// 0 while the record is written, then the call's number (a release store).
+constexpr uint64_t kDeviceHistory = 4;
+constexpr int kMaxDeviceVariableRanks = 16;  // all_to_all_v on GPU memory: rank limit
+struct alignas(64) DeviceCallRecord {
+  uint64_t sequence;
+  MemoryHandle handles[3];  // input, output, scratch (plan::Buffer order); size 0: none
+  // all_to_all_v: element offsets of the input (0) and output (1) blocks, nranks + 1 each.
+  uint64_t blockOffsets[2][kMaxDeviceVariableRanks + 1];
+};
+struct alignas(64) DeviceMailbox {
+  MemoryHandle semaphores;  // this rank's inbound semaphore words in device memory (size 0: none yet)
+  DeviceCallRecord calls[kDeviceHistory];
+};
+
 // Eager plans (scratch_banks 2) keep their scratch here, not in a per-call segment: peers map
 // the control block when the communicator is made, so they can write a rank's bank before it
 // enters a call. Bank b serves the eager calls numbered b, b + 2, ... (schedules/README.md,
@@ -115,6 +134,7 @@ struct ControlBlock {
   SemaphoreSlot sendReady[kMaxLocalRanks];  // inbound: that rank posted a send to this one
   SemaphoreSlot recvDone[kMaxLocalRanks];   // inbound: that rank finished receiving our send
   CallMailbox mailbox;
+  DeviceMailbox deviceMailbox;
   ScratchBanks scratchBanks;
 };
 

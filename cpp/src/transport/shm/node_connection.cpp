@@ -74,6 +74,8 @@ const MemoryHandle& NodeConnection::peerBuffer(int buffer) { return block_->mail
 
 const uint64_t* NodeConnection::peerBlockOffsets(int buffer) { return block_->mailbox.blockOffsets[buffer]; }
 
+const DeviceMailbox* NodeConnection::peerDeviceMailbox() { return &block_->deviceMailbox; }
+
 RemoteRegion NodeConnection::peerBank(int bank) {
   return RemoteRegion{block_->scratchBanks.bank[bank], 0, kScratchBankBytes};
 }

@@ -64,6 +64,7 @@ class NodeConnection : public Connection {
   bool peerEagerStamp(int bank, CallStamp& out) override;
   const MemoryHandle& peerBuffer(int buffer) override;
   const uint64_t* peerBlockOffsets(int buffer) override;
+  const DeviceMailbox* peerDeviceMailbox() override;
   RemoteRegion peerBank(int bank) override;
 
   void postSend(const MemoryHandle& buffer) override;

@@ -1,0 +1,363 @@
+// The plan interpreter (executor/interpreter.hpp) as a CUDA kernel: each plan worker is a group
+// of thread blocks that split every copy and reduce among them; thread 0 of each block polls the
+// semaphores. Peers' buffers are mapped (CUDA IPC), so every put and get is a load or a store.
+// The blocks of a worker meet (a barrier on a counter in device memory) after each op that moved
+// data, so the next op may read what any of them wrote, and before a signal, so the peer sees all
+// of it. Every spin has a deadline (%globaltimer) and watches the abort flags: a failure becomes
+// a record the host reads and reports with the rank, the peer and the step (device_runner.cu).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "cuda/device_launch.hpp"
+
+namespace forestcc::executor {
+
+namespace {
+
+__device__ __forceinline__ uint64_t nowNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint64_t loadAcquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint32_t loadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <class T>
+__device__ __forceinline__ T combine(T a, T b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Prod: return a * b;
+    case ReduceOp::Min: return b < a ? b : a;
+    case ReduceOp::Max: return a < b ? b : a;
+    default: return a + b;  // Sum; Avg divides at the end (divideKernel)
+  }
+}
+
+// 16-bit floats are reduced in float, as on the CPU (executor/reduce_kernels.cpp).
+template <class T> struct Wide { using type = T; };
+template <> struct Wide<__half> { using type = float; };
+template <> struct Wide<__nv_bfloat16> { using type = float; };
+template <class T> __device__ __forceinline__ typename Wide<T>::type widen(T v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ __forceinline__ T narrow(typename Wide<T>::type v) { return T(v); }
+template <> __device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// 8-bit floats: bytes, widened to float through half and narrowed without saturation, as on the
+// CPU (core/fp8.hpp, ml_dtypes' rules): past the largest value e4m3 becomes NaN, e5m2 infinity.
+template <__nv_fp8_interpretation_t Kind>
+struct Fp8 {
+  __nv_fp8_storage_t bits;
+};
+using Fp8E4M3 = Fp8<__NV_E4M3>;
+using Fp8E5M2 = Fp8<__NV_E5M2>;
+template <__nv_fp8_interpretation_t K> struct Wide<Fp8<K>> { using type = float; };
+template <__nv_fp8_interpretation_t K>
+__device__ __forceinline__ float widen(Fp8<K> v) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.bits, K)));
+}
+template <> __device__ __forceinline__ Fp8E4M3 narrow<Fp8E4M3>(float v) {
+  return {__nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E4M3)};
+}
+template <> __device__ __forceinline__ Fp8E5M2 narrow<Fp8E5M2>(float v) {
+  return {__nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E5M2)};
+}
+
+// Elements [lo, hi): 16 bytes per thread and load where every pointer allows it, one element at
+// a time for the rest.
+template <class T>
+__device__ void reduceRange(char* dst, const char* const* srcs, int n, uint64_t lo, uint64_t hi, ReduceOp op) {
+  using W = typename Wide<T>::type;
+  constexpr int V = 16 / sizeof(T);
+  uint64_t bits = reinterpret_cast<uint64_t>(dst + lo * sizeof(T));
+  for (int s = 0; s < n; ++s) bits |= reinterpret_cast<uint64_t>(srcs[s] + lo * sizeof(T));
+  if ((bits & 15) == 0) {
+    const uint64_t vectors = (hi - lo) / V;
+    for (uint64_t v = threadIdx.x; v < vectors; v += blockDim.x) {
+      const uint64_t at = (lo + v * V) * sizeof(T);
+      uint4 in = *reinterpret_cast<const uint4*>(srcs[0] + at);
+      W acc[V];
+      for (int j = 0; j < V; ++j) acc[j] = widen(reinterpret_cast<const T*>(&in)[j]);
+      for (int s = 1; s < n; ++s) {
+        in = *reinterpret_cast<const uint4*>(srcs[s] + at);
+        for (int j = 0; j < V; ++j) acc[j] = combine(acc[j], widen(reinterpret_cast<const T*>(&in)[j]), op);
+      }
+      uint4 out;
+      for (int j = 0; j < V; ++j) reinterpret_cast<T*>(&out)[j] = narrow<T>(acc[j]);
+      *reinterpret_cast<uint4*>(dst + at) = out;
+    }
+    lo += vectors * V;
+  }
+  T* out = reinterpret_cast<T*>(dst);
+  for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    auto acc = widen(reinterpret_cast<const T*>(srcs[0])[i]);
+    for (int s = 1; s < n; ++s) acc = combine(acc, widen(reinterpret_cast<const T*>(srcs[s])[i]), op);
+    out[i] = narrow<T>(acc);
+  }
+}
+
+// Copies [0, bytes) with the widest loads both pointers' alignment allows, four in flight per
+// thread.
+template <class W>
+__device__ __forceinline__ void copyWords(char* __restrict__ dst, const char* __restrict__ src, uint64_t bytes) {
+  const uint64_t n = bytes / sizeof(W);
+  W* d = reinterpret_cast<W*>(dst);
+  const W* s = reinterpret_cast<const W*>(src);
+  const uint64_t stride = blockDim.x;
+  uint64_t i = threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+    d[i] = a, d[i + stride] = b, d[i + 2 * stride] = c, d[i + 3 * stride] = e;
+  }
+  for (; i < n; i += stride) d[i] = s[i];
+  for (uint64_t j = n * sizeof(W) + threadIdx.x; j < bytes; j += stride) dst[j] = src[j];
+}
+
+__device__ void copyBytes(char* dst, const char* src, uint64_t bytes) {
+  const uint64_t both = reinterpret_cast<uint64_t>(dst) | reinterpret_cast<uint64_t>(src);
+  if ((both & 15) == 0) copyWords<uint4>(dst, src, bytes);
+  else if ((both & 7) == 0) copyWords<uint64_t>(dst, src, bytes);
+  else if ((both & 3) == 0) copyWords<uint32_t>(dst, src, bytes);
+  else copyWords<uint8_t>(dst, src, bytes);
+}
+
+struct DeviceBackend {
+  const LaunchArgs& a;
+  uint32_t worker, member, members;
+  uint32_t* barrier;     // this worker's counter
+  uint32_t* abortFlag;   // the launch's
+  uint32_t* waits;       // this block's waits done per channel
+  uint32_t episodes = 0;
+  bool dirty = false;    // data moved since the worker's blocks last met
+  bool aborted = false;  // a barrier before a signal was abandoned
+
+  __device__ bool abortRequested() const {
+    return *reinterpret_cast<volatile uint32_t*>(abortFlag) != 0 || *a.hostAbort != 0;
+  }
+
+  __device__ int peerOf(int channel) const { return a.channels[channel].peer; }
+
+  __device__ bool remote(int channel, plan::Buffer b, RemoteBuffer& out, Failure&) {
+    const DeviceChannel& ch = a.channels[channel];
+    const int i = static_cast<int>(b);
+    if (ch.peerSlot < 0) {
+      out = {a.geometry.local[i], a.geometry.localBytes[i],
+             b == plan::Buffer::Scratch ? nullptr : a.geometry.localOffsets[i], 0};
+    } else {
+      const DevicePeer& p = a.peers[ch.peerSlot];
+      out = {p.buffers[i], p.bytes[i], b == plan::Buffer::Scratch ? nullptr : p.offsets[i], 0};
+    }
+    return true;
+  }
+  __device__ bool unsupported(Failure& f) {
+    f.kind = FailureKind::Unsupported;
+    return false;
+  }
+  // Eager plans (scratch banks) and unmapped memory never reach the GPU runner (refused on the host).
+  __device__ bool bank(int, RemoteBuffer&, Failure& f) { return unsupported(f); }
+  __device__ bool write(int, const RemoteBuffer&, uint64_t, const char*, uint64_t, Failure& f) { return unsupported(f); }
+  __device__ bool read(int, const RemoteBuffer&, uint64_t, char*, uint64_t, Failure& f) { return unsupported(f); }
+  __device__ bool readReduce(int, const RemoteBuffer&, uint64_t, char*, const char* const*, int, uint64_t, Failure& f) {
+    return unsupported(f);
+  }
+
+  // This block's share of [0, n) units, cut at multiples of `align` units.
+  __device__ void share(uint64_t n, uint64_t align, uint64_t& lo, uint64_t& hi) const {
+    const uint64_t pieces = (n + align - 1) / align;
+    lo = min(n, pieces * member / members * align);
+    hi = min(n, pieces * (member + 1) / members * align);
+  }
+
+  __device__ void copy(char* dst, const char* src, uint64_t bytes) {
+    uint64_t lo, hi;
+    share(bytes, 16, lo, hi);
+    if (hi > lo) copyBytes(dst + lo, src + lo, hi - lo);
+    dirty = true;
+  }
+  // Overlapping ranges (a copy within one buffer): one thread, in the safe direction.
+  __device__ void move(char* dst, const char* src, uint64_t bytes) {
+    if (member == 0 && threadIdx.x == 0) {
+      if (dst < src)
+        for (uint64_t i = 0; i < bytes; ++i) dst[i] = src[i];
+      else
+        for (uint64_t i = bytes; i-- > 0;) dst[i] = src[i];
+    }
+    __syncthreads();
+    dirty = true;
+  }
+
+  __device__ void reduce(char* dst, const char* const* srcs, int n, uint64_t elements) {
+    uint64_t lo, hi;
+    share(elements, 64, lo, hi);
+    switch (a.dtype) {
+      case DataType::Int8: reduceRange<int8_t>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Uint8: reduceRange<uint8_t>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Int32: reduceRange<int32_t>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Uint32: reduceRange<uint32_t>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Int64: reduceRange<int64_t>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Uint64: reduceRange<uint64_t>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Float16: reduceRange<__half>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::BFloat16: reduceRange<__nv_bfloat16>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Float32: reduceRange<float>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Float64: reduceRange<double>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Float8E4M3: reduceRange<Fp8E4M3>(dst, srcs, n, lo, hi, a.op); break;
+      case DataType::Float8E5M2: reduceRange<Fp8E5M2>(dst, srcs, n, lo, hi, a.op); break;
+      default: break;  // refused on the host (device_runner.cu, deviceReduces)
+    }
+    dirty = true;
+  }
+
+  // The worker's blocks meet; false: abandoned (a failure elsewhere, or the deadline).
+  __device__ bool meet() {
+    __shared__ int ok;
+    __syncthreads();
+    const uint32_t target = ++episodes * members;
+    if (threadIdx.x == 0) {
+      ok = 1;
+      __threadfence_system();  // this block's stores before its arrival (and so before a signal)
+      atomicAdd(barrier, 1u);
+      const uint64_t start = nowNs();
+      for (uint32_t spins = 0; loadAcquire(barrier) < target;)
+        if (++spins % 64 == 0 && (abortRequested() || nowNs() - start > a.timeoutNs)) {
+          ok = 0;
+          break;
+        }
+    }
+    __syncthreads();
+    return ok;
+  }
+
+  __device__ bool afterOp(Failure& f) {
+    if (aborted || (dirty && members > 1 && !meet())) {
+      f.kind = FailureKind::Aborted;
+      return false;
+    }
+    dirty = false;
+    return true;
+  }
+
+  __device__ void signal(int channel) {
+    if (dirty && members > 1) {
+      if (!meet()) {
+        aborted = true;
+        return;
+      }
+      dirty = false;
+    }
+    __syncthreads();
+    if (member == 0 && threadIdx.x == 0) {
+      __threadfence_system();  // every block's data (they met above) before the flag
+      atomicAdd_system(reinterpret_cast<unsigned long long*>(a.channels[channel].outbound), 1ull);
+    }
+  }
+  __device__ void flush(int) { __threadfence_system(); }
+
+  __device__ bool wait(int channel, Failure& f) {
+    const DeviceChannel& ch = a.channels[channel];
+    __shared__ int outcome;  // 1 ready, 0 deadline, 2 aborted
+    if (threadIdx.x == 0) {
+      const uint64_t want = *ch.expected + ++waits[channel];
+      outcome = 1;
+      if (loadAcquire(ch.inbound) < want) {
+        const uint64_t start = nowNs();
+        for (uint32_t spins = 0; loadAcquire(ch.inbound) < want;)
+          if (++spins % 64 == 0) {
+            if (abortRequested()) {
+              outcome = 2;
+              break;
+            }
+            if (nowNs() - start > a.timeoutNs) {
+              outcome = 0;
+              break;
+            }
+          }
+      }
+    }
+    __syncthreads();
+    if (outcome == 1) return true;
+    f.kind = outcome == 0 ? FailureKind::Timeout : FailureKind::Aborted;
+    f.peer = ch.peer;
+    return false;
+  }
+};
+
+__global__ void __launch_bounds__(kDeviceThreads) runPlan(const LaunchArgs a) {
+  const uint32_t worker = blockIdx.x / a.blocksPerWorker, member = blockIdx.x % a.blocksPerWorker;
+  uint32_t* abortFlag = a.launchScratch + a.workers;
+  uint32_t* waits = abortFlag + 1 + uint64_t(blockIdx.x) * a.channelCount;
+  DeviceBackend backend{a, worker, member, a.blocksPerWorker, a.launchScratch + worker, abortFlag, waits};
+  Interpreter<DeviceBackend> interpreter(a.geometry, backend);
+  const uint32_t begin = a.opBegin[worker];
+  Failure f = interpreter.run(a.ops + begin, a.opBegin[worker + 1] - begin);
+  // Every block of the worker is done before the semaphores' expected counts move on.
+  if (f.kind == FailureKind::None && a.blocksPerWorker > 1 && !backend.meet()) f.kind = FailureKind::Aborted;
+  if (f.kind != FailureKind::None) {
+    if (threadIdx.x == 0) {
+      // The first failure is the cause; those it aborts find the flag taken.
+      if (atomicCAS(&a.failure->flag, 0u, 1u) == 0u) {
+        a.failure->worker = static_cast<int32_t>(worker);
+        a.failure->failure = f;
+      }
+      __threadfence_system();
+      atomicExch(abortFlag, 1u);
+    }
+    return;
+  }
+  if (member == 0)
+    for (uint32_t c = threadIdx.x; c < a.channelCount; c += blockDim.x)
+      if (waits[c]) *a.channels[c].expected += waits[c];
+  __threadfence_system();
+}
+
+template <class T>
+__global__ void divideKernel(T* data, uint64_t n, uint32_t by) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    data[i] = narrow<T>(widen(data[i]) / static_cast<typename Wide<T>::type>(by));
+}
+
+}  // namespace
+
+bool launchPlan(const LaunchArgs& args, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  const uint64_t scratch = launchScratchBytes(args.workers, args.blocksPerWorker, args.channelCount);
+  if (cudaMemsetAsync(args.launchScratch, 0, scratch, s) != cudaSuccess) return false;
+  runPlan<<<args.workers * args.blocksPerWorker, kDeviceThreads, 0, s>>>(args);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+// Avg: the reduced elements divided by the rank count, after the plan (on the same stream).
+bool launchDivide(void* data, uint64_t n, DataType dtype, uint32_t by, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (!n) return true;
+  const unsigned blocks = static_cast<unsigned>(n / 1024 + 1 < 1024 ? n / 1024 + 1 : 1024);
+  switch (dtype) {
+    case DataType::Int8: divideKernel<<<blocks, 256, 0, s>>>(static_cast<int8_t*>(data), n, by); break;
+    case DataType::Uint8: divideKernel<<<blocks, 256, 0, s>>>(static_cast<uint8_t*>(data), n, by); break;
+    case DataType::Int32: divideKernel<<<blocks, 256, 0, s>>>(static_cast<int32_t*>(data), n, by); break;
+    case DataType::Uint32: divideKernel<<<blocks, 256, 0, s>>>(static_cast<uint32_t*>(data), n, by); break;
+    case DataType::Int64: divideKernel<<<blocks, 256, 0, s>>>(static_cast<int64_t*>(data), n, by); break;
+    case DataType::Uint64: divideKernel<<<blocks, 256, 0, s>>>(static_cast<uint64_t*>(data), n, by); break;
+    case DataType::Float16: divideKernel<<<blocks, 256, 0, s>>>(static_cast<__half*>(data), n, by); break;
+    case DataType::BFloat16: divideKernel<<<blocks, 256, 0, s>>>(static_cast<__nv_bfloat16*>(data), n, by); break;
+    case DataType::Float32: divideKernel<<<blocks, 256, 0, s>>>(static_cast<float*>(data), n, by); break;
+    case DataType::Float64: divideKernel<<<blocks, 256, 0, s>>>(static_cast<double*>(data), n, by); break;
+    case DataType::Float8E4M3: divideKernel<<<blocks, 256, 0, s>>>(static_cast<Fp8E4M3*>(data), n, by); break;
+    case DataType::Float8E5M2: divideKernel<<<blocks, 256, 0, s>>>(static_cast<Fp8E5M2*>(data), n, by); break;
+    default: return false;
+  }
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+}  // namespace forestcc::executor
