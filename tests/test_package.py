@@ -39,7 +39,7 @@ def test_cuda_sources_compiled_when_nvcc_is_present():
 
 
 def test_plan_interpreter_compiled_for_the_gpu_when_nvcc_is_present():
-    """cuda/interpreter_device.cu instantiates executor/interpreter.hpp for a CUDA backend; its
+    """cuda/device_kernel.cu instantiates executor/interpreter.hpp for a CUDA backend; its
     launch function is in libforestcc whenever the CUDA sources were built, so the interpreter
     cannot grow what a GPU cannot run without this failing."""
     from forestcc import _C
@@ -47,7 +47,7 @@ def test_plan_interpreter_compiled_for_the_gpu_when_nvcc_is_present():
         pytest.skip("no nvcc or CUDA disabled")
     lib = pathlib.Path(_C.__file__).with_name("libforestcc.so")
     symbols = subprocess.run(["nm", "-DC", str(lib)], capture_output=True, text=True, check=True).stdout
-    assert "forestcc::executor::launchInterpreter" in symbols
+    assert "forestcc::executor::launchPlan" in symbols
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "float16", "float32", "float64"])

@@ -75,6 +75,32 @@ template <> __device__ __forceinline__ Fp8E5M2 narrow<Fp8E5M2>(float v) {
   return {__nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E5M2)};
 }
 
+// Loads of data other ranks write bypass L1 (ld.global.cg): a line cached for an earlier op of
+// the same kernel (a neighbouring chunk) would otherwise still hold bytes from before the
+// peer's signal.
+template <class T>
+__device__ __forceinline__ T loadFresh(const T* p) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "");
+  T v;
+  if constexpr (sizeof(T) == 1) {
+    const unsigned char b = __ldcg(reinterpret_cast<const unsigned char*>(p));
+    __builtin_memcpy(&v, &b, 1);
+  } else if constexpr (sizeof(T) == 2) {
+    const unsigned short b = __ldcg(reinterpret_cast<const unsigned short*>(p));
+    __builtin_memcpy(&v, &b, 2);
+  } else if constexpr (sizeof(T) == 4) {
+    const unsigned int b = __ldcg(reinterpret_cast<const unsigned int*>(p));
+    __builtin_memcpy(&v, &b, 4);
+  } else if constexpr (sizeof(T) == 8) {
+    const unsigned long long b = __ldcg(reinterpret_cast<const unsigned long long*>(p));
+    __builtin_memcpy(&v, &b, 8);
+  } else {
+    const uint4 b = __ldcg(reinterpret_cast<const uint4*>(p));
+    __builtin_memcpy(&v, &b, 16);
+  }
+  return v;
+}
+
 // Elements [lo, hi): 16 bytes per thread and load where every pointer allows it, one element at
 // a time for the rest.
 template <class T>
@@ -87,11 +113,11 @@ __device__ void reduceRange(char* dst, const char* const* srcs, int n, uint64_t 
     const uint64_t vectors = (hi - lo) / V;
     for (uint64_t v = threadIdx.x; v < vectors; v += blockDim.x) {
       const uint64_t at = (lo + v * V) * sizeof(T);
-      uint4 in = *reinterpret_cast<const uint4*>(srcs[0] + at);
+      uint4 in = loadFresh(reinterpret_cast<const uint4*>(srcs[0] + at));
       W acc[V];
       for (int j = 0; j < V; ++j) acc[j] = widen(reinterpret_cast<const T*>(&in)[j]);
       for (int s = 1; s < n; ++s) {
-        in = *reinterpret_cast<const uint4*>(srcs[s] + at);
+        in = loadFresh(reinterpret_cast<const uint4*>(srcs[s] + at));
         for (int j = 0; j < V; ++j) acc[j] = combine(acc[j], widen(reinterpret_cast<const T*>(&in)[j]), op);
       }
       uint4 out;
@@ -102,8 +128,8 @@ __device__ void reduceRange(char* dst, const char* const* srcs, int n, uint64_t 
   }
   T* out = reinterpret_cast<T*>(dst);
   for (uint64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    auto acc = widen(reinterpret_cast<const T*>(srcs[0])[i]);
-    for (int s = 1; s < n; ++s) acc = combine(acc, widen(reinterpret_cast<const T*>(srcs[s])[i]), op);
+    auto acc = widen(loadFresh(reinterpret_cast<const T*>(srcs[0]) + i));
+    for (int s = 1; s < n; ++s) acc = combine(acc, widen(loadFresh(reinterpret_cast<const T*>(srcs[s]) + i)), op);
     out[i] = narrow<T>(acc);
   }
 }
@@ -118,11 +144,12 @@ __device__ __forceinline__ void copyWords(char* __restrict__ dst, const char* __
   const uint64_t stride = blockDim.x;
   uint64_t i = threadIdx.x;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+    const W a = loadFresh(s + i), b = loadFresh(s + i + stride), c = loadFresh(s + i + 2 * stride),
+            e = loadFresh(s + i + 3 * stride);
     d[i] = a, d[i + stride] = b, d[i + 2 * stride] = c, d[i + 3 * stride] = e;
   }
-  for (; i < n; i += stride) d[i] = s[i];
-  for (uint64_t j = n * sizeof(W) + threadIdx.x; j < bytes; j += stride) dst[j] = src[j];
+  for (; i < n; i += stride) d[i] = loadFresh(s + i);
+  for (uint64_t j = n * sizeof(W) + threadIdx.x; j < bytes; j += stride) dst[j] = loadFresh(src + j);
 }
 
 __device__ void copyBytes(char* dst, const char* src, uint64_t bytes) {
@@ -222,11 +249,11 @@ struct DeviceBackend {
   // The worker's blocks meet; false: abandoned (a failure elsewhere, or the deadline).
   __device__ bool meet() {
     __shared__ int ok;
+    __threadfence_system();  // this thread's stores before the block's arrival (and a signal)
     __syncthreads();
     const uint32_t target = ++episodes * members;
     if (threadIdx.x == 0) {
       ok = 1;
-      __threadfence_system();  // this block's stores before its arrival (and so before a signal)
       atomicAdd(barrier, 1u);
       const uint64_t start = nowNs();
       for (uint32_t spins = 0; loadAcquire(barrier) < target;)
@@ -236,6 +263,7 @@ struct DeviceBackend {
         }
     }
     __syncthreads();
+    if (ok && threadIdx.x != 0) loadAcquire(barrier);  // the other blocks' stores, for each thread
     return ok;
   }
 
@@ -256,6 +284,9 @@ struct DeviceBackend {
       }
       dirty = false;
     }
+    // Every thread's stores are ordered before the flag by its own fence, not only through the
+    // barrier and thread 0's fence.
+    __threadfence_system();
     __syncthreads();
     if (member == 0 && threadIdx.x == 0) {
       __threadfence_system();  // every block's data (they met above) before the flag
@@ -286,6 +317,8 @@ struct DeviceBackend {
       }
     }
     __syncthreads();
+    // Each thread acquires the flag itself before it reads what the signal published.
+    if (outcome == 1 && threadIdx.x != 0) loadAcquire(ch.inbound);
     if (outcome == 1) return true;
     f.kind = outcome == 0 ? FailureKind::Timeout : FailureKind::Aborted;
     f.peer = ch.peer;
@@ -324,7 +357,7 @@ __global__ void __launch_bounds__(kDeviceThreads) runPlan(const LaunchArgs a) {
 template <class T>
 __global__ void divideKernel(T* data, uint64_t n, uint32_t by) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
-    data[i] = narrow<T>(widen(data[i]) / static_cast<typename Wide<T>::type>(by));
+    data[i] = narrow<T>(widen(loadFresh(data + i)) / static_cast<typename Wide<T>::type>(by));
 }
 
 }  // namespace
