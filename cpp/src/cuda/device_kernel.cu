@@ -1,9 +1,9 @@
 // The plan interpreter (executor/interpreter.hpp) as a CUDA kernel: each plan worker is a group
 // of thread blocks that split every copy and reduce among them; thread 0 of each block polls the
 // semaphores. Peers' buffers are mapped (CUDA IPC), so every put and get is a load or a store.
-// The blocks of a worker meet (a barrier on a counter in device memory) after each op that moved
-// data, so the next op may read what any of them wrote, and before a signal, so the peer sees all
-// of it. Every spin has a deadline (%globaltimer) and watches the abort flags: a failure becomes
+// The blocks of a worker meet (a barrier on a counter in device memory) after each piece of data
+// work, so the next step may read what any of them wrote, and a signal follows only once all of
+// it is done. Every spin has a deadline (%globaltimer) and watches the abort flags: a failure becomes
 // a record the host reads and reports with the rank, the peer and the step (device_runner.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -167,8 +167,7 @@ struct DeviceBackend {
   uint32_t* abortFlag;   // the launch's
   uint32_t* waits;       // this block's waits done per channel
   uint32_t episodes = 0;
-  bool dirty = false;    // data moved since the worker's blocks last met
-  bool aborted = false;  // a barrier before a signal was abandoned
+  bool aborted = false;  // a meeting of the worker's blocks was abandoned
 
   __device__ bool abortRequested() const {
     return *reinterpret_cast<volatile uint32_t*>(abortFlag) != 0 || *a.hostAbort != 0;
@@ -211,7 +210,7 @@ struct DeviceBackend {
     uint64_t lo, hi;
     share(bytes, 16, lo, hi);
     if (hi > lo) copyBytes(dst + lo, src + lo, hi - lo);
-    dirty = true;
+    settle();
   }
   // Overlapping ranges (a copy within one buffer): one thread, in the safe direction.
   __device__ void move(char* dst, const char* src, uint64_t bytes) {
@@ -221,8 +220,7 @@ struct DeviceBackend {
       else
         for (uint64_t i = bytes; i-- > 0;) dst[i] = src[i];
     }
-    __syncthreads();
-    dirty = true;
+    settle();
   }
 
   __device__ void reduce(char* dst, const char* const* srcs, int n, uint64_t elements) {
@@ -243,7 +241,18 @@ struct DeviceBackend {
       case DataType::Float8E5M2: reduceRange<Fp8E5M2>(dst, srcs, n, lo, hi, a.op); break;
       default: break;  // refused on the host (device_runner.cu, deviceReduces)
     }
-    dirty = true;
+    settle();
+  }
+
+  // After every piece of data work: the next step may read what any thread of the worker wrote,
+  // split among threads and blocks another way (a reduce_put puts what its reduce wrote), so
+  // the block's threads meet, and the worker's blocks when it has several.
+  __device__ void settle() {
+    if (members > 1) {
+      if (!meet()) aborted = true;
+    } else {
+      __syncthreads();
+    }
   }
 
   // The worker's blocks meet; false: abandoned (a failure elsewhere, or the deadline).
@@ -268,22 +277,13 @@ struct DeviceBackend {
   }
 
   __device__ bool afterOp(Failure& f) {
-    if (aborted || (dirty && members > 1 && !meet())) {
-      f.kind = FailureKind::Aborted;
-      return false;
-    }
-    dirty = false;
-    return true;
+    if (!aborted) return true;
+    f.kind = FailureKind::Aborted;
+    return false;
   }
 
   __device__ void signal(int channel) {
-    if (dirty && members > 1) {
-      if (!meet()) {
-        aborted = true;
-        return;
-      }
-      dirty = false;
-    }
+    if (aborted) return;  // the blocks did not all finish their data: no flag
     // Every thread's stores are ordered before the flag by its own fence, not only through the
     // barrier and thread 0's fence.
     __threadfence_system();
