@@ -13,8 +13,7 @@ namespace {
 class SwitchRemoval {
  public:
   SwitchRemoval(const Network& net, const std::vector<Cap>& caps, Cap k)
-      : net_(net), n_(net.n), k_(k), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()),
-        outs_(n_) {
+      : net_(net), n_(net.n), k_(k), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()), outs_(n_) {
     need_ = checkedCap(Wide(net.computeCount()) * k, "N*k");
     for (size_t i = 0; i < net.arcs.size(); ++i) {
       const Arc& a = net.arcs[i];
