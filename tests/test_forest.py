@@ -1,10 +1,10 @@
 """ForestColl forests: exact optimum, tree validity, link loads, against a brute-force cut bound."""
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 
 import pytest
+from forest_checks import brute_force_bound, check_forest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,42 +12,7 @@ from forestcc import _graph, topology
 from forestcc.algorithms import evaluate_trees, generate_forest, throughput_bound
 from forestcc.algorithms.forest import cut_ratio
 from forestcc.topology import Link, Node, Topology, TopologyError
-
-
-def brute_force_bound(topo: Topology) -> Fraction:
-    """max over all node sets S with ranks on both sides of |S ∩ Vc| / B+(S), by enumeration.
-    Written from the definition only; shares no code with the generator."""
-    nodes = [n.id for n in topo.nodes]
-    compute = {n.id for n in topo.compute}
-    links = [(l.src, l.dst, l.bandwidth) for l in topo.links]
-    best = Fraction(0)
-    for size in range(1, len(nodes)):
-        for chosen in itertools.combinations(nodes, size):
-            inside = set(chosen)
-            ranks = len(inside & compute)
-            if ranks == 0 or ranks == len(compute):
-                continue
-            leaving = sum((bw for s, d, bw in links if s in inside and d not in inside), Fraction(0))
-            assert leaving > 0, "test topologies are strongly connected"
-            best = max(best, Fraction(ranks) / leaving)
-    return best
-
-
-def check_forest(forest, k=None):
-    """Trees span every rank, each root has k trees, every link finishes within the achieved time,
-    and the printed numbers are what an independent evaluation gives."""
-    topo = forest.topology
-    again = evaluate_trees(topo, forest.trees, forest.k, forest.collective)  # raises when invalid
-    assert again.time == forest.achieved_time
-    for tree in forest.trees:
-        assert {c for _, c in tree.arcs} | {tree.root} == set(range(topo.num_ranks))
-    caps = topo.capacities()
-    for hop, load in again.loads.items():
-        assert load <= forest.achieved_time * caps[hop] * (2 if forest.collective == "all_reduce" else 1)
-    assert forest.achieved_time >= forest.bound_time
-    if k is not None:
-        assert forest.k == k
-
+from forestcc.topology.presets import a100_fat_tree
 
 SMALL_PRESETS = ["dgx-a100x1", "dgx-a100x2", "dgx-a100x4", "dgx-a100x8", "dgx-h100x1", "dgx-h100x2",
                  "dgx-h100x4", "mi250x1", "mi250x2", "mi250x4", "torus-4x4"]
@@ -56,13 +21,51 @@ SMALL_PRESETS = ["dgx-a100x1", "dgx-a100x2", "dgx-a100x4", "dgx-a100x8", "dgx-h1
 @pytest.mark.parametrize("name", SMALL_PRESETS)
 def test_every_preset_reaches_its_bound_exactly(name):
     topo = topology.preset(name)
-    forest = generate_forest(topo)
-    check_forest(forest)
-    assert forest.method == "generic"
-    assert forest.optimal and forest.achieved_time == forest.bound_time
-    assert forest.loss == 0
-    assert forest.bound_algbw == throughput_bound(topo)[0]
-    assert forest.k == forest.natural_k
+    for method in ("auto", "generic"):
+        forest = generate_forest(topo, method=method)
+        check_forest(forest)
+        assert forest.optimal and forest.achieved_time == forest.bound_time
+        assert forest.loss == 0
+        assert forest.bound_algbw == throughput_bound(topo)[0]
+        if forest.method == "generic":
+            assert forest.k == forest.natural_k
+        else:  # one tree per root, which the evaluation just proved optimal
+            assert method == "auto" and forest.method == "box-rotation" and forest.k == 1
+
+
+def test_auto_takes_the_rotation_wherever_it_applies():
+    # the rotation shortcut applies to boxes with one rank per rail, at any size; auto used to try
+    # it only above 256 ranks
+    for topo in (topology.preset("dgx-a100x4"), a100_fat_tree(32, 16)):
+        forest = generate_forest(topo)
+        assert forest.method == "box-rotation" and forest.optimal
+    # no rails, no rotation: auto falls back to the generic path
+    assert generate_forest(topology.preset("torus-4x4")).method == "generic"
+
+
+def _unbalanced_switch() -> Topology:
+    """dgx-a100x2 where ib.even sends b0.gpu0 twice what it receives from it."""
+    topo = topology.preset("dgx-a100x2")
+    links = [Link(l.src, l.dst, l.bandwidth * (2 if (l.src, l.dst) == ("ib.even", "b0.gpu0") else 1),
+                  l.latency) for l in topo.links]
+    return Topology("unbalanced", topo.nodes, links)
+
+
+def test_a_switch_that_sends_more_than_it_receives_is_refused_by_name():
+    topo = _unbalanced_switch()
+    for collective in ("all_gather", "reduce_scatter"):
+        for method in ("auto", "generic", "box-rotation"):
+            with pytest.raises(TopologyError, match="switch 'ib.even' receives 200 GB/s but sends 225"):
+                generate_forest(topo, collective, method=method)
+    assert throughput_bound(topo)[0] > 0  # the cut bound is still a valid bound
+
+
+def test_cli_refuses_an_unbalanced_switch_as_bad_input(tmp_path, capsys):
+    from forestcc.topology.cli import topo_main
+    path = tmp_path / "unbalanced.json"
+    topology.save(_unbalanced_switch(), path)
+    assert topo_main(["forest", str(path)]) == 2
+    assert "switch 'ib.even'" in capsys.readouterr().err
 
 
 def test_dgx_a100x2_matches_the_reference_optimum():

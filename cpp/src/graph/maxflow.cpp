@@ -77,6 +77,24 @@ Cap MaxFlow::run(int source, int sink, Cap limit) {
   return flow;
 }
 
+void MaxFlow::save(Saved& into) const {
+  into.arcs = to_.size();
+  into.residual.assign(residual_.begin(), residual_.end());
+}
+
+void MaxFlow::restore(const Saved& saved) {
+  // Arcs were pushed in twin pairs at the heads of their lists; pop them in reverse order.
+  while (to_.size() > saved.arcs) {
+    const int back = static_cast<int>(to_.size()) - 1;  // v -> u twin of the forward arc u -> v
+    const int u = to_[back], v = to_[back - 1];
+    head_[v] = next_[back];
+    head_[u] = next_[back - 1];
+    to_.resize(back - 1);
+    next_.resize(back - 1);
+  }
+  residual_.assign(saved.residual.begin(), saved.residual.end());
+}
+
 std::vector<char> MaxFlow::sourceSide() const {
   std::vector<char> seen(n_, 0);
   std::vector<int> stack{source_};

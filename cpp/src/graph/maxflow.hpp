@@ -5,6 +5,7 @@
 // are exact integers (bandwidths scaled to a common unit), so cut values compare without epsilon.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -22,8 +23,19 @@ class MaxFlow {
   // Adds u -> v with capacity cap and its residual twin; arcs with cap <= 0 are skipped.
   void addArc(int u, int v, Cap cap);
   // Pushes flow from source to sink until it reaches `limit` or no augmenting path is left;
-  // returns the flow value (== limit when the limit was reached). Call once per reset().
+  // returns the flow pushed by this call (== limit when the limit was reached). A later call on
+  // the same source adds to the flow already there (incremental use, see save()).
   Cap run(int source, int sink, Cap limit = kInfiniteCap);
+
+  // Incremental flows: save() remembers the residual network; restore() undoes the arcs added
+  // and the flow pushed since. Asking "how much more flow reaches this extra sink?" for many
+  // sinks then costs one augmentation each instead of a max-flow from scratch.
+  struct Saved {
+    std::size_t arcs = 0;
+    std::vector<Cap> residual;
+  };
+  void save(Saved& into) const;
+  void restore(const Saved& saved);
   // After run() stopped below its limit: the source side of a minimum cut (residual reachability
   // from the source), as a 0/1 vector over nodes.
   std::vector<char> sourceSide() const;

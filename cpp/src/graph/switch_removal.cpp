@@ -13,12 +13,13 @@ namespace {
 class SwitchRemoval {
  public:
   SwitchRemoval(const Network& net, const std::vector<Cap>& caps, Cap k)
-      : net_(net), n_(net.n), k_(k), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()) {
+      : net_(net), n_(net.n), k_(k), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()), outs_(n_) {
     need_ = checkedCap(Wide(net.computeCount()) * k, "N*k");
     for (size_t i = 0; i < net.arcs.size(); ++i) {
       const Arc& a = net.arcs[i];
       if (caps[i] <= 0) continue;
       cap_[idx(a.src, a.dst)] = caps[i];
+      outs_[a.src].push_back(a.dst);
       pieces_[idx(a.src, a.dst)].push_back({pathId({a.src, a.dst}), caps[i]});
     }
   }
@@ -51,11 +52,18 @@ class SwitchRemoval {
              std::vector<char>* sinkSide) {
     const int s = n_, t = n_ + 1;
     flow_.reset(n_ + 2);
+    // The working graph is sparse (switch degrees, then the arcs splitting made): walk the
+    // adjacency lists, dropping arcs that splitting emptied, instead of the dense n*n matrix.
     for (int u = 0; u < n_; ++u) {
-      if (removed_.size() && removed_[u]) continue;
-      const Cap* row = &cap_[idx(u, 0)];
-      for (int v = 0; v < n_; ++v)
-        if (row[v] > 0) flow_.addArc(u, v, row[v]);
+      std::vector<int>& list = outs_[u];
+      size_t kept = 0;
+      for (int v : list) {
+        const Cap c = cap_[idx(u, v)];
+        if (c <= 0) continue;
+        list[kept++] = v;
+        flow_.addArc(u, v, c);
+      }
+      list.resize(kept);
     }
     for (int c : net_.computeNodes) flow_.addArc(s, c, k_);
     for (int x : sources) flow_.addArc(s, x, kInfiniteCap);
@@ -71,8 +79,9 @@ class SwitchRemoval {
   }
 
   // min(want, smallest surplus ρ(X) − k·|Vc \ X| over sets X that contain `sinks` and a compute
-  // node and avoid `sources`). One max-flow answers it unless the minimum cut it finds holds no
-  // compute node; then each compute node is tried as an extra sink (rare: switch-only cuts).
+  // node and avoid `sources`). One max-flow answers it unless the largest minimum cut it finds
+  // holds no compute node (a set of switches whose in-capacity fell below N·k as splitting went
+  // on: common at leaf switches); then every compute node c is tried as an extra sink.
   Cap familySlack(const std::vector<int>& sources, const std::vector<int>& sinks, Cap want) {
     const Cap limit = need_ + want;
     std::vector<char> side;
@@ -86,14 +95,20 @@ class SwitchRemoval {
       tight_.push_back(std::move(side));
       return std::max<Cap>(0, value - need_);
     }
+    // A maximum flow to `sinks` plus c is this flow plus what still reaches c, so each c costs one
+    // augmentation from the saved residual network, capped at what could still lower `best`.
+    const Cap floor = std::max<Cap>(0, value - need_);  // no c can do better than this
+    const int t = n_ + 1;
     Cap best = want;
-    std::vector<int> extended = sinks;
-    extended.push_back(-1);
+    flow_.save(saved_);
     for (int c : net_.computeNodes) {
+      if (best == floor) break;
       if (std::find(sources.begin(), sources.end(), c) != sources.end()) continue;
-      extended.back() = c;
-      best = std::min(best, std::max<Cap>(0, flowTo(sources, extended, need_ + best, nullptr) - need_));
-      if (best == 0) break;
+      flow_.addArc(c, t, kInfiniteCap);
+      ++stats().maxflows;
+      const Cap extra = flow_.run(n_, t, need_ + best - value);
+      best = std::min(best, std::max<Cap>(0, value + extra - need_));
+      flow_.restore(saved_);
     }
     return best;
   }
@@ -146,6 +161,7 @@ class SwitchRemoval {
     cap_[idx(w, t)] -= amount;
     std::vector<PathPiece> first = take(u, w, amount), second = take(w, t, amount);
     if (u == t) return;  // a loop carries nothing: its capacity is dropped
+    if (cap_[idx(u, t)] == 0) outs_[u].push_back(t);
     cap_[idx(u, t)] += amount;
     // Pair the routes into w with the routes out of w, unit for unit.
     size_t i = 0, j = 0;
@@ -242,6 +258,8 @@ class SwitchRemoval {
   Cap k_, need_;
   std::vector<Cap> cap_;                      // dense n*n working capacities
   std::vector<std::vector<PathPiece>> pieces_;  // dense n*n routes of each working arc
+  std::vector<std::vector<int>> outs_;  // out-neighbours of each node (some may have emptied)
+  MaxFlow::Saved saved_;
   std::vector<std::vector<int>> paths_;
   std::map<std::vector<int>, int> pathIds_;
   std::vector<char> removed_;

@@ -35,6 +35,9 @@ struct Group {
 class TreePacking {
  public:
   TreePacking(const SwitchFreeGraph& g, Cap k) : n_(g.count), residual_(g.cap) {
+    // Residuals only shrink, so the arcs worth scanning are those with capacity at the start.
+    for (size_t a = 0; a < residual_.size(); ++a)
+      if (residual_[a] > 0) arcs_.push_back(a);
     for (int r = 0; r < n_; ++r) {
       Group grp;
       grp.tree = {r, k, {}};
@@ -74,10 +77,8 @@ class TreePacking {
   Cap admissible(int i, int x, int y, Cap want) {
     flow_.reset(n_ + 1);
     const int s = n_;
-    for (int u = 0; u < n_; ++u)
-      for (int v = 0; v < n_; ++v)
-        if (residual_[static_cast<size_t>(u) * n_ + v] > 0)
-          flow_.addArc(u, v, residual_[static_cast<size_t>(u) * n_ + v]);
+    for (size_t a : arcs_)
+      if (residual_[a] > 0) flow_.addArc(static_cast<int>(a / n_), static_cast<int>(a % n_), residual_[a]);
     Wide others = 0;
     std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
     for (size_t j = 0; j < groups_.size(); ++j) {
@@ -150,6 +151,7 @@ class TreePacking {
 
   int n_;
   std::vector<Cap> residual_;
+  std::vector<size_t> arcs_;  // u*n+v of every arc with capacity at the start
   std::vector<Group> groups_;
   std::deque<int> pending_;
   std::vector<NodeSet> tight_;

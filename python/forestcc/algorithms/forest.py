@@ -37,9 +37,6 @@ __all__ = [
 ]
 
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
-# Above this many ranks the generic generator's tree packing (about N^2 max-flows on N-node graphs)
-# is slow; "auto" then tries the box-rotation construction first.
-GENERIC_RANK_LIMIT = 256
 
 
 @dataclass(frozen=True)
@@ -173,6 +170,29 @@ def _check_collective(topo: Topology, collective: str) -> None:
                             "on the same trees, which needs equal bandwidth in both directions")
 
 
+def _check_switches_balanced(topo: Topology) -> None:
+    """Forests route through switches by edge splitting, which pairs every unit entering a switch
+    with a unit leaving it (a switch forwards, it neither stores nor replicates). A switch that
+    receives more than it sends (or less) has no such pairing, so the generator refuses it as input
+    instead of failing halfway; the cut bound (throughput_bound) stays valid for it."""
+    into: dict[str, Fraction] = {}
+    out: dict[str, Fraction] = {}
+    for link in topo.links:
+        out[link.src] = out.get(link.src, Fraction(0)) + link.bandwidth
+        into[link.dst] = into.get(link.dst, Fraction(0)) + link.bandwidth
+    for node in topo.switches:
+        a, b = into.get(node.id, Fraction(0)), out.get(node.id, Fraction(0))
+        if a != b:
+            raise TopologyError(
+                f"{topo.name}: switch {node.id!r} receives {_gbps(a)} GB/s but sends {_gbps(b)} GB/s; "
+                "forests need every switch to send as much as it receives (balanced switches: "
+                "give each of its links the same bandwidth both ways, or fix the one that differs)")
+
+
+def _gbps(value: Fraction) -> str:
+    return str(value) if value.denominator == 1 else f"{float(value):g} (= {value})"
+
+
 # ---- evaluation (independent of the generator) ---------------------------------------------------
 def evaluate_trees(topo: Topology, trees: Sequence[Tree], k: int,
                    collective: str = "all_gather") -> Evaluation:
@@ -239,18 +259,21 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
 
     k: trees per root (counted with multiplicity). None picks the smallest k at which the optimum is
     reached exactly; a smaller k costs throughput, reported as ``Forest.loss``.
-    method: "generic" (cut bound, switch removal, Edmonds packing: any topology), "box-rotation"
-    (a direct construction for many identical boxes; accepted only when it meets the bound), or
-    "auto" (generic up to GENERIC_RANK_LIMIT ranks, else box-rotation first).
+    method: "generic" (cut bound, switch removal, Edmonds packing: any topology with balanced
+    switches), "box-rotation" (a direct construction for boxes with one rank per rail; accepted only
+    when the independent evaluation meets the bound), or "auto": box-rotation first wherever the
+    topology has that shape (whatever its size: when it applies it is optimal and orders of
+    magnitude faster), the generic path when it does not apply or does not reach the bound.
     """
     _check_collective(topo, collective)
+    _check_switches_balanced(topo)
     if k is not None and (not isinstance(k, int) or k <= 0):
         raise ValueError(f"forest: k must be a positive integer, got {k!r}")
     if method not in ("auto", "generic", "box-rotation"):
         raise ValueError(f"forest: unknown method {method!r}")
     graph = topo.reversed() if collective == "reduce_scatter" else topo
     factor = 2 if collective == "all_reduce" else 1
-    if method == "box-rotation" or (method == "auto" and topo.num_ranks > GENERIC_RANK_LIMIT):
+    if method in ("box-rotation", "auto"):
         from .box_rotation import rotation_forest
         forest = rotation_forest(graph, k)
         if forest is not None:
