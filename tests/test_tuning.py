@@ -86,6 +86,7 @@ def test_shipped_table_is_valid():
 
 def test_auto_picks_by_memory_kind(tmp_path):
     table = {"version": 1, "source": "test", "rules": [
+        _rule(memory="device", algorithm="tree"),
         _rule(memory="shared", algorithm="ring"),
         _rule(memory="private", algorithm="halving_doubling")]}
     path = tmp_path / "tuning.json"
@@ -100,6 +101,7 @@ def test_auto_picks_by_memory_kind(tmp_path):
     # the engine's choice by memory code; unknown memory matches neither rule
     assert all(line.split()[1:] == ["halving_doubling", "ring"]
                for line in result.lines("choose")), result.stdout
+    assert [line.split()[1:] for line in result.lines("device")] == [["tree"]] * 2, result.stdout
 
 
 def test_eager_rules_are_clamped_and_the_next_rule_takes_over(tmp_path):

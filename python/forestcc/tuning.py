@@ -21,7 +21,9 @@ never matches on several nodes (its scratch banks are mapped shared memory), wha
 says. Which algorithms serve several nodes and why: schedules/README.md, "Choosing algorithms
 across nodes". ``memory`` is ``"shared"`` (the call's
 buffers all come from ``forestcc.empty``, so peers map them) or ``"private"`` (anything else:
-peers reach it with cross-process calls); a rule without it matches both. The best algorithm
+peers reach it with cross-process calls) or ``"device"`` (GPU memory, docs/gpu.md); a rule
+without it matches host memory of either kind, and GPU calls only match ``"device"`` rules
+(none ship yet: GPU calls without one run ``direct``). The best algorithm
 differs between them: on private memory, copying into the peers' mapped scratch
 (``direct_small``) beats cross-process calls up to a few MiB, on shared memory reading the peers
 in place (``direct``) wins. ``in_place`` (true or false) restricts a rule to in-place or to
@@ -43,7 +45,7 @@ VERSION = 1
 RULE_KEYS = ("collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm")
 OPTIONAL_RULE_KEYS = ("memory", "in_place", "min_nodes", "max_nodes")
 # A rule's "memory" and the engine's code for it (absent: -1, any memory).
-MEMORY_KINDS = {"private": 0, "shared": 1}
+MEMORY_KINDS = {"private": 0, "shared": 1, "device": 2}
 # A rule's "in_place" and the engine's code for it (absent: -1, both).
 PLACEMENTS = {False: 0, True: 1}
 

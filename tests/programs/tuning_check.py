@@ -14,3 +14,5 @@ for memory, alloc in (("private", np.zeros), ("shared", forestcc.zeros)):
     print("PLAN", memory, comm.last_plan("all_reduce"), flush=True)
 print("choose", comm._engine.choose("all_reduce", 4000, 0), comm._engine.choose("all_reduce", 4000, 1),
       comm._engine.choose("all_reduce", 4000), flush=True)
+# GPU memory (code 2) matches only "device" rules, host memory never does
+print("device", comm._engine.choose("all_reduce", 4000, 2), flush=True)

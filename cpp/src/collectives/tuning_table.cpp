@@ -56,8 +56,8 @@ TuningRule parseRule(const json::Value& rule, const std::string& where) {
   TuningRule r;
   if (const json::Value* memory = rule.find("memory")) {
     const std::string kind = memory->isString() ? memory->asString() : "";
-    if (kind != "private" && kind != "shared")
-      refuse(where + ": memory must be one of private, shared, got " + json::dump(*memory));
+    if (kind != "private" && kind != "shared" && kind != "device")
+      refuse(where + ": memory must be one of private, shared, device, got " + json::dump(*memory));
     r.memory = kind == "shared" ? kSharedMemory : kind == "device" ? kDeviceMemory : kPrivateMemory;
   }
   if (const json::Value* inPlace = rule.find("in_place")) {
@@ -160,7 +160,9 @@ const std::string& selectAlgorithm(const std::vector<TuningRule>& rules, const C
   for (const TuningRule& r : rules) {
     if (r.collective != call.collective || call.nranks < r.minRanks || call.nranks > r.maxRanks) continue;
     if (call.nodes < r.minNodes || call.nodes > r.maxNodes || call.bytes < r.minBytes) continue;
-    if (r.memory != kAnyMemory && r.memory != call.memory) continue;
+    // GPU calls match only rules for GPU memory; host calls rules for their kind or any.
+    if (call.memory == kDeviceMemory ? r.memory != kDeviceMemory : r.memory != kAnyMemory && r.memory != call.memory)
+      continue;
     if (r.inPlace != kAnyPlacement && r.inPlace != call.inPlace) continue;
     if (r.maxBytes >= 0 && call.bytes > static_cast<uint64_t>(r.maxBytes)) continue;
     if (call.nodes > 1 && r.algorithm == kEager) continue;
