@@ -326,11 +326,6 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
     }
   }
   checkCaptured();
-  if (s.poisoned()) {
-    const bool thisCall = s.poisonedCode() == ErrorCode::Mismatch && s.poisonedCall() == ex_.sequence_ + 1;
-    throw Error(thisCall ? ErrorCode::Mismatch : ErrorCode::Aborted,
-                rankPrefix(s.rank) + "the communicator was poisoned; " + s.abortReason(), s.rank);
-  }
   auto refuse = [&](const std::string& why) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' on GPU memory: " + why, s.rank);
   };
@@ -357,24 +352,12 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
                  "stand-in memory");
   }
   Executor::Call call;
-  call.plan = &p;
-  call.buffers = &buffers;
+  ex_.beginCall(call, p, buffers);
   CallGeometry& g = call.geometry;
-  g.elem = static_cast<uint32_t>(elementSize(buffers.dtype));
-  g.count = buffers.count;
-  g.k = p.chunksPerBlock;
-  call.variable = variable;
   // Slices pipeline a CPU worker's copies through its cache; on the GPU each slice costs a round
   // of signals between processes, so generated plans (which set a minimum slice size) get slices
   // of at least 8 MiB there. A plan file's fixed slice count is kept.
-  g.slices = 1;
-  if (!variable && p.minSliceBytes == 0) {
-    g.slices = p.maxSlices;
-  } else if (!variable) {
-    const uint64_t chunkBytes = (g.count / g.k) * g.elem;
-    g.slices = static_cast<uint32_t>(std::max<uint64_t>(
-        1, std::min<uint64_t>(p.maxSlices, chunkBytes / std::max<uint64_t>(p.minSliceBytes, 8u << 20))));
-  }
+  g.slices = variable ? 1 : Executor::slicesOf(p, g, 8u << 20);
   const uint64_t scratchBytes = (p.scratchChunks + g.k - 1) / g.k * g.count * g.elem;
   g.local[0] = static_cast<char*>(buffers.input);
   g.local[1] = static_cast<char*>(buffers.output);

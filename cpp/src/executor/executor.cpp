@@ -170,10 +170,28 @@ void Executor::ensureScratch(uint64_t bytes) {
 
 // ---- running ---------------------------------------------------------------------------------
 
-uint32_t Executor::slicesOf(const CompiledPlan& p, const CallGeometry& g) {
+void Executor::beginCall(Call& call, const CompiledPlan& p, const CallBuffers& buffers) {
+  Communicator::State& s = *state_;
+  if (s.poisoned()) {
+    // A peer already found this very call mismatched: this rank's part of it raises the same.
+    const bool thisCall = s.poisonedCode() == ErrorCode::Mismatch && s.poisonedCall() == sequence_ + 1;
+    throw Error(thisCall ? ErrorCode::Mismatch : ErrorCode::Aborted,
+                rankPrefix(s.rank) + "the communicator was poisoned; " + s.abortReason(), s.rank);
+  }
+  call.plan = &p;
+  call.buffers = &buffers;
+  CallGeometry& g = call.geometry;
+  g.elem = static_cast<uint32_t>(elementSize(buffers.dtype));
+  g.count = buffers.count;
+  g.k = p.chunksPerBlock;
+  call.variable = !buffers.inCounts.empty();
+}
+
+uint32_t Executor::slicesOf(const CompiledPlan& p, const CallGeometry& g, uint64_t minSliceFloor) {
   if (p.minSliceBytes == 0) return p.maxSlices;
   const uint64_t chunkBytes = (g.count / g.k) * g.elem;
-  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(p.maxSlices, chunkBytes / p.minSliceBytes)));
+  return static_cast<uint32_t>(std::max<uint64_t>(
+      1, std::min<uint64_t>(p.maxSlices, chunkBytes / std::max<uint64_t>(p.minSliceBytes, minSliceFloor))));
 }
 
 void Executor::numberCall(Call& call) {
@@ -191,20 +209,9 @@ void Executor::numberCall(Call& call) {
 
 void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   Communicator::State& s = *state_;
-  if (s.poisoned()) {
-    // A peer already found this very call mismatched: this rank's part of it raises the same.
-    const bool thisCall = s.poisonedCode() == ErrorCode::Mismatch && s.poisonedCall() == sequence_ + 1;
-    throw Error(thisCall ? ErrorCode::Mismatch : ErrorCode::Aborted,
-                rankPrefix(s.rank) + "the communicator was poisoned; " + s.abortReason(), s.rank);
-  }
   Call call;
-  call.plan = &p;
-  call.buffers = &buffers;
+  beginCall(call, p, buffers);
   CallGeometry& g = call.geometry;
-  g.elem = static_cast<uint32_t>(elementSize(buffers.dtype));
-  g.count = buffers.count;
-  g.k = p.chunksPerBlock;
-  call.variable = !buffers.inCounts.empty();
   std::vector<uint64_t> offsets[2];
   if (call.variable) {
     if (p.scratchChunks)

@@ -114,8 +114,12 @@ class Executor {
   friend struct CpuBackend;
   friend class CudaRunner;
   DeviceRunner& device();
-  // A call's pipelining slices (schedules/README.md, "Pipelining").
-  static uint32_t slicesOf(const CompiledPlan& p, const CallGeometry& g);
+  // The start every runner shares: a poisoned communicator raises; the call's plan, buffers and
+  // the geometry's element size, count and chunks per block.
+  void beginCall(Call& call, const CompiledPlan& p, const CallBuffers& buffers);
+  // A call's pipelining slices (schedules/README.md, "Pipelining"); `minSliceFloor` raises the
+  // plan's minimum slice (the GPU runner's).
+  static uint32_t slicesOf(const CompiledPlan& p, const CallGeometry& g, uint64_t minSliceFloor = 0);
   // Takes the next call number and fills the call's stamp.
   void numberCall(Call& call);
   struct WorkerThread;
