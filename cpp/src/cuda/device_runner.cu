@@ -89,22 +89,19 @@ class CudaRunner : public DeviceRunner {
   };
 
   Communicator::State& state() { return *ex_.state_; }
-  // The device's address of mapped host memory.
+  // The device's address of mapped host memory this runner allocated (found once, at
+  // construction: the allocations never move).
   template <class T>
-  T* mapped(T* host) {
-    void* device = nullptr;
-    check(cudaHostGetDevicePointer(&device, const_cast<void*>(static_cast<const void*>(host)), 0), state().rank,
-          "mapping host memory");
-    return static_cast<T*>(device);
-  }
-  Image& image(const CompiledPlan& p);
+  T* mapped(T* host) const {
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(host) - reinterpret_cast<char*>(hostMapped_) + mappedBase_);
+  }  Image& image(const CompiledPlan& p);
   void buildChannels(const CompiledPlan& p, Image& img);
   char* grow(DeviceBuffer& b, uint64_t bytes, bool capturing, const char* what);
   // `offsets` (all_to_all_v, else null): where the peers' block offsets go, by slot.
   void openPeers(Executor::Call& call, const Image& img, LaunchArgs& args, uint64_t* offsets);
-  // Raises the error of a finished call (block: wait for every call in flight first).
-  void reap(bool block);
-  void reapUntil(uint64_t sequence);
+  // Retires the calls in flight up to call `upTo`, raising the first error one recorded:
+  // block, waiting for each; else only those already finished.
+  void reap(bool block, uint64_t upTo = UINT64_MAX);
   void waitFor(const InFlight& f);
   void raiseRecorded(const InFlight& f);
   void checkCaptured();
@@ -117,6 +114,9 @@ class CudaRunner : public DeviceRunner {
   uint32_t* hostAbort_ = nullptr;   // mapped host memory (the kernels poll it)
   DeviceFailure* failures_ = nullptr;  // mapped host memory, kFailureSlots + 1
   uint64_t* offsets_ = nullptr;        // mapped host memory, kFailureSlots x kOffsetWords
+  // One mapped allocation holds hostAbort_, failures_ and offsets_: its host and device bases.
+  void* hostMapped_ = nullptr;
+  char* mappedBase_ = nullptr;
   DeviceBuffer scratch_, launchScratch_, standIn_;
   std::vector<char*> retired_;      // grown-out buffers: peers may still hold them open
   MemoryHandle scratchHandle_;
@@ -145,13 +145,19 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
   const uint64_t expectedBytes = uint64_t(s.size) * kMaxPlanChannelsPerPeer * sizeof(uint64_t);
   check(cudaMalloc(&expected_, expectedBytes), s.rank, "allocating device counters");
   check(cudaMemset(expected_, 0, expectedBytes), s.rank, "clearing device counters");
-  check(cudaHostAlloc(&hostAbort_, sizeof(uint32_t), cudaHostAllocMapped), s.rank, "allocating the abort flag");
+  // The host memory the kernels read and write: the abort flag, failure records, block offsets.
+  constexpr size_t kFailuresAt = 64;
+  const size_t offsetsAt = kFailuresAt + (sizeof(DeviceFailure) * (kFailureSlots + 1) + 63) / 64 * 64;
+  check(cudaHostAlloc(&hostMapped_, offsetsAt + sizeof(uint64_t) * kOffsetWords * kFailureSlots, cudaHostAllocMapped),
+        s.rank, "allocating mapped host memory");
+  void* device = nullptr;
+  check(cudaHostGetDevicePointer(&device, hostMapped_, 0), s.rank, "mapping host memory");
+  mappedBase_ = static_cast<char*>(device);
+  hostAbort_ = static_cast<uint32_t*>(hostMapped_);
   *hostAbort_ = 0;
-  check(cudaHostAlloc(&failures_, sizeof(DeviceFailure) * (kFailureSlots + 1), cudaHostAllocMapped), s.rank,
-        "allocating failure records");
+  failures_ = reinterpret_cast<DeviceFailure*>(static_cast<char*>(hostMapped_) + kFailuresAt);
   for (int i = 0; i <= kFailureSlots; ++i) failures_[i] = DeviceFailure{};
-  check(cudaHostAlloc(&offsets_, sizeof(uint64_t) * kOffsetWords * kFailureSlots, cudaHostAllocMapped), s.rank,
-        "allocating block offsets");
+  offsets_ = reinterpret_cast<uint64_t*>(static_cast<char*>(hostMapped_) + offsetsAt);
   peerSemaphores_.assign(s.size, nullptr);
   // Peers open the semaphores before their first call here: published before any call record.
   MemoryHandle h;
@@ -182,9 +188,7 @@ CudaRunner::~CudaRunner() {
   cudaFree(standIn_.data);
   cudaFree(semaphores_);
   cudaFree(expected_);
-  cudaFreeHost(hostAbort_);
-  cudaFreeHost(failures_);
-  cudaFreeHost(offsets_);
+  cudaFreeHost(hostMapped_);
 }
 
 char* CudaRunner::grow(DeviceBuffer& b, uint64_t bytes, bool capturing, const char* what) {
@@ -315,15 +319,12 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   if (!capturing) {
     // Each call in flight holds a failure record and a slot of block offsets: at most
     // kFailureSlots - 1 in flight, so the slot this call takes is free.
-    std::lock_guard<std::mutex> guard(mu_);
-    if (inflight_.size() + 1 >= static_cast<size_t>(kFailureSlots)) {
-      waitFor(inflight_.front());
-      InFlight oldest = inflight_.front();
-      inflight_.pop_front();
-      spareEvents_.push_back(oldest.done);
-      if (lastDone_ == oldest.done) lastDone_ = nullptr;
-      raiseRecorded(oldest);
+    uint64_t oldest = 0;
+    {
+      std::lock_guard<std::mutex> guard(mu_);
+      if (inflight_.size() + 1 >= static_cast<size_t>(kFailureSlots)) oldest = inflight_.front().sequence;
     }
+    if (oldest) reap(true, oldest);
   }
   checkCaptured();
   auto refuse = [&](const std::string& why) {
@@ -454,17 +455,12 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   args.timeoutNs = static_cast<uint64_t>(s.timeout * 1e9);
   args.launchScratch = reinterpret_cast<uint32_t*>(
       grow(launchScratch_, launchScratchBytes(img.workers, blocks, img.channelCount), capturing, "launch scratch"));
-  uint32_t* abortDevice = nullptr;
-  check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&abortDevice), hostAbort_, 0), s.rank, "mapping the abort flag");
-  args.hostAbort = abortDevice;
+  args.hostAbort = mapped(hostAbort_);
 
   std::lock_guard<std::mutex> guard(mu_);
   const int slot = capturing ? kFailureSlots : static_cast<int>(call.sequence % kFailureSlots);
   failures_[slot].flag = 0;
-  DeviceFailure* failureDevice = nullptr;
-  check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&failureDevice), failures_ + slot, 0), s.rank,
-        "mapping a failure record");
-  args.failure = failureDevice;
+  args.failure = mapped(failures_ + slot);
   // Calls of one communicator run one after another, also when they come on different streams.
   if (!capturing && lastDone_ && stream != lastStream_)
     check(cudaStreamWaitEvent(stream, lastDone_, 0), s.rank, "ordering after the previous call");
@@ -567,9 +563,9 @@ void CudaRunner::checkCaptured() {
               rec.failure.peer);
 }
 
-void CudaRunner::reap(bool block) {
+void CudaRunner::reap(bool block, uint64_t upTo) {
   std::lock_guard<std::mutex> guard(mu_);
-  while (!inflight_.empty()) {
+  while (!inflight_.empty() && inflight_.front().sequence <= upTo) {
     InFlight f = inflight_.front();
     if (block) {
       waitFor(f);
@@ -578,18 +574,6 @@ void CudaRunner::reap(bool block) {
       if (e == cudaErrorNotReady) break;
       check(e, state().rank, "collective #" + std::to_string(f.sequence) + " on the GPU");
     }
-    inflight_.pop_front();
-    spareEvents_.push_back(f.done);
-    if (lastDone_ == f.done) lastDone_ = nullptr;
-    raiseRecorded(f);
-  }
-}
-
-void CudaRunner::reapUntil(uint64_t sequence) {
-  std::lock_guard<std::mutex> guard(mu_);
-  while (!inflight_.empty() && inflight_.front().sequence <= sequence) {
-    InFlight f = inflight_.front();
-    waitFor(f);
     inflight_.pop_front();
     spareEvents_.push_back(f.done);
     if (lastDone_ == f.done) lastDone_ = nullptr;
@@ -613,7 +597,7 @@ std::function<bool(bool)> CudaRunner::completion() {
       for (const InFlight& f : inflight_)
         if (f.sequence == sequence && cudaEventQuery(f.done) == cudaErrorNotReady) return false;
     }
-    reapUntil(sequence);
+    reap(true, sequence);
     return true;
   };
 }

@@ -162,7 +162,6 @@ bool fromCudaInterface(py::handle obj, const char* arg, ArrayView& v) {
   v.writable = !data[1].cast<bool>();
   v.count = count;
   v.bytes = count * size;
-  if (cai.contains("stream") && !cai["stream"].is_none()) v.stream = cai["stream"].cast<int64_t>();
   v.device = 0;  // the collective API finds the device of the pointer
   v.keep = py::reinterpret_borrow<py::object>(obj);
   return true;

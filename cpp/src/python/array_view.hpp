@@ -19,7 +19,6 @@ struct ArrayView {
   DataType dtype = DataType::Float32;
   bool writable = true;
   int device = -1;        // CUDA device ordinal of GPU memory; -1: host memory
-  int64_t stream = -1;    // __cuda_array_interface__'s "stream" (the producer's), -1: not given
   pybind11::object keep;  // keeps the memory (and a DLPack capsule) alive
 };
 
