@@ -299,3 +299,33 @@ def test_sim_2dh_smoke():
     rows = [line.split() for line in done.stdout.splitlines() if not line.startswith("#")][1:]
     speedups = [float(row[-1].rstrip("x")) for row in rows]
     assert speedups[0] > 2 and speedups[-1] < 1, done.stdout
+
+
+def test_all_to_all_v_scratch_needs_a_right_layout(tmp_path, no_new_shm):
+    """2dh's relay slots are sized by scratch_blocks: without them all_to_all_v is refused before
+    data moves; with wrong ones every call is right or raises (a size mismatch), never wrong."""
+    plan = builtin.generate("2dh", "all_to_all", 4, nodes=[0, 0, 1, 1])
+    assert all(entry["scratch_blocks"] for entry in plan["ranks"])
+    stripped = {**plan, "ranks": [{k: v for k, v in entry.items() if k != "scratch_blocks"}
+                                  for entry in plan["ranks"]]}
+    swapped = {**plan, "ranks": [{**entry, "scratch_blocks": [[d, s] for s, d in entry["scratch_blocks"]]}
+                                 for entry in plan["ranks"]]}
+    paths = {}
+    for name, p in (("stripped", stripped), ("swapped", swapped)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(p))
+    result = run_job(4, "hierarchical_check.py", "1,7,1001",
+                     f"all_to_all_v_refused:out_of_place:{paths['stripped']}",
+                     f"all_to_all_v_broken:out_of_place:{paths['swapped']}")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert len(result.lines("CHECKED")) == 4
+
+
+def test_scratch_blocks_are_validated():
+    plan = builtin.generate("2dh", "all_to_all", 4, nodes=[0, 0, 1, 1])
+    assert _C.plan.validation_errors(plan, "t") == []
+    bad = {**plan, "ranks": [dict(entry) for entry in plan["ranks"]]}
+    bad["ranks"][1]["scratch_blocks"] = [[0, 4]]
+    assert any("scratch_blocks[0]" in e and "[0, 4)" in e for e in _C.plan.validation_errors(bad, "t"))
+    bad["ranks"][1]["scratch_blocks"] = [[0, 1]] * (plan["buffers"]["scratch"] + 1)
+    assert any("at most" in e for e in _C.plan.validation_errors(bad, "t"))

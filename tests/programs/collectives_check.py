@@ -211,9 +211,11 @@ for dtype in dtypes:
             x = data(R, sum(insp), dtype, salt=2)
             ins = {r: data(r, sum(cnt(r, p) for p in range(N)), dtype, salt=2) for r in range(N)}
             want = np.concatenate([ins[p][sum(cnt(p, q) for q in range(R)):][:cnt(p, R)] for p in range(N)])
-            out = alloc(sum(outsp), dtype)
-            comm.all_to_all_v(out, x, outsp, insp)
-            check(f"all_to_all_v {dn} c={c}", out, want, dtype)
+            # The plans all_to_all_v runs: without scratch, and 2dh (scratch sized from the counts).
+            for algo in [a for a in algos_for("all_to_all") if a in ("auto", "direct", "pairwise", "2dh")]:
+                out = alloc(sum(outsp), dtype)
+                comm.all_to_all_v(out, x, outsp, insp, algo=algo)
+                check(f"all_to_all_v {algo} {dn} c={c}", out, want, dtype)
         if enabled("broadcast"):
             for algo in algos_for("broadcast"):
                 for root in sorted({0, N - 1, N // 2}):

@@ -7,9 +7,10 @@ argv: COUNTS SPEC...
   SPEC:   COLLECTIVE:LAYOUT:PATH, COLLECTIVE all_reduce, all_gather, reduce_scatter, all_to_all
           or all_to_all_v, LAYOUT in_place or out_of_place (what the plan was generated for).
           all_to_all_v runs random splits (some zero; the same on every rank from a fixed seed)
-          through PATH, which must either run correctly or be refused with an error naming the
-          plan's scratch (the executor runs all_to_all_v plans without scratch only), and
-          through algo="auto".
+          through PATH (2dh plans size their scratch from the counts: scratch_blocks) and
+          through algo="auto". all_to_all_v_refused: PATH (a plan with scratch but no
+          scratch_blocks) must be refused naming scratch_blocks; all_to_all_v_broken: PATH (wrong
+          scratch_blocks) must give the right answer or an error, and an error at least once.
 Prints "CHECKED n FAILURES f" and one "FAIL ..." line per mismatch; exits 1 on any failure.
 """
 import sys
@@ -24,6 +25,7 @@ DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float1
 OPS = ["sum", "prod", "min", "max", "avg"]
 
 counts = [int(c) for c in sys.argv[1].split(",")]
+broken_errors = 0
 specs = [spec.split(":", 2) for spec in sys.argv[2:]]
 comm = forestcc.init()
 N, R = comm.size, comm.rank
@@ -65,6 +67,7 @@ def check(label, got, want, dtype):
 
 
 def run(collective, in_place, path, dtype, c):
+    global broken_errors
     if in_place and c == 0:
         return  # empty buffers cannot alias: such a call is out of place
     name = np.dtype(dtype).name
@@ -108,13 +111,24 @@ def run(collective, in_place, path, dtype, c):
         want = np.concatenate([ins[q][int(splits[q, :R].sum()):][:int(splits[q, R])] for q in range(N)])
         for algo in (path, "auto"):
             out = np.zeros(int(splits[:, R].sum()), dtype)
-            try:
-                comm.all_to_all_v(out, ins[R], splits[:, R].tolist(), splits[R].tolist(), algo=algo)
-            except ValueError as error:
-                if algo == path and "scratch" in str(error):
-                    continue  # refused before any data moved, on every rank alike
-                raise
+            comm.all_to_all_v(out, ins[R], splits[:, R].tolist(), splits[R].tolist(), algo=algo)
             check(f"all_to_all_v {name} c={c} {algo}", out, want, dtype)
+    elif collective in ("all_to_all_v_refused", "all_to_all_v_broken"):
+        rng = np.random.default_rng(c)
+        splits = rng.integers(1, 2 * c + 2, size=(N, N))
+        ins = [data(q, int(splits[q].sum()), dtype, salt=q) for q in range(N)]
+        want = np.concatenate([ins[q][int(splits[q, :R].sum()):][:int(splits[q, R])] for q in range(N)])
+        out = np.zeros(int(splits[:, R].sum()), dtype)
+        try:
+            comm.all_to_all_v(out, ins[R], splits[:, R].tolist(), splits[R].tolist(), algo=path)
+        except (forestcc.ForestccError, ValueError) as error:
+            if collective == "all_to_all_v_refused" and "scratch_blocks" not in str(error):
+                raise
+            broken_errors += 1
+            return
+        if collective == "all_to_all_v_refused":
+            raise AssertionError("a plan with scratch but no scratch_blocks ran all_to_all_v")
+        check(f"{collective} {name} c={c}", out, want, dtype)
 
 
 for collective, layout, path in specs:
@@ -126,6 +140,8 @@ for collective, layout, path in specs:
                 failures.append(f"{collective} {layout} {np.dtype(dtype).name} c={c}: "
                                 f"{type(error).__name__}: {error}")
 
+if any(spec[0] == "all_to_all_v_broken" for spec in specs) and not broken_errors:
+    failures.append("all_to_all_v_broken: the wrong scratch_blocks never raised")
 for failure in failures:
     print("FAIL", failure)
 print("CHECKED", checked, "FAILURES", len(failures))

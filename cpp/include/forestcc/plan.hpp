@@ -101,9 +101,19 @@ struct WorkerProgram {
   std::vector<Op> ops;
 };
 
+// Which block of data a scratch block holds: the one rank `src` sends to rank `dst`.
+struct BlockSource {
+  int32_t src = 0;
+  int32_t dst = 0;
+};
+
 struct RankProgram {
   std::vector<ChannelSpec> channels;
   std::vector<WorkerProgram> workers;
+  // Optional ("scratch_blocks"): scratch block t holds the block rank src sends to rank dst. With
+  // it, all_to_all_v (uneven blocks) can run the plan: scratch block t is then as long as that
+  // block of the call (schedules/README.md, "all_to_all_v and scratch").
+  std::vector<BlockSource> scratchBlocks;
 };
 
 struct Plan {

@@ -56,10 +56,13 @@ const CompiledPlan& choosePlan(Engine& e, const CallRequest& r, const CheckedCal
     *keep = &algo.plan;
     return *algo.plan;
   }
-  static const std::string kAuto = "auto", kDirect = "direct";
+  static const std::string kAuto = "auto", kDirect = "direct", k2dh = "2dh";
   const std::string* name = &algo.name;
   if (algo.name == kAuto) {
-    name = &kDirect;  // no matching rule; all_to_all_v needs a plan without scratch (uneven blocks)
+    name = &kDirect;  // no matching rule
+    // all_to_all_v: every rank must choose alike, but each knows only its own counts; the node
+    // count decides (2dh across nodes: schedules/README.md, "Choosing algorithms across nodes").
+    if (r.variable && e.nodes() > 1 && !gpu) name = &k2dh;
     if (!r.variable) {
       const CallBuffers& b = call.buffers;
       const std::string& tuned =

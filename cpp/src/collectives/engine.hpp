@@ -76,6 +76,8 @@ class Engine {
   // kOutOfPlace, kInPlace, or kAnyPlacement when unknown (then placement-specific rules do not
   // match).
   const std::string& choose(plan::Collective c, uint64_t bytes, int memory, int inPlace) const;
+  // How many nodes the communicator's ranks are on.
+  int nodes() const { return int(nodeCount_); }
   // A built-in plan, generated and compiled once per (algorithm, collective, root, in place):
   // the node layout, the other input of a generator, is the communicator's and never changes.
   // Entries live as long as the engine.

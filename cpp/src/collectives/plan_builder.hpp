@@ -75,6 +75,10 @@ class PlanBuilder {
     uint32_t scratchBanks = 1;  // 2: eager plan (plan.hpp, Plan::scratchBanks)
   };
   void setParam(const std::string& key, int64_t value) { plan_.params[key] = value; }
+  // Which data block each of `rank`'s scratch blocks holds (plan.hpp, RankProgram::scratchBlocks).
+  void setScratchBlocks(int rank, std::vector<plan::BlockSource> blocks) {
+    plan_.ranks.at(rank).scratchBlocks = std::move(blocks);
+  }
   plan::Plan build(const std::string& generator, const BuildOptions& options);
   plan::Plan build(const std::string& generator) { return build(generator, BuildOptions{}); }
 

@@ -50,18 +50,7 @@ void Executor::publish(Call& call) {
     mb.handles[b] = s.describe(call.geometry.local[b], bytes);
     last = {address, bytes, generation};
   }
-  const uint64_t scratchBytes = call.geometry.localBytes[2];
-  // Eager calls leave the scratch handle as it is: peers reach this rank's bank through their
-  // link, never through it (and the latency of those small calls is the point of them).
-  if (call.bank < 0) {
-    const void* data = scratchBytes ? scratch_->data() : nullptr;
-    if (!scratchPublished_ || data != publishedScratch_) {
-      mb.handles[2] = data ? s.describe(data, scratch_->size()) : MemoryHandle{};
-      publishedScratch_ = data;
-      scratchPublished_ = true;
-    }
-    mb.handles[2].size = scratchBytes;
-  }
+  publishScratch(call);
   if (call.variable)
     for (int b = 0; b < 2; ++b)
       std::memcpy(mb.blockOffsets[b], call.geometry.localOffsets[b], sizeof(uint64_t) * (call.plan->nranks + 1));
@@ -72,6 +61,22 @@ void Executor::publish(Call& call) {
   // rank sent in earlier calls has landed (watchPeer relies on it).
   __atomic_store_n(&mb.sequence, call.sequence, __ATOMIC_RELEASE);
   s.published();
+}
+
+void Executor::publishScratch(const Call& call) {
+  // Eager calls leave the scratch handle as it is: peers reach this rank's bank through their
+  // link, never through it (and the latency of those small calls is the point of them).
+  if (call.bank >= 0) return;
+  Communicator::State& s = *state_;
+  CallMailbox& mb = s.mailbox();
+  const uint64_t scratchBytes = call.geometry.localBytes[2];
+  const void* data = scratchBytes ? scratch_->data() : nullptr;
+  if (!scratchPublished_ || data != publishedScratch_) {
+    mb.handles[2] = data ? s.describe(data, scratch_->size()) : MemoryHandle{};
+    publishedScratch_ = data;
+    scratchPublished_ = true;
+  }
+  mb.handles[2].size = scratchBytes;
 }
 
 const PeerView& Executor::peerView(Call& call, int worker, int peer) {

@@ -50,7 +50,7 @@ struct CpuBackend {
     const int i = static_cast<int>(b);
     const CallGeometry& g = call.geometry;
     if (!ch.link) {  // loopback: this rank's own buffer
-      out = {g.local[i], g.localBytes[i], b == plan::Buffer::Scratch ? nullptr : g.localOffsets[i], 0};
+      out = {g.local[i], g.localBytes[i], g.localOffsets[i], 0};
       return true;
     }
     try {
@@ -58,7 +58,10 @@ struct CpuBackend {
       const PeerBuffer& pb = v.buffers[i];
       out.mapped = pb.region.mapped;
       out.bytes = pb.region.size;
-      out.offsets = call.variable && b != plan::Buffer::Scratch ? v.blockOffsets[i] : nullptr;
+      out.offsets = !call.variable ? nullptr
+                    : b != plan::Buffer::Scratch ? v.blockOffsets[i]
+                    : call.plan->laysOutScratch ? ex.scratchOffsets_[ch.peer].data()
+                                                : nullptr;
       out.handle = reinterpret_cast<uint64_t>(&pb);
       return true;
     } catch (...) {

@@ -7,6 +7,7 @@
 #include "executor/cpu_backend.hpp"
 #include "executor/device_runner.hpp"
 #include "executor/plan_checks.hpp"
+#include "executor/scratch_layout.hpp"
 #include "executor/reduce_kernels.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
@@ -149,6 +150,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
                         " never waits on rank " + std::to_string(r) +
                         ": an eager plan must wait on every other rank in every call",
                     s.rank, r);
+  compileScratchLayouts(p, s, *out, prefix);
   // After this rank's own checks, which name the op or the peer more precisely.
   checkSignalBalance(p, s.rank);
   return out;
@@ -214,10 +216,11 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   CallGeometry& g = call.geometry;
   std::vector<uint64_t> offsets[2];
   if (call.variable) {
-    if (p.scratchChunks)
+    if (p.scratchChunks && !p.laysOutScratch)
       throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name +
-                                               "' uses scratch; all_to_all_v needs a plan without scratch "
-                                               "(algo 'direct' or 'pairwise')", s.rank);
+                                               "' uses scratch but has no scratch_blocks; all_to_all_v needs a "
+                                               "plan without scratch (algo 'direct' or 'pairwise') or with "
+                                               "scratch_blocks (algo '2dh')", s.rank);
     if (p.nranks > kMaxVariableBlocks)
       throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "all_to_all_v supports at most " +
                                                std::to_string(kMaxVariableBlocks) + " ranks", s.rank);
@@ -232,7 +235,8 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     g.slices = slicesOf(p, g);
   }
   const uint64_t blockBytes = g.count * g.elem;
-  const uint64_t scratchBytes = (p.scratchChunks + g.k - 1) / g.k * blockBytes;
+  // all_to_all_v's scratch blocks are sized by other ranks' counts: after publishing (layOutScratch).
+  const uint64_t scratchBytes = call.variable ? 0 : (p.scratchChunks + g.k - 1) / g.k * blockBytes;
   // Before this call takes its number and bank: a wait that fails here (a timeout, Ctrl-C)
   // leaves the communicator as it was, and a retried call waits here again.
   if ((sequence_ + 1) % kStampWindow == 0) awaitStampWindow(sequence_ + 1);
@@ -297,6 +301,15 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     }
     return true;
   };
+  if (call.variable && p.laysOutScratch) {
+    try {
+      layOutScratch(call);
+    } catch (...) {
+      poisonWith(std::current_exception());
+      if (poisonedElsewhere(std::current_exception())) s.raisePoisoned(callName(), -1);
+      throw;
+    }
+  }
   if (workers == 1) {
     try {
       runWorker(call, 0);

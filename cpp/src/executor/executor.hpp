@@ -57,6 +57,16 @@ struct CompiledPlan {
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
   std::vector<std::vector<Connection*>> workerLinks;  // per worker: the links its puts go through
+  // Plans with scratch_blocks (all_to_all_v through scratch; scratch_layout.cpp): the ranks whose
+  // scratch this rank reaches (itself first when it has scratch), their blocks' sources, and the
+  // ranks whose input counts size those blocks.
+  struct ScratchLayout {
+    int rank = 0;
+    std::vector<plan::BlockSource> blocks;
+  };
+  std::vector<ScratchLayout> scratchLayouts;
+  std::vector<int> layoutSources;
+  bool laysOutScratch = false;  // some rank of the plan has scratch_blocks
 };
 
 // Where a check happened, for its message: a plan step, or a fixed text. Plain data, so checks
@@ -151,6 +161,12 @@ class Executor {
   // One line per local rank: its stamp of this call (FORESTCC_DEBUG adds it to mismatch errors).
   std::string stampTable(const Call& call);
   void ensureScratch(uint64_t bytes);
+  // all_to_all_v on a plan with scratch_blocks: after this rank published its call, reads the
+  // input counts of the layouts' source ranks (each waited for until it entered the call), sizes
+  // every scratch block this rank reaches, and publishes its own scratch (scratch_layout.cpp).
+  void layOutScratch(Call& call);
+  // The mailbox's scratch handle for this call (publish() and layOutScratch()).
+  void publishScratch(const Call& call);
 
   std::shared_ptr<Communicator::State> state_;
   uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
@@ -169,6 +185,8 @@ class Executor {
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
+  std::vector<std::vector<uint64_t>> sourceOffsets_;   // [rank]: layout sources' input block offsets
+  std::vector<std::vector<uint64_t>> scratchOffsets_;  // [rank]: its scratch blocks' offsets (elements)
   std::unique_ptr<DeviceRunner> device_;     // made on the first call on GPU memory
 
   // Worker threads for plans with more than one worker (worker 0 runs on the caller).

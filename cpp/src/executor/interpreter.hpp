@@ -73,7 +73,8 @@ struct CallGeometry {
   uint32_t elem = 1;        // element size in bytes
   char* local[plan::kBufferCount] = {nullptr, nullptr, nullptr};
   uint64_t localBytes[plan::kBufferCount] = {0, 0, 0};
-  const uint64_t* localOffsets[2] = {nullptr, nullptr};  // all_to_all_v: input, output
+  // all_to_all_v: input, output and (plans with scratch_blocks) scratch block offsets; else null.
+  const uint64_t* localOffsets[plan::kBufferCount] = {nullptr, nullptr, nullptr};
   bool eager = false;       // scratch is the banks (a peer's scratch: its bank)
 };
 
@@ -139,9 +140,7 @@ class Interpreter {
     return false;
   }
 
-  FORESTCC_HOST_DEVICE const uint64_t* localOffsets(plan::Buffer b) const {
-    return b == plan::Buffer::Scratch ? nullptr : g_.localOffsets[static_cast<int>(b)];
-  }
+  FORESTCC_HOST_DEVICE const uint64_t* localOffsets(plan::Buffer b) const { return g_.localOffsets[static_cast<int>(b)]; }
 
   FORESTCC_HOST_DEVICE bool local(const plan::ChunkRef& ref, uint32_t j, uint32_t n, Span& out, Failure& f) {
     const int b = static_cast<int>(ref.buffer);
@@ -170,8 +169,7 @@ class Interpreter {
       return false;
     }
     uint64_t begin, end;
-    const uint64_t* offsets = ref.buffer == plan::Buffer::Scratch ? nullptr : out.buffer.offsets;
-    if (!range(ref, j, n, offsets, out.buffer.bytes, peer, bank, begin, end, f)) return false;
+    if (!range(ref, j, n, out.buffer.offsets, out.buffer.bytes, peer, bank, begin, end, f)) return false;
     out.offset = begin;
     out.bytes = end - begin;
     return true;

@@ -56,6 +56,8 @@ uint64_t planHash(const plan::Plan& p) {
         for (int i = 0; i < op.sourceCount && i < plan::kMaxReduceSources; ++i) x.add(op.sources[i]);
       }
     }
+    x.add(r.scratchBlocks.size());
+    for (const plan::BlockSource& b : r.scratchBlocks) x.add((uint64_t(uint32_t(b.src)) << 32) | uint32_t(b.dst));
   }
   return x.h;
 }

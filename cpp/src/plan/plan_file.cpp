@@ -156,6 +156,10 @@ Plan planFromJson(const json::Value& doc, const std::string& source, const Limit
       }
       rp.workers.push_back(std::move(wp));
     }
+    if (const json::Value* blocks = ranks[r].find("scratch_blocks"))
+      for (const json::Value& pair : blocks->asArray())
+        rp.scratchBlocks.push_back({static_cast<int32_t>(pair.asArray()[0].asInt64()),
+                                    static_cast<int32_t>(pair.asArray()[1].asInt64())});
     p.ranks.push_back(std::move(rp));
   }
   return p;

@@ -78,7 +78,15 @@ std::string toJson(const Plan& p) {
       }
       out += std::string("]}") + (w + 1 < rp.workers.size() ? ",\n" : "\n");
     }
-    out += std::string("    ]}") + (r + 1 < p.ranks.size() ? ",\n" : "\n");
+    out += "    ]";
+    if (!rp.scratchBlocks.empty()) {
+      out += ", \"scratch_blocks\": [";
+      for (size_t t = 0; t < rp.scratchBlocks.size(); ++t)
+        out += (t ? ", [" : "[") + std::to_string(rp.scratchBlocks[t].src) + ", " +
+               std::to_string(rp.scratchBlocks[t].dst) + "]";
+      out += "]";
+    }
+    out += std::string("}") + (r + 1 < p.ranks.size() ? ",\n" : "\n");
   }
   out += "  ]\n}\n";
   return out;

@@ -136,7 +136,8 @@ const std::vector<std::string> kBufferKeys = {"input", "output", "scratch"};
 const std::vector<std::string> kSizeRangeKeys = {"min_bytes", "max_bytes"};
 const std::vector<std::string> kPipelineKeys = {"max_slices", "min_slice_bytes"};
 const std::vector<std::string> kProvenanceKeys = {"generator", "params", "topology_fingerprint", "predicted_time_us"};
-const std::vector<std::string> kRankKeys = {"rank", "channels", "workers"};
+const std::vector<std::string> kRankKeys = {"rank", "channels", "workers", "scratch_blocks"};
+const std::vector<std::string> kRequiredRankKeys = {"rank", "channels", "workers"};
 const std::vector<std::string> kChannelKeys = {"id", "peer", "transport"};
 const std::vector<std::string> kWorkerKeys = {"id", "ops"};
 const char* const kRefFields[] = {"src", "dst", "remote"};
@@ -206,6 +207,7 @@ class Checker {
   void ranks(const Value& plan);
   std::vector<int64_t> channels(const Value::Array& list, int64_t rank, int64_t nranks, const std::string& where);
   void workers(const Value::Array& list, int64_t rank, size_t channelCount, const std::string& where);
+  void scratchBlocks(const Value& list, int64_t nranks, const std::string& where);
   int64_t op(const Value& op, int64_t rank, size_t channelCount, const std::string& where);
   void ref(const Value& ref, uint64_t count, const std::string& where, const std::string& field);
   void parts(const Value& op, const std::string& where);
@@ -354,7 +356,7 @@ void Checker::ranks(const Value& plan) {
       error(where, "must be an object, got " + show(entry));
       continue;
     }
-    keys(entry, kRankKeys, kRankKeys, where);
+    keys(entry, kRankKeys, kRequiredRankKeys, where);
     const Value* rankValue = entry.find("rank");
     if (rankValue == nullptr || rankValue->type() != Type::Int || rankValue->asInt64() != rank) {
       bad(where, "rank", rankValue, std::to_string(position) + " (ranks are listed in order)");
@@ -386,6 +388,7 @@ void Checker::ranks(const Value& plan) {
     }
     channels(channelList->asArray(), rank, nranks, where);
     workers(workerList->asArray(), rank, channelList->asArray().size(), where);
+    if (const Value* blocks = entry.find("scratch_blocks")) scratchBlocks(*blocks, nranks, where);
   }
   for (const auto& [pair, count] : channelCounts_) {
     const auto [rank, peer] = pair;
@@ -403,6 +406,28 @@ void Checker::ranks(const Value& plan) {
       error("", "rank " + r + " has " + std::to_string(count) + " channel(s) to rank " + p + " but rank " + p + " has " +
                     std::to_string(backCount) + " to rank " + r + "; the i-th channel each way pair up");
     }
+  }
+}
+
+// scratch_blocks: one [src, dst] pair of ranks per scratch block, no more blocks than the scratch has.
+void Checker::scratchBlocks(const Value& list, int64_t nranks, const std::string& where) {
+  const uint64_t k = std::max<uint64_t>(1, chunksPerBlock_);
+  const uint64_t blocks = (bufferChunks_[2] + k - 1) / k;
+  if (!list.isArray() || list.asArray().size() > blocks) {
+    error(where, "'scratch_blocks' must be a list of at most " + std::to_string(blocks) +
+                     " [src, dst] pairs (one per scratch block), got " +
+                     (list.isArray() ? std::to_string(list.asArray().size()) + " entries" : show(list)));
+    return;
+  }
+  for (size_t t = 0; t < list.asArray().size(); ++t) {
+    const Value& pair = list.asArray()[t];
+    const bool ok = pair.isArray() && pair.asArray().size() == 2 &&
+                    std::all_of(pair.asArray().begin(), pair.asArray().end(), [&](const Value& v) {
+                      return v.type() == Type::Int && v.asInt64() >= 0 && v.asInt64() < nranks;
+                    });
+    if (!ok)
+      error(where, "scratch_blocks[" + std::to_string(t) + "] must be [src, dst] with ranks in [0, " +
+                       std::to_string(nranks) + "), got " + show(pair));
   }
 }
 

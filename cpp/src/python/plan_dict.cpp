@@ -233,6 +233,16 @@ py::dict planToDict(const plan::Plan& p) {
       workers.append(wd);
     }
     rd["workers"] = workers;
+    if (!rp.scratchBlocks.empty()) {
+      py::list blocks;
+      for (const plan::BlockSource& b : rp.scratchBlocks) {
+        py::list pair;
+        pair.append(b.src);
+        pair.append(b.dst);
+        blocks.append(pair);
+      }
+      rd["scratch_blocks"] = blocks;
+    }
     ranks.append(rd);
   }
   d["ranks"] = ranks;

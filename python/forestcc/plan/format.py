@@ -126,7 +126,9 @@ def dumps(plan: dict) -> str:
             workers.append(f'      {{"id": {worker["id"]}, "ops": [\n{op_lines}\n      ]}}'
                            if op_lines else f'      {{"id": {worker["id"]}, "ops": []}}')
         lines.append(",\n".join(workers))
-        lines.append("    ]}" + ("," if r + 1 < len(plan["ranks"]) else ""))
+        blocks = entry.get("scratch_blocks")
+        tail = f', "scratch_blocks": {compact([list(b) for b in blocks])}' if blocks else ""
+        lines.append("    ]" + tail + "}" + ("," if r + 1 < len(plan["ranks"]) else ""))
     lines.append("  ]")
     lines.append("}")
     return "\n".join(line for line in lines if line) + "\n"

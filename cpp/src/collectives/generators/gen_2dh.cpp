@@ -89,6 +89,19 @@ plan::Plan allToAll(const GenerateRequest& req) {
     for (int c = 0; c < N; ++c)
       if (c != a) b.wait(r, w, ch.at(r, nodes.railOf(c, r), r));
   }
+  // What each scratch block holds, so all_to_all_v can size it from the call's counts: the
+  // staged input (in place), then the relay slots [d's place][local index of the source].
+  for (int r = 0; r < n; ++r) {
+    const int a = nodes.node(r), m = nodes.size(a);
+    std::vector<plan::BlockSource> blocks;
+    for (uint32_t t = 0; t < staged; ++t) blocks.push_back({r, int(t) < r ? int(t) : int(t) + 1});
+    if (m > 1) {
+      blocks.resize(staged + relayed[r].size() * m);
+      for (int d : relayed[r])
+        for (int i = 0; i < m; ++i) blocks[slot(r, d, i).index] = {nodes.members(a)[i], d};
+    }
+    b.setScratchBlocks(r, std::move(blocks));
+  }
   b.setParam("nodes", N);
   // One slice: every transfer is one copy (the data is not read again).
   return finishPlan(b, kName, PlanBuilder::BuildOptions{0, -1, 1, 0});
