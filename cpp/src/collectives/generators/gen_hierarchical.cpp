@@ -10,9 +10,10 @@
 //                   part among its N owners: a ring (reduce_scatter then all_gather over N
 //                   sub-chunks of the part; puts only, partial sums in the receiver's scratch,
 //                   one vector of scratch, bandwidth-optimal: 2(N-1)/N of the part crosses
-//                   each owner's link). Intra-node all_gather: each owner puts its parts into
-//                   every local peer. Steps: 2 + 2(N-1); bytes sent across nodes per rank
-//                   2(N-1)/N n/M; k = M N chunks per block.
+//                   each owner's link); on two nodes the owners swap their node sums instead
+//                   (the same n/M each way in one round). Intra-node all_gather: each owner puts
+//                   its parts into every local peer. Steps: 2 + 2(N-1) (two nodes: 3); bytes
+//                   sent across nodes per rank 2(N-1)/N n/M; k = M N chunks per block.
 //   all_gather      inter-node first: each rank puts its block into its rail partner on every
 //                   other node (N-1 puts); then intra-node: each rank puts its own block and
 //                   the ones it received into every local peer. 2 steps; every block crosses to
@@ -40,7 +41,9 @@ namespace forestcc::collectives::gen {
 namespace {
 
 constexpr const char* kName = "hierarchical";
-const PlanBuilder::BuildOptions kPipelined{0, -1, 16, 128 << 10};
+// all_reduce: each slice is a round of signals across nodes (a proxy round trip over TCP), so
+// slices are large; two nodes exchange whole parts (unsliced).
+const PlanBuilder::BuildOptions kPipelined{0, -1, 16, 1 << 20};
 // reduce_scatter and all_gather: as direct (reductions sliced to stay in cache, moves whole).
 const PlanBuilder::BuildOptions kReducePipelined{0, -1, 32, 64 << 10};
 const PlanBuilder::BuildOptions kUnsliced{0, -1, 1, 0};
@@ -87,8 +90,21 @@ plan::Plan allReduce(const GenerateRequest& req) {
     // Ring over the part's owners, node a at position a (gen_ring.cpp's all_reduce, with the
     // partial sums in scratch because the output holds this node's sums). Parts in increasing
     // order on every rank: a ring waits only on owners that finished the smaller parts.
+    // Two nodes: the owners swap their node sums and both add (the ring's bytes, n/M each way,
+    // in one round instead of two).
     for (int p : owned) {
-      if (N == 1) break;
+      if (N != 2) break;
+      const int partner = nodes.at(1 - a, p);
+      const int send = ch.at(r, r, partner), recv = ch.at(r, partner, r);
+      b.signal(r, w, recv);
+      b.wait(r, w, send);
+      b.putSignal(r, w, send, out(sub(p, 0)), scr(sub(p, 0)), uint32_t(N));
+      b.wait(r, w, recv);
+      b.flush(r, w, send);  // the put reads its source (out) asynchronously: done before the sum
+      b.reduce(r, w, out(sub(p, 0)), {out(sub(p, 0)), scr(sub(p, 0))}, uint32_t(N));
+    }
+    for (int p : owned) {
+      if (N <= 2) break;
       const int rightRank = nodes.at(mod(a + 1, N), p), leftRank = nodes.at(mod(a - 1, N), p);
       const int right = ch.at(r, r, rightRank), left = ch.at(r, leftRank, r);
       b.signal(r, w, left);
@@ -115,7 +131,7 @@ plan::Plan allReduce(const GenerateRequest& req) {
     for (int q : peers) b.wait(r, w, intra(ch, r, q));
   }
   b.setParam("nodes", N);
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, N == 2 ? kUnsliced : kPipelined);
 }
 
 plan::Plan allGather(const GenerateRequest& req) {
