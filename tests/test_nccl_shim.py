@@ -80,6 +80,7 @@ def programs(tmp_path_factory) -> Path:
     _compile("-O1", *nccl, str(HERE / "nccl_check.c"), "-o", str(out / "nccl_check_real"),
              f"-L{WHEEL_LIBRARY.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{WHEEL_LIBRARY.parent}",
              "-lpthread", "-lm", "-ldl")
+    _compile("-O1", "-Wall", *nccl, str(HERE / "p2p_check.c"), "-o", str(out / "p2p_check"), *link_shim)
     _compile("-shared", "-fPIC", *nccl, str(HERE / "fake_nccl.c"), "-o", str(out / "fake_nccl.so"))
     _compile("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(HERE / "fake_libcuda.c"), "-o",
              str(out / "libcuda_fake.so"))
@@ -185,6 +186,20 @@ def test_nccl_only_apis_forward_to_the_fallback():
     assert p.stdout.startswith("RESULT 0") or str(WHEEL_LIBRARY) in p.stdout, p.stdout
 
 
+@pytest.mark.parametrize("n", [1, 3, 4])
+@pytest.mark.parametrize("mode", ["alltoallv", "ring", "self", "mismatch"])
+def test_send_recv_groups(programs, tmp_path, mode, n, no_new_shm):
+    # a group's sends and receives run as one batch (p2p_check.c says what each mode checks)
+    assert_ok(run_check(programs, tmp_path, n, mode, program="p2p_check"), mode, n)
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n, no_new_shm):
+    # the sender's wait ends at FORESTCC_TIMEOUT with ncclTimeout, and every rank's next call fails
+    p = run_check(programs, tmp_path, n, "unmatched", program="p2p_check", FORESTCC_TIMEOUT="3")
+    assert_ok(p, "unmatched", n)
+
+
 @pytest.mark.parametrize("n", [3, 4])
 def test_ranks_that_disagree_get_an_error(programs, tmp_path, n, no_new_shm):
     assert_ok(run_check(programs, tmp_path, n, "mismatch"), "mismatch", n)
@@ -253,14 +268,15 @@ def test_the_knobs_are_in_the_config_table():
 
 # ---- perf/nccl: the nccl-tests-style programs, smoke-tested on host memory -----------------------
 
-PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
+PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoall_sendrecv", "broadcast",
+                 "sendrecv"]
 
 
 @pytest.mark.parametrize("name", PERF_PROGRAMS)
 def test_perf_program_prints_the_nccl_tests_table(name, tmp_path, no_new_shm):
     folder = Path(subprocess.run(["forestcc-config", "--nccl-perf"], capture_output=True,
                                  text=True, timeout=60).stdout.strip())
-    n = 3 if name in ("all_reduce", "alltoall") else 2
+    n = 3 if name in ("all_reduce", "alltoall", "alltoall_sendrecv") else 2
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), str(folder / f"{name}_perf"),
            "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1"]
     p = subprocess.run(cmd, env=clean_env(NCCL_PERF_ID_FILE=str(tmp_path / "id")),

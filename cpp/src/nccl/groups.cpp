@@ -1,8 +1,8 @@
 // ncclGroupStart/End and how operations run. Calls made inside a group are kept (after their
 // arguments are checked) and run at the outermost ncclGroupEnd, all natively or all through the
 // fallback NCCL: a group is never split between the two libraries. Natively, each communicator's
-// collectives run in call order, then its sends and receives in an order that cannot deadlock (see
-// runPointToPoint); communicators of one group run on threads of their own, so operations on
+// collectives run in call order, then its sends and receives as one batch (runPointToPoint);
+// communicators of one group run on threads of their own, so operations on
 // several communicators of this process (ncclCommInitAll) progress together.
 #include <algorithm>
 #include <cstring>
@@ -30,48 +30,20 @@ struct GroupState {
 };
 thread_local GroupState group;
 
-// Send/recv pairs run as rendezvous (a send returns when the peer has copied it). The pairs of
-// ranks are taken in one order every rank agrees on, (lower rank, higher rank); inside a pair the
-// lower rank sends first, then receives, and the higher rank the other way round. The earliest
-// pair with work left always has both its ranks at it, so every group completes, whatever its
-// pattern (a ring, an all-to-all with unequal sizes, several messages to one peer in FIFO order).
+// A group's sends and receives on one communicator: one forestcc point-to-point batch, whose
+// exchanges with every peer progress at once (collectives/point_to_point.hpp: one rendezvous per
+// peer, however many messages; no pattern can deadlock; a mismatch fails both ranks of it).
 void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
-  std::vector<const Operation*> selfSends, selfRecvs;
-  struct Step {
-    int low, high, phase;
-    const Operation* op;
-  };
-  std::vector<Step> steps;
+  std::vector<SendMessage> sends;
+  std::vector<RecvMessage> recvs;
   for (const Operation* op : ops) {
-    if (op->peer == comm.rank) {
-      (op->kind == OpKind::Send ? selfSends : selfRecvs).push_back(op);
-      continue;
-    }
-    const bool sendsFirst = comm.rank < op->peer;
-    const int phase = (op->kind == OpKind::Send) == sendsFirst ? 0 : 1;
-    steps.push_back({std::min(comm.rank, op->peer), std::max(comm.rank, op->peer), phase, op});
+    const size_t bytes = op->count * typeInfo(op->type, operationName(op->kind)).size;
+    if (op->kind == OpKind::Send)
+      sends.push_back(SendMessage{op->peer, op->send, bytes});
+    else
+      recvs.push_back(RecvMessage{op->peer, op->recv, bytes});
   }
-  // Messages to oneself: the k-th send goes to the k-th recv.
-  if (selfSends.size() != selfRecvs.size())
-    refuse("the group has " + std::to_string(selfSends.size()) + " sends to this rank itself and " +
-           std::to_string(selfRecvs.size()) + " recvs from it; they must pair up");
-  for (size_t k = 0; k < selfSends.size(); ++k) {
-    const size_t sent = selfSends[k]->count * typeInfo(selfSends[k]->type, "ncclSend").size;
-    const size_t wanted = selfRecvs[k]->count * typeInfo(selfRecvs[k]->type, "ncclRecv").size;
-    if (sent != wanted)
-      refuse("send " + std::to_string(k) + " to this rank itself has " + std::to_string(sent) +
-             " bytes but its recv expects " + std::to_string(wanted));
-  }
-  for (size_t k = 0; k < selfSends.size(); ++k) {
-    const size_t bytes = selfSends[k]->count * typeInfo(selfSends[k]->type, "ncclSend").size;
-    if (bytes) std::memmove(selfRecvs[k]->recv, selfSends[k]->send, bytes);
-  }
-  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
-    if (a.low != b.low) return a.low < b.low;
-    if (a.high != b.high) return a.high < b.high;
-    return a.phase < b.phase;
-  });
-  for (const Step& s : steps) runNatively(*s.op);
+  comm.collectives().sendRecv(std::move(sends), std::move(recvs));
 }
 
 // One communicator's share of a group, on this thread.
