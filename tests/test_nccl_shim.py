@@ -81,6 +81,8 @@ def programs(tmp_path_factory) -> Path:
              f"-L{WHEEL_LIBRARY.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{WHEEL_LIBRARY.parent}",
              "-lpthread", "-lm", "-ldl")
     _compile("-O1", "-Wall", *nccl, str(HERE / "p2p_check.c"), "-o", str(out / "p2p_check"), *link_shim)
+    _compile("-O1", "-Wall", *nccl, str(HERE / "nonblocking_check.c"), "-o",
+             str(out / "nonblocking_check"), *link_shim)
     _compile("-shared", "-fPIC", *nccl, str(HERE / "fake_nccl.c"), "-o", str(out / "fake_nccl.so"))
     _compile("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(HERE / "fake_libcuda.c"), "-o",
              str(out / "libcuda_fake.so"))
@@ -198,6 +200,16 @@ def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n,
     # the sender's wait ends at FORESTCC_TIMEOUT with ncclTimeout, and every rank's next call fails
     p = run_check(programs, tmp_path, n, "unmatched", program="p2p_check", FORESTCC_TIMEOUT="3")
     assert_ok(p, "unmatched", n)
+
+
+@pytest.mark.parametrize("mode,n", [("collectives", 1), ("collectives", 3), ("collectives", 4)] +
+                         [(mode, n) for mode in ("inprogress", "errors", "abort") for n in (3, 4)])
+def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
+    # calls return ncclInProgress and ncclCommGetAsyncError is polled (nonblocking_check.c; the
+    # modes other than collectives need peers); a short timeout makes a call that blocked (the
+    # others enter only after it returned) fail fast
+    p = run_check(programs, tmp_path, n, mode, program="nonblocking_check", FORESTCC_TIMEOUT="30")
+    assert_ok(p, mode, n)
 
 
 @pytest.mark.parametrize("n", [3, 4])

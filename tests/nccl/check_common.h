@@ -73,7 +73,7 @@ static void shareId(const char* dir, const char* name, ncclUniqueId* id, int cre
   exit(1);
 }
 
-static ncclComm_t worldComm(const char* dir) {
+static inline ncclComm_t worldComm(const char* dir) {
   ncclUniqueId id;
   ncclComm_t comm;
   shareId(dir, "world.id", &id, rank == 0);

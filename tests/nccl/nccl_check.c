@@ -451,7 +451,12 @@ static void modeComms(const char* dir) {
   for (int i = 0; i < 1000; ++i) buf[i] = rank + i;
   void* handle = NULL;
   CHECK(ncclCommRegister(comm, buf, 1000 * sizeof(double), &handle));
-  CHECK(ncclAllReduce(buf, buf, 1000, ncclFloat64, ncclSum, comm, NULL));
+  /* the communicator is non-blocking: the call may be in progress when it returns */
+  r = ncclAllReduce(buf, buf, 1000, ncclFloat64, ncclSum, comm, NULL);
+  if (r != ncclInProgress && r != ncclSuccess) FAIL("non-blocking all_reduce returned %d", r);
+  do CHECK(ncclCommGetAsyncError(comm, &state));
+  while (state == ncclInProgress); /* ends: the others make the same call (tests/nccl/nonblocking_check.c checks more) */
+  if (state != ncclSuccess) FAIL("non-blocking all_reduce ended with %d: %s", state, ncclGetLastError(comm));
   for (int i = 0; i < 1000; ++i)
     if (buf[i] != (double)nranks * i + nranks * (nranks - 1) / 2.0) {
       FAIL("all_reduce on ncclMemAlloc memory: [%d] = %g", i, buf[i]);

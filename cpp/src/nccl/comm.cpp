@@ -8,10 +8,52 @@
 
 using forestcc::nccl::NcclError;
 
+namespace forestcc::nccl {
+
+namespace {
+thread_local const Background* runningBackground = nullptr;  // the group this thread runs, if any
+}
+
+Background::~Background() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Background::start(std::function<void()> work) {
+  thread_ = std::thread([this, work = std::move(work)]() mutable {
+    runningBackground = this;
+    {
+      // What the work holds (the communicators' Holds) goes before the group counts as ended:
+      // a waiter may free a communicator as soon as it has.
+      std::function<void()> body = std::move(work);
+      body();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+    cv_.notify_all();
+  });
+}
+
+bool Background::ended() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+void Background::wait() {
+  if (onThisThread(this)) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ended_; });
+}
+
+bool Background::onThisThread(const Background* b) { return b && runningBackground == b; }
+
+}  // namespace forestcc::nccl
+
 ncclComm::ncclComm(int r, int n, forestcc::nccl::CommConfig c) : rank(r), size(n), config(std::move(c)) {}
 
 ncclComm::~ncclComm() {
   if (connecting_.joinable()) connecting_.join();
+  waitForBackground();
+  background_.reset();
   for (auto& r : registrations) delete static_cast<char*>(r.first);
   paired.reset();  // before the forestcc communicator whose bootstrap it was paired over
   collectives_.reset();
@@ -63,6 +105,8 @@ ncclComm::Use::Use(ncclComm* comm, const char* call) : comm_(comm) {
     ++comm->inside_;
   }
   try {
+    comm->waitForBackground();  // the group before this call (non-blocking config)
+    if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
     comm->waitUntilConnected();
   } catch (...) {
     std::lock_guard<std::mutex> lock(comm->mu_);
@@ -103,8 +147,23 @@ void ncclComm::finalize() {
   finalized_ = true;
 }
 
+void ncclComm::setBackground(std::shared_ptr<forestcc::nccl::Background> group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  background_ = std::move(group);
+}
+
+void ncclComm::waitForBackground() {
+  std::shared_ptr<forestcc::nccl::Background> group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    group = background_;
+  }
+  if (group) group->wait();
+}
+
 ncclResult_t ncclComm::asyncError() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (background_ && !background_->ended()) return ncclInProgress;
   if (asyncError_ == ncclSuccess && communicator_) {
     try {
       communicator_->checkHealthy();

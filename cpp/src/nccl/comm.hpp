@@ -21,7 +21,25 @@
 
 namespace forestcc::nccl {
 struct PairedComm;
-}
+
+// A group of a non-blocking communicator (config.blocking = 0) running natively on a thread of
+// its own (groups.cpp, launch): ncclCommGetAsyncError of each of its communicators says
+// ncclInProgress until it ended. Owned by those communicators; the last one to let go joins it.
+class Background {
+ public:
+  ~Background();
+  void start(std::function<void()> work);  // runs `work`, then marks the group ended
+  bool ended();
+  void wait();                      // until ended (at once on the group's own thread)
+  static bool onThisThread(const Background* b);
+
+ private:
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ended_ = false;
+};
+}  // namespace forestcc::nccl
 
 struct ncclComm {
   ncclComm(int rank, int size, forestcc::nccl::CommConfig config);
@@ -72,6 +90,11 @@ struct ncclComm {
   void finalize();
   bool finalized() const { return finalized_; }
 
+  // The group now running for this communicator on a Background (non-blocking config): every
+  // later call waits for it (a Use), and asyncError says ncclInProgress until it ended.
+  void setBackground(std::shared_ptr<forestcc::nccl::Background> group);
+  void waitForBackground();
+
   ncclResult_t asyncError();
   void noteError(ncclResult_t result, const std::string& text, bool sticky);
   std::string lastError();
@@ -90,6 +113,7 @@ struct ncclComm {
   std::shared_ptr<forestcc::Communicator> communicator_;
   std::unique_ptr<forestcc::Collectives> collectives_;
   std::thread connecting_;
+  std::shared_ptr<forestcc::nccl::Background> background_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
   bool finalized_ = false;
 

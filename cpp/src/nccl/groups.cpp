@@ -122,6 +122,44 @@ void runEachComm(const std::vector<ncclComm*>& comms,
     if (e) std::rethrow_exception(e);
 }
 
+// Runs a group now, or (every communicator of it non-blocking, nothing forwarded) on a thread
+// of its own, returning ncclInProgress: ncclCommGetAsyncError of each communicator says
+// ncclInProgress until the group ended, then its failure, which stays (as NCCL's async errors).
+ncclResult_t launch(std::vector<Operation> ops, const char* call) {
+  if (ops.empty()) return ncclSuccess;
+  std::vector<ncclComm*> comms;
+  bool allNonBlocking = true;
+  for (const Operation& op : ops) {
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
+    allNonBlocking = allNonBlocking && !op.comm->config.blocking;
+    std::string why;
+    if (mustForward(op, &why)) allNonBlocking = false;  // the fallback has its own non-blocking calls
+  }
+  if (!allNonBlocking) {
+    runGroup(ops);
+    return ncclSuccess;
+  }
+  // The previous group of these communicators ends first (NCCL asks callers to poll it to the
+  // end before the next call; one who does not gets this call after it, not beside it).
+  for (ncclComm* c : comms) c->waitForBackground();
+  auto holds = std::make_shared<std::vector<std::unique_ptr<ncclComm::Hold>>>();
+  for (ncclComm* c : comms) holds->push_back(std::make_unique<ncclComm::Hold>(c));
+  auto group = std::make_shared<Background>();
+  for (ncclComm* c : comms) c->setBackground(group);
+  group->start([ops = std::move(ops), comms, holds, call]() mutable {
+    try {
+      runGroup(ops);
+    } catch (const std::exception& e) {
+      ncclResult_t result = ncclInternalError;
+      if (auto* n = dynamic_cast<const NcclError*>(&e)) result = n->result();
+      if (auto* f = dynamic_cast<const Error*>(&e)) result = resultOf(f->code());
+      for (ncclComm* c : comms) c->noteError(result, std::string(call) + ": " + e.what(), true);
+    }
+    holds->clear();
+  });
+  return ncclInProgress;
+}
+
 }  // namespace
 
 ncclResult_t submit(const Operation& op, const char* call) {
@@ -135,8 +173,7 @@ ncclResult_t submit(const Operation& op, const char* call) {
     group.operations.push_back(op);
     return ncclSuccess;
   }
-  runGroup({op});
-  return ncclSuccess;
+  return launch({op}, call);
 }
 
 }  // namespace forestcc::nccl
@@ -159,8 +196,7 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     if (!failure.empty())
       forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
                              " operations because a call in it was refused (" + failure + ")");
-    forestcc::nccl::runGroup(ops);
-    return ncclSuccess;
+    return forestcc::nccl::launch(std::move(ops), "ncclGroupEnd");
   });
 }
 
