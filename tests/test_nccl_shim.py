@@ -81,8 +81,8 @@ def programs(tmp_path_factory) -> Path:
              f"-L{WHEEL_LIBRARY.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{WHEEL_LIBRARY.parent}",
              "-lpthread", "-lm", "-ldl")
     _compile("-O1", "-Wall", *nccl, str(HERE / "p2p_check.c"), "-o", str(out / "p2p_check"), *link_shim)
-    _compile("-O1", "-Wall", *nccl, str(HERE / "nonblocking_check.c"), "-o",
-             str(out / "nonblocking_check"), *link_shim)
+    for name in ("nonblocking_check", "group_init_check"):
+        _compile("-O1", "-Wall", *nccl, str(HERE / f"{name}.c"), "-o", str(out / name), *link_shim)
     _compile("-shared", "-fPIC", *nccl, str(HERE / "fake_nccl.c"), "-o", str(out / "fake_nccl.so"))
     _compile("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(HERE / "fake_libcuda.c"), "-o",
              str(out / "libcuda_fake.so"))
@@ -209,6 +209,16 @@ def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
     # modes other than collectives need peers); a short timeout makes a call that blocked (the
     # others enter only after it returned) fail fast
     p = run_check(programs, tmp_path, n, mode, program="nonblocking_check", FORESTCC_TIMEOUT="30")
+    assert_ok(p, mode, n)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+@pytest.mark.parametrize("mode", ["blocking", "nonblocking"])
+def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path, mode, n,
+                                                            no_new_shm):
+    # each process makes two ranks of one communicator between ncclGroupStart and ncclGroupEnd
+    # (they join at ncclGroupEnd: done one after the other, the first would wait for the second)
+    p = run_check(programs, tmp_path, n, mode, program="group_init_check", FORESTCC_TIMEOUT="30")
     assert_ok(p, mode, n)
 
 

@@ -65,8 +65,8 @@ void ncclComm::attach(std::shared_ptr<forestcc::Communicator> communicator) {
   collectives_ = std::make_unique<forestcc::Collectives>(communicator_);
 }
 
-ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
-  auto run = [this, connect] {
+std::function<void()> ncclComm::connector(std::function<void(ncclComm&)> connect) {
+  return [this, connect] {
     ncclResult_t result = forestcc::nccl::guarded(this, "ncclCommInitRank", [&] {
       connect(*this);
       forestcc::nccl::pairWithFallback(*this);
@@ -75,17 +75,41 @@ ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
     std::lock_guard<std::mutex> lock(mu_);
     if (asyncError_ == ncclInProgress || result != ncclSuccess) asyncError_ = result;
   };
-  if (config.blocking) {
-    run();
-    std::lock_guard<std::mutex> lock(mu_);
-    return asyncError_;
-  }
+}
+
+void ncclComm::connectOnThread(std::function<void()> run) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     asyncError_ = ncclInProgress;
   }
-  connecting_ = std::thread(run);
+  connecting_ = std::thread(std::move(run));
+}
+
+ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
+  if (config.blocking) {
+    connector(std::move(connect))();
+    std::lock_guard<std::mutex> lock(mu_);
+    return asyncError_;
+  }
+  connectOnThread(connector(std::move(connect)));
   return ncclInProgress;
+}
+
+void ncclComm::defer(std::function<void(ncclComm&)> connect) {
+  deferred_ = connector(std::move(connect));
+  std::lock_guard<std::mutex> lock(mu_);
+  asyncError_ = ncclInProgress;
+}
+
+void ncclComm::startDeferred() {
+  if (deferred_) connectOnThread(std::move(deferred_));
+  deferred_ = nullptr;
+}
+
+ncclResult_t ncclComm::finishStart() {
+  if (connecting_.joinable()) connecting_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return asyncError_;
 }
 
 void ncclComm::waitUntilConnected() {

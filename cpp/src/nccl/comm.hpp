@@ -52,6 +52,12 @@ struct ncclComm {
   // Joins the job: runs `connect` now (blocking config) or on a thread (non-blocking: the caller
   // polls ncclCommGetAsyncError, which says ncclInProgress until it is done).
   ncclResult_t start(std::function<void(ncclComm&)> connect);
+  // An init inside ncclGroupStart/End (NCCL's single-thread multi-rank init): `connect` waits
+  // for ncclGroupEnd, which starts every deferred init of the group at once (startDeferred) and
+  // waits for those of blocking configs (finishStart, their result).
+  void defer(std::function<void(ncclComm&)> connect);
+  void startDeferred();
+  ncclResult_t finishStart();
   void attach(std::shared_ptr<forestcc::Communicator> communicator);  // called by `connect`
 
   // Held by every call that uses the communicator; throws when it is aborted or not ready.
@@ -109,6 +115,10 @@ struct ncclComm {
 
  private:
   void waitUntilConnected();
+  std::function<void()> connector(std::function<void(ncclComm&)> connect);  // runs it, records the result
+  void connectOnThread(std::function<void()> run);
+
+  std::function<void()> deferred_;  // a deferred init's connector, until ncclGroupEnd
 
   std::shared_ptr<forestcc::Communicator> communicator_;
   std::unique_ptr<forestcc::Collectives> collectives_;

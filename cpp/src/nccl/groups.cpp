@@ -16,6 +16,7 @@
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
 #include "nccl/forwarding.hpp"
+#include "nccl/groups.hpp"
 #include "nccl/operation.hpp"
 #include "nccl/result.hpp"
 
@@ -27,8 +28,28 @@ struct GroupState {
   int depth = 0;
   std::vector<Operation> operations;
   std::string failure;  // the first call of the group that was refused: the group runs nothing
+  std::vector<ncclComm*> inits;  // communicators whose init waits for the group's end
 };
 thread_local GroupState group;
+
+// The group's deferred inits, all at once (each waits for the others' ranks): the first failure
+// of a blocking one, or ncclInProgress when a non-blocking one is still connecting.
+ncclResult_t startDeferredInits() {
+  std::vector<ncclComm*> inits;
+  inits.swap(group.inits);
+  for (ncclComm* c : inits) c->startDeferred();
+  ncclResult_t result = ncclSuccess;
+  bool inProgress = false;
+  for (ncclComm* c : inits) {
+    if (!c->config.blocking) {
+      inProgress = true;
+      continue;
+    }
+    const ncclResult_t r = c->finishStart();
+    if (r != ncclSuccess && result == ncclSuccess) result = r;
+  }
+  return result == ncclSuccess && inProgress ? ncclInProgress : result;
+}
 
 // A group's sends and receives on one communicator: one forestcc point-to-point batch, whose
 // exchanges with every peer progress at once (collectives/point_to_point.hpp: one rendezvous per
@@ -162,6 +183,10 @@ ncclResult_t launch(std::vector<Operation> ops, const char* call) {
 
 }  // namespace
 
+bool insideGroup() { return group.depth > 0; }
+
+void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
+
 ncclResult_t submit(const Operation& op, const char* call) {
   try {
     checkOperation(op, call);
@@ -193,10 +218,18 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     ops.swap(group.operations);
     std::string failure;
     failure.swap(group.failure);
+    // Inits first, whatever else the group holds: a communicator never stays half made.
+    const ncclResult_t inits = forestcc::nccl::startDeferredInits();
     if (!failure.empty())
       forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
                              " operations because a call in it was refused (" + failure + ")");
-    return forestcc::nccl::launch(std::move(ops), "ncclGroupEnd");
+    if (inits != ncclSuccess && inits != ncclInProgress) {
+      if (ops.empty()) return inits;  // the init's own error is the last error already
+      forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
+                             " operations because a communicator init in it failed");
+    }
+    const ncclResult_t ran = forestcc::nccl::launch(std::move(ops), "ncclGroupEnd");
+    return ran == ncclSuccess ? inits : ran;
   });
 }
 
@@ -208,6 +241,7 @@ extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     if (--group.depth == 0) {
       group.operations.clear();
       group.failure.clear();
+      forestcc::nccl::startDeferredInits();  // a communicator made in the group must not stay half made
     }
     if (simInfo) simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
     forestcc::nccl::refuse("forestcc cannot estimate the time of an NCCL group; the group was ended without "
