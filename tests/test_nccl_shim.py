@@ -195,6 +195,25 @@ def test_send_recv_groups(programs, tmp_path, mode, n, no_new_shm):
     assert_ok(run_check(programs, tmp_path, n, mode, program="p2p_check"), mode, n)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_batch_on_the_cpp_api(tmp_path, n, no_new_shm):
+    # Collectives::sendRecv itself (send_recv_batch.cpp): rings with messages to oneself, blocking
+    # and async, and its own argument checks, which the shim never reaches
+    from forestcc import _C
+    lib = Path(_C.__file__).parent
+    program = tmp_path / "send_recv_batch"
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    p = subprocess.run([cxx, "-O1", "-std=c++17", f"-I{lib / 'include'}", str(HERE / "send_recv_batch.cpp"),
+                        "-o", str(program), f"-L{lib}", "-lforestcc", f"-Wl,-rpath,{lib}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-5000:]
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label", str(program)]
+    p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    ok = sorted(line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line)
+    assert ok == sorted(f"OK {r}" for r in range(n)), p.stdout[-4000:]
+
+
 @pytest.mark.parametrize("n", [3, 4])
 def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n, no_new_shm):
     # the sender's wait ends at FORESTCC_TIMEOUT with ncclTimeout, and every rank's next call fails
