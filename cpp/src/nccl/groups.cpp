@@ -5,7 +5,6 @@
 // communicators of one group run on threads of their own, so operations on
 // several communicators of this process (ncclCommInitAll) progress together.
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -76,10 +75,7 @@ void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
     else
       runNatively(*op);
   }
-  if (p2p.size() == 1)
-    runNatively(*p2p[0]);
-  else if (!p2p.empty())
-    runPointToPoint(comm, p2p);
+  if (!p2p.empty()) runPointToPoint(comm, p2p);
 }
 
 void runEachComm(const std::vector<ncclComm*>& comms, std::map<ncclComm*, std::vector<const Operation*>>& byComm);
