@@ -476,7 +476,11 @@ static void modeComms(const char* dir) {
   CHECK(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &value));
   if (value != 1) FAIL("suspended: %llu", (unsigned long long)value);
   CHECK(ncclCommResume(comm));
-  CHECK(ncclCommFinalize(comm));
+  r = ncclCommFinalize(comm); /* non-blocking: a barrier in the background */
+  if (r != ncclInProgress && r != ncclSuccess) FAIL("non-blocking finalize returned %d", r);
+  do CHECK(ncclCommGetAsyncError(comm, &state));
+  while (state == ncclInProgress);
+  if (state != ncclSuccess) FAIL("non-blocking finalize ended with %d: %s", state, ncclGetLastError(comm));
   CHECK(ncclCommDestroy(comm));
   CHECK(ncclCommDestroy(NULL));
 

@@ -7,7 +7,8 @@
  *                                        in a row without polling between them, each checked
  *   nonblocking_check inprogress <dir>   (2+ ranks) rank 0's all_reduce cannot finish before the
  *                                        others enter it, which they do only after rank 0 saw
- *                                        ncclInProgress from the call and from GetAsyncError
+ *                                        ncclInProgress from the call and from GetAsyncError;
+ *                                        the same for ncclCommFinalize
  *   nonblocking_check errors <dir>       (2+ ranks) a count mismatch ends in an error seen by polling;
  *                                        a NULL buffer is refused at once, never ncclInProgress
  *   nonblocking_check abort <dir>        (2+ ranks) ncclCommAbort while rank 0's call is in progress
@@ -117,7 +118,17 @@ static void modeInProgress(ncclComm_t comm, const char* dir) {
   }
   for (int i = 0; i < 64; ++i)
     if (x[i] != nranks * (nranks - 1) / 2.0f) FAIL("all_reduce: x[%d] = %g", i, x[i]);
-  NONBLOCKING(comm, ncclCommFinalize(comm));
+  /* finalize waits for every rank: rank 0's is in progress until the others call theirs */
+  if (rank == 0) {
+    ncclResult_t r = ncclCommFinalize(comm);
+    if (r != ncclInProgress) FAIL("a finalize the other ranks have not called returned %d, not ncclInProgress", r);
+    touch(dir, "rank0.finalizing");
+    if (pollToEnd(comm, "finalize") != ncclSuccess) FAIL("finalize: %s", ncclGetLastError(comm));
+  } else {
+    waitFor(dir, "rank0.finalizing");
+    NONBLOCKING(comm, ncclCommFinalize(comm));
+  }
+  EXPECT_ERROR(ncclAllReduce(x, x, 64, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "was finalized");
   CHECK(ncclCommDestroy(comm));
 }
 

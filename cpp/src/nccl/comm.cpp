@@ -129,8 +129,9 @@ ncclComm::Use::Use(ncclComm* comm, const char* call) : comm_(comm) {
     ++comm->inside_;
   }
   try {
-    comm->waitForBackground();  // the group before this call (non-blocking config)
+    comm->waitForBackground();  // the call before this one (non-blocking config)
     if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
+    if (comm->finalized_) forestcc::nccl::refuse("the communicator was finalized (ncclCommFinalize)");
     comm->waitUntilConnected();
   } catch (...) {
     std::lock_guard<std::mutex> lock(comm->mu_);

@@ -125,7 +125,7 @@ struct ncclComm {
   std::thread connecting_;
   std::shared_ptr<forestcc::nccl::Background> background_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
-  bool finalized_ = false;
+  std::atomic<bool> finalized_{false};  // set by a non-blocking finalize on its thread
 
   std::mutex mu_;
   std::condition_variable idle_;

@@ -74,6 +74,8 @@ void runReduce(Collectives& coll, OpKind kind, const void* in, void* out, size_t
 
 void checkOperation(const Operation& op, const char* call) {
   if (!op.comm) badArgument("comm is NULL");
+  // Refused by the call itself, also where it would run in the background (non-blocking config).
+  if (op.comm->finalized()) refuse("the communicator was finalized (ncclCommFinalize)");
   const TypeInfo info = typeInfo(op.type, call);
   (void)info;
   const int n = op.comm->size;

@@ -139,9 +139,8 @@ void runEachComm(const std::vector<ncclComm*>& comms,
     if (e) std::rethrow_exception(e);
 }
 
-// Runs a group now, or (every communicator of it non-blocking, nothing forwarded) on a thread
-// of its own, returning ncclInProgress: ncclCommGetAsyncError of each communicator says
-// ncclInProgress until the group ended, then its failure, which stays (as NCCL's async errors).
+// Runs a group now, or (every communicator of it non-blocking, nothing forwarded) in the
+// background (runInBackground), returning ncclInProgress.
 ncclResult_t launch(std::vector<Operation> ops, const char* call) {
   if (ops.empty()) return ncclSuccess;
   std::vector<ncclComm*> comms;
@@ -156,16 +155,22 @@ ncclResult_t launch(std::vector<Operation> ops, const char* call) {
     runGroup(ops);
     return ncclSuccess;
   }
-  // The previous group of these communicators ends first (NCCL asks callers to poll it to the
-  // end before the next call; one who does not gets this call after it, not beside it).
+  return runInBackground(comms, call, [ops = std::move(ops)] { runGroup(ops); });
+}
+
+}  // namespace
+
+ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* call, std::function<void()> work) {
+  // The previous call of these communicators ends first (NCCL asks callers to poll it to the end
+  // before the next call; one who does not gets this call after it, not beside it).
   for (ncclComm* c : comms) c->waitForBackground();
   auto holds = std::make_shared<std::vector<std::unique_ptr<ncclComm::Hold>>>();
   for (ncclComm* c : comms) holds->push_back(std::make_unique<ncclComm::Hold>(c));
-  auto group = std::make_shared<Background>();
-  for (ncclComm* c : comms) c->setBackground(group);
-  group->start([ops = std::move(ops), comms, holds, call]() mutable {
+  auto background = std::make_shared<Background>();
+  for (ncclComm* c : comms) c->setBackground(background);
+  background->start([work = std::move(work), comms, holds, call] {
     try {
-      runGroup(ops);
+      work();
     } catch (const std::exception& e) {
       ncclResult_t result = ncclInternalError;
       if (auto* n = dynamic_cast<const NcclError*>(&e)) result = n->result();
@@ -176,8 +181,6 @@ ncclResult_t launch(std::vector<Operation> ops, const char* call) {
   });
   return ncclInProgress;
 }
-
-}  // namespace
 
 bool insideGroup() { return group.depth > 0; }
 
