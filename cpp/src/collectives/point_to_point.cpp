@@ -76,18 +76,24 @@ struct Incoming {
   }
 };
 
+// The messages of a batch grouped by peer, peers in order of first appearance (one entry per
+// peer however many messages: an all-to-all on many ranks stays linear).
 template <class Message, class Direction>
-std::vector<Direction> byPeer(const std::vector<Message>& messages, int self, std::vector<const Message*>* toSelf) {
+std::vector<Direction> byPeer(const std::vector<Message>& messages, int self, int nranks,
+                              std::vector<const Message*>* toSelf) {
   std::vector<Direction> directions;
+  std::vector<int> slot(nranks, -1);  // index in directions, by peer
   for (const Message& m : messages) {
     const int peer = static_cast<int>(m.peer);
     if (peer == self) {
       toSelf->push_back(&m);
       continue;
     }
-    auto it = std::find_if(directions.begin(), directions.end(), [&](const Direction& d) { return d.peer == peer; });
-    if (it == directions.end()) it = directions.insert(directions.end(), Direction{peer, {}});
-    it->messages.push_back(&m);
+    if (slot[peer] < 0) {
+      slot[peer] = static_cast<int>(directions.size());
+      directions.push_back(Direction{peer, {}});
+    }
+    directions[slot[peer]].messages.push_back(&m);
   }
   return directions;
 }
@@ -147,8 +153,8 @@ void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<
   Communicator::State& s = *state_;
   std::vector<const SendMessage*> sendsToSelf;
   std::vector<const RecvMessage*> recvsFromSelf;
-  std::vector<Outgoing> outgoing = byPeer<SendMessage, Outgoing>(sends, s.rank, &sendsToSelf);
-  std::vector<Incoming> incoming = byPeer<RecvMessage, Incoming>(recvs, s.rank, &recvsFromSelf);
+  std::vector<Outgoing> outgoing = byPeer<SendMessage, Outgoing>(sends, s.rank, s.size, &sendsToSelf);
+  std::vector<Incoming> incoming = byPeer<RecvMessage, Incoming>(recvs, s.rank, s.size, &recvsFromSelf);
   // Refused before any peer is told of the batch.
   copyToSelf(s.rank, sendsToSelf, recvsFromSelf);
 
