@@ -80,6 +80,9 @@ def programs(tmp_path_factory) -> Path:
     _compile("-O1", *nccl, str(HERE / "nccl_check.c"), "-o", str(out / "nccl_check_real"),
              f"-L{WHEEL_LIBRARY.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{WHEEL_LIBRARY.parent}",
              "-lpthread", "-lm", "-ldl")
+    _compile("-O1", "-Wall", *nccl, str(HERE / "p2p_check.c"), "-o", str(out / "p2p_check"), *link_shim)
+    for name in ("nonblocking_check", "group_init_check"):
+        _compile("-O1", "-Wall", *nccl, str(HERE / f"{name}.c"), "-o", str(out / name), *link_shim)
     _compile("-shared", "-fPIC", *nccl, str(HERE / "fake_nccl.c"), "-o", str(out / "fake_nccl.so"))
     _compile("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(HERE / "fake_libcuda.c"), "-o",
              str(out / "libcuda_fake.so"))
@@ -185,6 +188,59 @@ def test_nccl_only_apis_forward_to_the_fallback():
     assert p.stdout.startswith("RESULT 0") or str(WHEEL_LIBRARY) in p.stdout, p.stdout
 
 
+@pytest.mark.parametrize("n", [1, 3, 4])
+@pytest.mark.parametrize("mode", ["alltoallv", "ring", "self", "mismatch"])
+def test_send_recv_groups(programs, tmp_path, mode, n, no_new_shm):
+    # a group's sends and receives run as one batch (p2p_check.c says what each mode checks)
+    assert_ok(run_check(programs, tmp_path, n, mode, program="p2p_check"), mode, n)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_batch_on_the_cpp_api(tmp_path, n, no_new_shm):
+    # Collectives::sendRecv itself (send_recv_batch.cpp): rings with messages to oneself, blocking
+    # and async, and its own argument checks, which the shim never reaches
+    from forestcc import _C
+    lib = Path(_C.__file__).parent
+    program = tmp_path / "send_recv_batch"
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    p = subprocess.run([cxx, "-O1", "-std=c++17", f"-I{lib / 'include'}", str(HERE / "send_recv_batch.cpp"),
+                        "-o", str(program), f"-L{lib}", "-lforestcc", f"-Wl,-rpath,{lib}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-5000:]
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label", str(program)]
+    p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    ok = sorted(line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line)
+    assert ok == sorted(f"OK {r}" for r in range(n)), p.stdout[-4000:]
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n, no_new_shm):
+    # the sender's wait ends at FORESTCC_TIMEOUT with ncclTimeout, and every rank's next call fails
+    p = run_check(programs, tmp_path, n, "unmatched", program="p2p_check", FORESTCC_TIMEOUT="3")
+    assert_ok(p, "unmatched", n)
+
+
+@pytest.mark.parametrize("mode,n", [("collectives", 1), ("collectives", 3), ("collectives", 4)] +
+                         [(mode, n) for mode in ("inprogress", "errors", "abort") for n in (3, 4)])
+def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
+    # calls return ncclInProgress and ncclCommGetAsyncError is polled (nonblocking_check.c; the
+    # modes other than collectives need peers); a short timeout makes a call that blocked (the
+    # others enter only after it returned) fail fast
+    p = run_check(programs, tmp_path, n, mode, program="nonblocking_check", FORESTCC_TIMEOUT="30")
+    assert_ok(p, mode, n)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+@pytest.mark.parametrize("mode", ["blocking", "nonblocking"])
+def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path, mode, n,
+                                                            no_new_shm):
+    # each process makes two ranks of one communicator between ncclGroupStart and ncclGroupEnd
+    # (they join at ncclGroupEnd: done one after the other, the first would wait for the second)
+    p = run_check(programs, tmp_path, n, mode, program="group_init_check", FORESTCC_TIMEOUT="30")
+    assert_ok(p, mode, n)
+
+
 @pytest.mark.parametrize("n", [3, 4])
 def test_ranks_that_disagree_get_an_error(programs, tmp_path, n, no_new_shm):
     assert_ok(run_check(programs, tmp_path, n, "mismatch"), "mismatch", n)
@@ -253,14 +309,15 @@ def test_the_knobs_are_in_the_config_table():
 
 # ---- perf/nccl: the nccl-tests-style programs, smoke-tested on host memory -----------------------
 
-PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
+PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoall_sendrecv", "broadcast",
+                 "sendrecv"]
 
 
 @pytest.mark.parametrize("name", PERF_PROGRAMS)
 def test_perf_program_prints_the_nccl_tests_table(name, tmp_path, no_new_shm):
     folder = Path(subprocess.run(["forestcc-config", "--nccl-perf"], capture_output=True,
                                  text=True, timeout=60).stdout.strip())
-    n = 3 if name in ("all_reduce", "alltoall") else 2
+    n = 3 if name in ("all_reduce", "alltoall", "alltoall_sendrecv") else 2
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), str(folder / f"{name}_perf"),
            "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1"]
     p = subprocess.run(cmd, env=clean_env(NCCL_PERF_ID_FILE=str(tmp_path / "id")),

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl.h"
+#include "check_common.h"
 
 /* The ABI as documented for 2.32 (the layout test compares every field with forestcc's header). */
 _Static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId is 128 bytes");
@@ -36,74 +36,6 @@ _Static_assert(ncclBfloat16 == 9 && ncclFloat8e4m3 == 10 && ncclFloat8e5m2 == 11
                "ncclDataType_t values");
 _Static_assert(ncclAvg == 4 && ncclNumOps == 5, "ncclRedOp_t values");
 _Static_assert(NCCL_VERSION_CODE == 23203, "built against NCCL 2.32.3's header");
-
-static int rank, nranks;
-static int failures;
-
-#define FAIL(...)                                   \
-  do {                                              \
-    fprintf(stderr, "ERROR rank %d: ", rank);       \
-    fprintf(stderr, __VA_ARGS__);                   \
-    fprintf(stderr, "\n");                          \
-    if (++failures > 20) exit(1);                   \
-  } while (0)
-
-#define CHECK(call)                                                                                      \
-  do {                                                                                                   \
-    ncclResult_t r_ = (call);                                                                            \
-    if (r_ != ncclSuccess) {                                                                             \
-      fprintf(stderr, "ERROR rank %d: %s returned %d (%s): %s\n", rank, #call, r_, ncclGetErrorString(r_), \
-              ncclGetLastError(NULL));                                                                   \
-      exit(1);                                                                                           \
-    }                                                                                                    \
-  } while (0)
-
-/* The call must return `want` and ncclGetLastError must contain `text`. */
-#define EXPECT_ERROR(call, want, text)                                                                  \
-  do {                                                                                                  \
-    ncclResult_t r_ = (call);                                                                           \
-    const char* e_ = ncclGetLastError(NULL);                                                            \
-    if (r_ != (want))                                                                                   \
-      FAIL("%s returned %d (%s), expected %d; last error: %s", #call, r_, ncclGetErrorString(r_), want, e_); \
-    else if (!strstr(e_, text))                                                                         \
-      FAIL("%s: last error '%s' does not say '%s'", #call, e_, text);                                   \
-  } while (0)
-
-/* ---- the id broadcast through a shared directory ------------------------------------------------ */
-
-static void shareId(const char* dir, const char* name, ncclUniqueId* id, int creator) {
-  char path[4096], tmp[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  if (creator) {
-    CHECK(ncclGetUniqueId(id));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-      fprintf(stderr, "ERROR rank %d: cannot write %s: %s\n", rank, path, strerror(errno));
-      exit(1);
-    }
-    return;
-  }
-  for (int tries = 0; tries < 600000; ++tries) { /* up to ~10 min; forestcc-run kills us sooner */
-    FILE* f = fopen(path, "rb");
-    if (f) {
-      size_t got = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (got == 1) return;
-    }
-    usleep(1000);
-  }
-  fprintf(stderr, "ERROR rank %d: no id at %s\n", rank, path);
-  exit(1);
-}
-
-static ncclComm_t worldComm(const char* dir) {
-  ncclUniqueId id;
-  ncclComm_t comm;
-  shareId(dir, "world.id", &id, rank == 0);
-  CHECK(ncclCommInitRank(&comm, nranks, id, rank));
-  return comm;
-}
 
 /* ---- element values of every datatype ---------------------------------------------------------- */
 
@@ -519,7 +451,12 @@ static void modeComms(const char* dir) {
   for (int i = 0; i < 1000; ++i) buf[i] = rank + i;
   void* handle = NULL;
   CHECK(ncclCommRegister(comm, buf, 1000 * sizeof(double), &handle));
-  CHECK(ncclAllReduce(buf, buf, 1000, ncclFloat64, ncclSum, comm, NULL));
+  /* the communicator is non-blocking: the call may be in progress when it returns */
+  r = ncclAllReduce(buf, buf, 1000, ncclFloat64, ncclSum, comm, NULL);
+  if (r != ncclInProgress && r != ncclSuccess) FAIL("non-blocking all_reduce returned %d", r);
+  do CHECK(ncclCommGetAsyncError(comm, &state));
+  while (state == ncclInProgress); /* ends: the others make the same call (tests/nccl/nonblocking_check.c checks more) */
+  if (state != ncclSuccess) FAIL("non-blocking all_reduce ended with %d: %s", state, ncclGetLastError(comm));
   for (int i = 0; i < 1000; ++i)
     if (buf[i] != (double)nranks * i + nranks * (nranks - 1) / 2.0) {
       FAIL("all_reduce on ncclMemAlloc memory: [%d] = %g", i, buf[i]);
@@ -539,7 +476,11 @@ static void modeComms(const char* dir) {
   CHECK(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &value));
   if (value != 1) FAIL("suspended: %llu", (unsigned long long)value);
   CHECK(ncclCommResume(comm));
-  CHECK(ncclCommFinalize(comm));
+  r = ncclCommFinalize(comm); /* non-blocking: a barrier in the background */
+  if (r != ncclInProgress && r != ncclSuccess) FAIL("non-blocking finalize returned %d", r);
+  do CHECK(ncclCommGetAsyncError(comm, &state));
+  while (state == ncclInProgress);
+  if (state != ncclSuccess) FAIL("non-blocking finalize ended with %d: %s", state, ncclGetLastError(comm));
   CHECK(ncclCommDestroy(comm));
   CHECK(ncclCommDestroy(NULL));
 
@@ -575,19 +516,6 @@ static void* abortLater(void* arg) {
   usleep(300 * 1000); /* let the receive reach its wait (if not, it finds the abort when it gets there) */
   CHECK(ncclCommAbort(abortComm));
   return NULL;
-}
-
-static void touch(const char* dir, const char* name) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE* f = fopen(path, "w");
-  if (f) fclose(f);
-}
-
-static void waitFor(const char* dir, const char* name) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  while (access(path, F_OK) != 0) usleep(1000);
 }
 
 static void modeAbort(const char* dir) {

@@ -112,6 +112,19 @@ struct CallRequest {
   CallOptions options;
 };
 
+// One message of a point-to-point batch (Collectives::sendRecv): `bytes` bytes to or from rank
+// `peer`.
+struct SendMessage {
+  int64_t peer = -1;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+struct RecvMessage {
+  int64_t peer = -1;
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 class Collectives {
  public:
   using WorkPtr = std::shared_ptr<Work>;
@@ -144,6 +157,12 @@ class Collectives {
   // Rendezvous point-to-point: a send completes when the receiver has copied the data.
   WorkPtr send(const void* data, size_t bytes, int64_t peer, bool async = false);
   WorkPtr recv(void* data, size_t bytes, int64_t peer, bool async = false);
+  // A batch of sends and receives whose exchanges with all their peers progress at once (NCCL's
+  // group of ncclSend/ncclRecv, torch's batch_isend_irecv); done when every message of it was
+  // received. Messages between two ranks match in order; what one rank sends another in one batch
+  // must be received in one batch there (as many messages, the same sizes), else both ranks raise
+  // InvalidUsage naming them. Messages to this rank itself pair with its receives from itself.
+  WorkPtr sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async = false);
 
   // The one entry point the collective methods share.
   WorkPtr call(const CallRequest& request);

@@ -192,6 +192,25 @@ Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, b
   return engine_->recv(data, bytes, collectives::checkRank(peer, "peer", size()), async);
 }
 
+Collectives::WorkPtr Collectives::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs,
+                                           bool async) {
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const std::string arg = "sends[" + std::to_string(i) + "]";
+    collectives::checkRank(sends[i].peer, (arg + ".peer").c_str(), size());
+    if (sends[i].bytes && !sends[i].data)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank()) + arg + ".data is null with " +
+                                               std::to_string(sends[i].bytes) + " bytes to send", rank());
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    const std::string arg = "recvs[" + std::to_string(i) + "]";
+    collectives::checkRank(recvs[i].peer, (arg + ".peer").c_str(), size());
+    if (recvs[i].bytes && !recvs[i].data)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank()) + arg + ".data is null with " +
+                                               std::to_string(recvs[i].bytes) + " bytes to receive", rank());
+  }
+  return engine_->sendRecv(std::move(sends), std::move(recvs), async);
+}
+
 void Collectives::drain() { engine_->drain(); }
 
 void Collectives::synchronize() { engine_->synchronizeDevice(); }

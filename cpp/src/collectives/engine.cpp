@@ -70,8 +70,7 @@ Engine::Engine(std::shared_ptr<Communicator> comm)
     : comm_(std::move(comm)), executor_(comm_->state()) {
   for (int r = 0; r < comm_->size(); ++r) nodeOf_.push_back(comm_->nodeOf(r));
   nodeCount_ = comm_->nodeCount();
-  sendsDone_.assign(comm_->size(), 0);
-  sendsReady_.assign(comm_->size(), 0);
+  p2p_ = std::make_unique<PointToPoint>(comm_->state());
 }
 
 Engine::~Engine() = default;
@@ -204,20 +203,6 @@ void Engine::drain() {
   collectives_.drain();
   sends_.drain();
   recvs_.drain();
-}
-
-std::shared_ptr<Work> Engine::send(const void* data, size_t bytes, int peer, bool async) {
-  checkPeer(peer, "send");
-  if (async) return sends_.submit([this, data, bytes, peer] { sendNow(data, bytes, peer); });
-  sends_.runInline([&] { sendNow(data, bytes, peer); });
-  return nullptr;
-}
-
-std::shared_ptr<Work> Engine::recv(void* data, size_t bytes, int peer, bool async) {
-  checkPeer(peer, "recv");
-  if (async) return recvs_.submit([this, data, bytes, peer] { recvNow(data, bytes, peer); });
-  recvs_.runInline([&] { recvNow(data, bytes, peer); });
-  return nullptr;
 }
 
 }  // namespace forestcc::collectives

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collectives/point_to_point.hpp"
 #include "collectives/tuning_table.hpp"
 #include "executor/executor.hpp"
 #include "forestcc/collective_api.hpp"
@@ -116,17 +117,17 @@ class Engine {
   // Waits until every call on GPU memory finished; raises the first error one hit.
   void synchronizeDevice();
 
-  // Rendezvous point-to-point: a send completes when the receiver has copied the data. Sends
-  // run in order, receives run in order, independently of each other and of collectives (an
-  // asynchronous send followed by a blocking receive is how ranks exchange).
+  // Rendezvous point-to-point (point_to_point.hpp): a send completes when the receiver has
+  // copied the data. Sends run in order, receives run in order, independently of each other and
+  // of collectives (an asynchronous send followed by a blocking receive is how ranks exchange); a
+  // batch with both runs after every send and receive queued before it.
   std::shared_ptr<Work> send(const void* data, size_t bytes, int peer, bool async);
   std::shared_ptr<Work> recv(void* data, size_t bytes, int peer, bool async);
+  std::shared_ptr<Work> sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async);
 
  private:
   void checkPeer(int peer, const char* what) const;
   void execute(const CompiledPlan& p, const CallBuffers& b);
-  void sendNow(const void* data, size_t bytes, int peer);
-  void recvNow(void* data, size_t bytes, int peer);
 
   std::shared_ptr<Communicator> comm_;
   std::vector<int> nodeOf_;  // the node of every rank, for hierarchical generators
@@ -147,7 +148,7 @@ class Engine {
 
   OrderedQueue collectives_, sends_, recvs_;
 
-  std::vector<uint64_t> sendsDone_, sendsReady_;  // p2p semaphores consumed, by peer
+  std::unique_ptr<PointToPoint> p2p_;
 };
 
 }  // namespace forestcc::collectives

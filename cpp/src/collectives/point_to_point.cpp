@@ -1,10 +1,289 @@
-// Point-to-point send/recv of the engine (a rendezvous): the sender posts its buffer for the
-// receiver and signals; the receiver copies, answers with a status and signals back.
+// Point-to-point batches (point_to_point.hpp has the protocol) and the engine's send, recv and
+// sendRecv, which order them against each other.
+#include "collectives/point_to_point.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+
 #include "collectives/engine.hpp"
 #include "core/state.hpp"
+#include "core/wait.hpp"
 #include "forestcc/error.hpp"
 
 namespace forestcc::collectives {
+
+namespace {
+
+constexpr uint64_t kManifestMagic = 0x666363702d6d616eULL;  // marks a post as a batch's manifest
+
+struct ManifestHeader {
+  uint64_t magic;
+  uint64_t count;  // MemoryHandles that follow
+};
+
+size_t manifestBytes(size_t messages) { return sizeof(ManifestHeader) + messages * sizeof(MemoryHandle); }
+
+// The receiver's answer to a manifest (Connection::answerSendPost). A mismatch says what the
+// sender needs to name it: the receiver's message count when the counts differ, else the first
+// message whose size differs and the size the receiver expected there.
+constexpr int64_t kReceived = 0;
+constexpr int64_t kCopyFailed = -1;
+constexpr int64_t kCountMismatch = int64_t(1) << 62;     // | the receiver's count
+constexpr int64_t kUncodedMismatch = int64_t(1) << 61;  // a size mismatch too large to encode
+constexpr int kIndexShift = 40;                          // a size mismatch: index << 40 | (expected + 1)
+constexpr uint64_t kLowMask = (uint64_t(1) << kIndexShift) - 1;
+
+int64_t countMismatch(size_t receives) {
+  return kCountMismatch | static_cast<int64_t>(std::min<uint64_t>(receives, kLowMask));
+}
+int64_t sizeMismatch(size_t index, uint64_t expected) {
+  if (index >= (size_t(1) << 20) || expected >= kLowMask) return kUncodedMismatch;
+  return static_cast<int64_t>(index) << kIndexShift | static_cast<int64_t>(expected + 1);
+}
+
+// "40 bytes" for one message, "3 messages (8, 0, 16 bytes)" for several (the first 8 sizes).
+template <class Sizes>
+std::string describeMessages(size_t count, Sizes&& sizeOf) {
+  if (count == 1) return std::to_string(sizeOf(0)) + " bytes";
+  std::string text = std::to_string(count) + " messages (";
+  for (size_t i = 0; i < count && i < 8; ++i) text += (i ? ", " : "") + std::to_string(sizeOf(i));
+  return text + (count > 8 ? ", ... bytes)" : " bytes)");
+}
+
+const char* const kOneBatchRule =
+    " (the messages one rank sends another in a batch must be received there in one batch: as many, "
+    "in the same order, of the same sizes)";
+
+// The messages of a batch with one peer, in call order.
+struct Outgoing {
+  int peer;
+  std::vector<const SendMessage*> messages;
+  uint64_t want = 0;  // the RecvDone count that answers this batch
+  bool done = false;
+  std::string describe() const {
+    return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
+  }
+};
+struct Incoming {
+  int peer;
+  std::vector<const RecvMessage*> messages;
+  uint64_t want = 0;  // the SendReady count that posts the peer's batch
+  bool done = false;
+  std::string describe() const {
+    return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
+  }
+};
+
+// The messages of a batch grouped by peer, peers in order of first appearance (one entry per
+// peer however many messages: an all-to-all on many ranks stays linear).
+template <class Message, class Direction>
+std::vector<Direction> byPeer(const std::vector<Message>& messages, int self, int nranks,
+                              std::vector<const Message*>* toSelf) {
+  std::vector<Direction> directions;
+  std::vector<int> slot(nranks, -1);  // index in directions, by peer
+  for (const Message& m : messages) {
+    const int peer = static_cast<int>(m.peer);
+    if (peer == self) {
+      toSelf->push_back(&m);
+      continue;
+    }
+    if (slot[peer] < 0) {
+      slot[peer] = static_cast<int>(directions.size());
+      directions.push_back(Direction{peer, {}});
+    }
+    directions[slot[peer]].messages.push_back(&m);
+  }
+  return directions;
+}
+
+// Messages to this rank itself: the k-th send goes to the k-th receive.
+void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const std::vector<const RecvMessage*>& recvs) {
+  auto sizes = [](const auto& list) {
+    return describeMessages(list.size(), [&](size_t i) { return list[i]->bytes; });
+  };
+  if (sends.size() != recvs.size())
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(rank) + "the batch sends " + (sends.empty() ? "nothing" : sizes(sends)) +
+                                             " to this rank itself and receives " +
+                                             (recvs.empty() ? "nothing" : sizes(recvs)) + " from it; they must pair up",
+                rank, rank);
+  for (size_t k = 0; k < sends.size(); ++k)
+    if (sends[k]->bytes != recvs[k]->bytes)
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank) + "send " + std::to_string(k) + " to this rank itself has " +
+                                               std::to_string(sends[k]->bytes) + " bytes but its recv expects " +
+                                               std::to_string(recvs[k]->bytes),
+                  rank, rank);
+  for (size_t k = 0; k < sends.size(); ++k)
+    if (sends[k]->bytes) std::memmove(recvs[k]->data, sends[k]->data, sends[k]->bytes);
+}
+
+// The sender's error for the receiver's answer `status` (not kReceived).
+Error sendFailure(int rank, const Outgoing& out, int64_t status) {
+  const std::string what = rankPrefix(rank) + "send of " + out.describe() + " to rank " + std::to_string(out.peer);
+  if (status < 0) return Error(ErrorCode::Remote, what + ": the receiver failed to copy the data", rank, out.peer);
+  if (status & kCountMismatch)
+    return Error(ErrorCode::InvalidUsage, what + ": its matching recv batch has " +
+                                              std::to_string(status & static_cast<int64_t>(kLowMask)) + " messages" +
+                                              kOneBatchRule, rank, out.peer);
+  if (status == kUncodedMismatch)
+    return Error(ErrorCode::InvalidUsage, what + ": the sizes differ from its matching recvs" + kOneBatchRule, rank, out.peer);
+  const size_t index = static_cast<size_t>(status >> kIndexShift);
+  const std::string expected = std::to_string((static_cast<uint64_t>(status) & kLowMask) - 1);
+  if (out.messages.size() == 1)
+    return Error(ErrorCode::InvalidUsage, what + ": the matching recv expected " + expected + " bytes", rank, out.peer);
+  return Error(ErrorCode::InvalidUsage, what + ": message " + std::to_string(index) + " has " +
+                                            std::to_string(out.messages.at(index)->bytes) +
+                                            " bytes but the matching recv expected " + expected + kOneBatchRule,
+               rank, out.peer);
+}
+
+}  // namespace
+
+PointToPoint::PointToPoint(std::shared_ptr<Communicator::State> state)
+    : state_(std::move(state)), sendsDone_(state_->size, 0), sendsReady_(state_->size, 0) {}
+
+char* PointToPoint::manifestSpace(size_t bytes) {
+  if (!manifests_ || manifests_->size() < bytes)
+    manifests_ = std::make_unique<SharedAllocation>(std::max<size_t>(bytes * 2, 64 << 10));
+  return static_cast<char*>(manifests_->data());
+}
+
+void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs) {
+  Communicator::State& s = *state_;
+  std::vector<const SendMessage*> sendsToSelf;
+  std::vector<const RecvMessage*> recvsFromSelf;
+  std::vector<Outgoing> outgoing = byPeer<SendMessage, Outgoing>(sends, s.rank, s.size, &sendsToSelf);
+  std::vector<Incoming> incoming = byPeer<RecvMessage, Incoming>(recvs, s.rank, s.size, &recvsFromSelf);
+  // Refused before any peer is told of the batch.
+  copyToSelf(s.rank, sendsToSelf, recvsFromSelf);
+
+  // Post every manifest first: no peer then waits on this rank for anything but its copies.
+  size_t total = 0;
+  for (const Outgoing& out : outgoing) total += manifestBytes(out.messages.size());
+  char* space = outgoing.empty() ? nullptr : manifestSpace(total);
+  std::vector<std::shared_ptr<void>> keepAlive;  // segments the posted handles lie in
+  for (Outgoing& out : outgoing) {
+    auto* header = reinterpret_cast<ManifestHeader*>(space);
+    auto* handles = reinterpret_cast<MemoryHandle*>(space + sizeof(ManifestHeader));
+    header->magic = kManifestMagic;
+    header->count = out.messages.size();
+    for (size_t i = 0; i < out.messages.size(); ++i) {
+      keepAlive.emplace_back();
+      handles[i] = s.describe(out.messages[i]->data, out.messages[i]->bytes, &keepAlive.back());
+    }
+    const size_t bytes = manifestBytes(out.messages.size());
+    Connection& link = s.link(out.peer);
+    link.postSend(s.describe(space, bytes));
+    link.signal(SemaphoreSet::SendReady, 0);
+    out.want = ++sendsDone_[out.peer];
+    space += bytes;
+  }
+  for (Incoming& in : incoming) in.want = ++sendsReady_[in.peer];
+
+  std::exception_ptr firstFailure;
+  auto fail = [&](std::exception_ptr e) {
+    if (!firstFailure) firstFailure = e;
+  };
+  // The receiver's half of one direction, once the peer posted: read, compare, copy, answer.
+  auto receive = [&](Incoming& in) {
+    Connection& link = s.link(in.peer);
+    int64_t status = kCopyFailed;
+    try {
+      const MemoryHandle post = link.peerSendPost();
+      const std::string what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
+      if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
+        throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
+                    s.rank, in.peer);
+      manifestIn_.resize(post.size);
+      Connection& c = s.connection(in.peer, post);
+      c.read(manifestIn_.data(), c.attach(post), 0, post.size);
+      ManifestHeader header;
+      std::memcpy(&header, manifestIn_.data(), sizeof header);
+      if (header.magic != kManifestMagic || manifestBytes(header.count) != post.size)
+        throw Error(ErrorCode::Internal, what + ": its post is not a send manifest", s.rank, in.peer);
+      std::vector<MemoryHandle> sent(header.count);
+      std::memcpy(sent.data(), manifestIn_.data() + sizeof header, header.count * sizeof(MemoryHandle));
+      const std::string theirs = describeMessages(sent.size(), [&](size_t i) { return sent[i].size; });
+      if (sent.size() != in.messages.size()) {
+        status = countMismatch(in.messages.size());
+        throw Error(ErrorCode::InvalidUsage, what + ": it sent " + theirs + " in its batch" + kOneBatchRule, s.rank, in.peer);
+      }
+      for (size_t i = 0; i < sent.size(); ++i) {
+        if (sent[i].size == in.messages[i]->bytes) continue;
+        status = sizeMismatch(i, in.messages[i]->bytes);
+        if (sent.size() == 1)
+          throw Error(ErrorCode::InvalidUsage, what + ": it sent " + std::to_string(sent[i].size) + " bytes", s.rank, in.peer);
+        throw Error(ErrorCode::InvalidUsage, what + ": message " + std::to_string(i) + " expects " +
+                                                 std::to_string(in.messages[i]->bytes) + " bytes, it sent " +
+                                                 std::to_string(sent[i].size) + kOneBatchRule,
+                    s.rank, in.peer);
+      }
+      for (size_t i = 0; i < sent.size(); ++i) {
+        if (!sent[i].size) continue;
+        Connection& d = s.connection(in.peer, sent[i]);
+        d.read(in.messages[i]->data, d.attach(sent[i]), 0, sent[i].size);
+      }
+      status = kReceived;
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    link.answerSendPost(status);
+    link.signal(SemaphoreSet::RecvDone, 0);
+    in.done = true;
+  };
+  size_t pending = outgoing.size() + incoming.size();
+  auto progress = [&] {
+    for (Incoming& in : incoming)
+      if (!in.done && __atomic_load_n(s.inboundWord(SemaphoreSet::SendReady, in.peer, 0), __ATOMIC_ACQUIRE) >= in.want) {
+        receive(in);
+        --pending;
+      }
+    for (Outgoing& out : outgoing)
+      if (!out.done && __atomic_load_n(s.inboundWord(SemaphoreSet::RecvDone, out.peer, 0), __ATOMIC_ACQUIRE) >= out.want) {
+        out.done = true;
+        --pending;
+        const int64_t status = s.link(out.peer).sendStatus();
+        if (status != kReceived) fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
+      }
+  };
+
+  progress();
+  while (pending) {
+    // Wait on the first unfinished direction (its peer's liveness, its message on a timeout)
+    // while every direction progresses.
+    int peer = -1;
+    const bool* done = nullptr;
+    std::string what;
+    for (const Incoming& in : incoming)
+      if (!in.done && !done) {
+        peer = in.peer, done = &in.done;
+        what = "recv of " + in.describe() + " from rank " + std::to_string(peer) + " (waiting for its send)";
+      }
+    for (const Outgoing& out : outgoing)
+      if (!out.done && !done) {
+        peer = out.peer, done = &out.done;
+        what = "send of " + out.describe() + " to rank " + std::to_string(peer) + " (waiting for its recv)";
+      }
+    WaitOutcome outcome;
+    try {
+      outcome = waitUntil(
+          [&] {
+            progress();
+            return *done;
+          },
+          s.waitPolicy(peer, s.timeout));
+    } catch (const Error& e) {
+      // Interrupted (Ctrl-C) with sends posted or receives counted: the pairs are out of step (a
+      // peer may still read a buffer the caller frees), so no later call may trust them. (Other
+      // failures of a wait poison where they are raised.)
+      if (e.code() == ErrorCode::Interrupted) s.poison(rankPrefix(s.rank) + what + " was interrupted");
+      throw;
+    }
+    if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
+  }
+  if (firstFailure) std::rethrow_exception(firstFailure);
+}
 
 void Engine::checkPeer(int peer, const char* what) const {
   auto& s = *comm_->state();
@@ -15,69 +294,39 @@ void Engine::checkPeer(int peer, const char* what) const {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + what + ": peer is this rank", s.rank, peer);
 }
 
-namespace {
-void waitCounter(Communicator::State& s, uint64_t* counter, uint64_t want, int peer, const std::string& what) {
-  if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want) return;
-  WaitOutcome outcome;
-  try {
-    outcome = waitUntil([&] { return __atomic_load_n(counter, __ATOMIC_ACQUIRE) >= want; },
-                        s.waitPolicy(peer, s.timeout));
-  } catch (const Error& e) {
-    // Interrupted (Ctrl-C) with a send posted or a receive counted: the pair is out of step (the
-    // peer may still read a buffer the caller frees), so no later call may trust it. (Other
-    // failures of a wait poison where they are raised.)
-    if (e.code() == ErrorCode::Interrupted) s.poison(rankPrefix(s.rank) + what + " was interrupted");
-    throw;
-  }
-  if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
-}
-}  // namespace
-
-void Engine::sendNow(const void* data, size_t bytes, int peer) {
-  auto& s = *comm_->state();
-  Connection& link = s.link(peer);
-  link.postSend(s.describe(data, bytes));
-  link.signal(SemaphoreSet::SendReady, 0);
-  const uint64_t want = ++sendsDone_[peer];
-  waitCounter(s, s.inboundWord(SemaphoreSet::RecvDone, peer, 0), want, peer,
-              "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer) + " (waiting for its recv)");
-  const int64_t status = link.sendStatus();
-  if (status < 0)
-    throw Error(ErrorCode::Remote, rankPrefix(s.rank) + "send of " + std::to_string(bytes) + " bytes to rank " +
-                                       std::to_string(peer) + ": the receiver failed to copy the data", s.rank, peer);
-  if (status > 0)
-    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "send of " + std::to_string(bytes) + " bytes to rank " +
-                                             std::to_string(peer) + ": the matching recv expected " +
-                                             std::to_string(status - 1) + " bytes", s.rank, peer);
+std::shared_ptr<Work> Engine::send(const void* data, size_t bytes, int peer, bool async) {
+  checkPeer(peer, "send");
+  return sendRecv({SendMessage{peer, data, bytes}}, {}, async);
 }
 
-void Engine::recvNow(void* data, size_t bytes, int peer) {
-  auto& s = *comm_->state();
-  Connection& link = s.link(peer);
-  const uint64_t want = ++sendsReady_[peer];
-  waitCounter(s, s.inboundWord(SemaphoreSet::SendReady, peer, 0), want, peer,
-              "recv of " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer) + " (waiting for its send)");
-  const MemoryHandle sent = link.peerSendPost();
-  auto done = [&](int64_t status) {
-    link.answerSendPost(status);
-    link.signal(SemaphoreSet::RecvDone, 0);
-  };
-  if (sent.size != bytes) {
-    done(static_cast<int64_t>(bytes) + 1);
-    throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "recv of " + std::to_string(bytes) + " bytes from rank " +
-                                             std::to_string(peer) + ": it sent " + std::to_string(sent.size) + " bytes",
-                s.rank, peer);
+std::shared_ptr<Work> Engine::recv(void* data, size_t bytes, int peer, bool async) {
+  checkPeer(peer, "recv");
+  return sendRecv({}, {RecvMessage{peer, data, bytes}}, async);
+}
+
+// A batch of sends only runs in the send queue's order, one of receives only in the receive
+// queue's; one with both after everything queued in either (holding both, sends first).
+std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async) {
+  if (sends.empty() && recvs.empty()) {
+    if (!async) return nullptr;
+    auto work = std::make_shared<Work>();
+    work->finish(nullptr);
+    return work;
   }
-  try {
-    if (bytes) {
-      Connection& c = s.connection(peer, sent);
-      c.read(data, c.attach(sent), 0, bytes);
-    }
-  } catch (...) {
-    done(-1);
-    throw;
+  if (recvs.empty()) {
+    if (async) return sends_.submit([this, sends = std::move(sends)] { p2p_->run(sends, {}); });
+    sends_.runInline([&] { p2p_->run(sends, {}); });
+  } else if (sends.empty()) {
+    if (async) return recvs_.submit([this, recvs = std::move(recvs)] { p2p_->run({}, recvs); });
+    recvs_.runInline([&] { p2p_->run({}, recvs); });
+  } else {
+    if (async)
+      return sends_.submit([this, sends = std::move(sends), recvs = std::move(recvs)] {
+        recvs_.runInline([&] { p2p_->run(sends, recvs); });
+      });
+    sends_.runInline([&] { recvs_.runInline([&] { p2p_->run(sends, recvs); }); });
   }
-  done(0);
+  return nullptr;
 }
 
 }  // namespace forestcc::collectives

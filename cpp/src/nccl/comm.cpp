@@ -8,10 +8,52 @@
 
 using forestcc::nccl::NcclError;
 
+namespace forestcc::nccl {
+
+namespace {
+thread_local const Background* runningBackground = nullptr;  // the group this thread runs, if any
+}
+
+Background::~Background() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Background::start(std::function<void()> work) {
+  thread_ = std::thread([this, work = std::move(work)]() mutable {
+    runningBackground = this;
+    {
+      // What the work holds (the communicators' Holds) goes before the group counts as ended:
+      // a waiter may free a communicator as soon as it has.
+      std::function<void()> body = std::move(work);
+      body();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+    cv_.notify_all();
+  });
+}
+
+bool Background::ended() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ended_;
+}
+
+void Background::wait() {
+  if (onThisThread(this)) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ended_; });
+}
+
+bool Background::onThisThread(const Background* b) { return b && runningBackground == b; }
+
+}  // namespace forestcc::nccl
+
 ncclComm::ncclComm(int r, int n, forestcc::nccl::CommConfig c) : rank(r), size(n), config(std::move(c)) {}
 
 ncclComm::~ncclComm() {
   if (connecting_.joinable()) connecting_.join();
+  waitForBackground();
+  background_.reset();
   for (auto& r : registrations) delete static_cast<char*>(r.first);
   paired.reset();  // before the forestcc communicator whose bootstrap it was paired over
   collectives_.reset();
@@ -23,8 +65,8 @@ void ncclComm::attach(std::shared_ptr<forestcc::Communicator> communicator) {
   collectives_ = std::make_unique<forestcc::Collectives>(communicator_);
 }
 
-ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
-  auto run = [this, connect] {
+std::function<void()> ncclComm::connector(std::function<void(ncclComm&)> connect) {
+  return [this, connect] {
     ncclResult_t result = forestcc::nccl::guarded(this, "ncclCommInitRank", [&] {
       connect(*this);
       forestcc::nccl::pairWithFallback(*this);
@@ -33,17 +75,41 @@ ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
     std::lock_guard<std::mutex> lock(mu_);
     if (asyncError_ == ncclInProgress || result != ncclSuccess) asyncError_ = result;
   };
-  if (config.blocking) {
-    run();
-    std::lock_guard<std::mutex> lock(mu_);
-    return asyncError_;
-  }
+}
+
+void ncclComm::connectOnThread(std::function<void()> run) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     asyncError_ = ncclInProgress;
   }
-  connecting_ = std::thread(run);
+  connecting_ = std::thread(std::move(run));
+}
+
+ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
+  if (config.blocking) {
+    connector(std::move(connect))();
+    std::lock_guard<std::mutex> lock(mu_);
+    return asyncError_;
+  }
+  connectOnThread(connector(std::move(connect)));
   return ncclInProgress;
+}
+
+void ncclComm::defer(std::function<void(ncclComm&)> connect) {
+  deferred_ = connector(std::move(connect));
+  std::lock_guard<std::mutex> lock(mu_);
+  asyncError_ = ncclInProgress;
+}
+
+void ncclComm::startDeferred() {
+  if (deferred_) connectOnThread(std::move(deferred_));
+  deferred_ = nullptr;
+}
+
+ncclResult_t ncclComm::finishStart() {
+  if (connecting_.joinable()) connecting_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return asyncError_;
 }
 
 void ncclComm::waitUntilConnected() {
@@ -63,6 +129,9 @@ ncclComm::Use::Use(ncclComm* comm, const char* call) : comm_(comm) {
     ++comm->inside_;
   }
   try {
+    comm->waitForBackground();  // the call before this one (non-blocking config)
+    if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
+    if (comm->finalized_) forestcc::nccl::refuse("the communicator was finalized (ncclCommFinalize)");
     comm->waitUntilConnected();
   } catch (...) {
     std::lock_guard<std::mutex> lock(comm->mu_);
@@ -103,8 +172,23 @@ void ncclComm::finalize() {
   finalized_ = true;
 }
 
+void ncclComm::setBackground(std::shared_ptr<forestcc::nccl::Background> group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  background_ = std::move(group);
+}
+
+void ncclComm::waitForBackground() {
+  std::shared_ptr<forestcc::nccl::Background> group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    group = background_;
+  }
+  if (group) group->wait();
+}
+
 ncclResult_t ncclComm::asyncError() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (background_ && !background_->ended()) return ncclInProgress;
   if (asyncError_ == ncclSuccess && communicator_) {
     try {
       communicator_->checkHealthy();

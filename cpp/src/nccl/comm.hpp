@@ -21,7 +21,25 @@
 
 namespace forestcc::nccl {
 struct PairedComm;
-}
+
+// A group of a non-blocking communicator (config.blocking = 0) running natively on a thread of
+// its own (groups.cpp, launch): ncclCommGetAsyncError of each of its communicators says
+// ncclInProgress until it ended. Owned by those communicators; the last one to let go joins it.
+class Background {
+ public:
+  ~Background();
+  void start(std::function<void()> work);  // runs `work`, then marks the group ended
+  bool ended();
+  void wait();                      // until ended (at once on the group's own thread)
+  static bool onThisThread(const Background* b);
+
+ private:
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ended_ = false;
+};
+}  // namespace forestcc::nccl
 
 struct ncclComm {
   ncclComm(int rank, int size, forestcc::nccl::CommConfig config);
@@ -34,6 +52,12 @@ struct ncclComm {
   // Joins the job: runs `connect` now (blocking config) or on a thread (non-blocking: the caller
   // polls ncclCommGetAsyncError, which says ncclInProgress until it is done).
   ncclResult_t start(std::function<void(ncclComm&)> connect);
+  // An init inside ncclGroupStart/End (NCCL's single-thread multi-rank init): `connect` waits
+  // for ncclGroupEnd, which starts every deferred init of the group at once (startDeferred) and
+  // waits for those of blocking configs (finishStart, their result).
+  void defer(std::function<void(ncclComm&)> connect);
+  void startDeferred();
+  ncclResult_t finishStart();
   void attach(std::shared_ptr<forestcc::Communicator> communicator);  // called by `connect`
 
   // Held by every call that uses the communicator; throws when it is aborted or not ready.
@@ -72,6 +96,11 @@ struct ncclComm {
   void finalize();
   bool finalized() const { return finalized_; }
 
+  // The group now running for this communicator on a Background (non-blocking config): every
+  // later call waits for it (a Use), and asyncError says ncclInProgress until it ended.
+  void setBackground(std::shared_ptr<forestcc::nccl::Background> group);
+  void waitForBackground();
+
   ncclResult_t asyncError();
   void noteError(ncclResult_t result, const std::string& text, bool sticky);
   std::string lastError();
@@ -86,12 +115,17 @@ struct ncclComm {
 
  private:
   void waitUntilConnected();
+  std::function<void()> connector(std::function<void(ncclComm&)> connect);  // runs it, records the result
+  void connectOnThread(std::function<void()> run);
+
+  std::function<void()> deferred_;  // a deferred init's connector, until ncclGroupEnd
 
   std::shared_ptr<forestcc::Communicator> communicator_;
   std::unique_ptr<forestcc::Collectives> collectives_;
   std::thread connecting_;
+  std::shared_ptr<forestcc::nccl::Background> background_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
-  bool finalized_ = false;
+  std::atomic<bool> finalized_{false};  // set by a non-blocking finalize on its thread
 
   std::mutex mu_;
   std::condition_variable idle_;

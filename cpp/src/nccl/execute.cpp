@@ -74,6 +74,8 @@ void runReduce(Collectives& coll, OpKind kind, const void* in, void* out, size_t
 
 void checkOperation(const Operation& op, const char* call) {
   if (!op.comm) badArgument("comm is NULL");
+  // Refused by the call itself, also where it would run in the background (non-blocking config).
+  if (op.comm->finalized()) refuse("the communicator was finalized (ncclCommFinalize)");
   const TypeInfo info = typeInfo(op.type, call);
   (void)info;
   const int n = op.comm->size;
@@ -124,14 +126,10 @@ void runNatively(const Operation& op) {
     case OpKind::Scatter:
       coll.scatter(isRoot ? tensor(op.send, inCount, t) : Tensor::absent(), tensor(op.recv, outCount, t), op.root);
       return;
-    case OpKind::Send:
-      if (op.peer == comm.rank) refuse("a send to this rank itself needs its recv in the same group");
-      coll.send(op.send, op.count * info.size, op.peer);
-      return;
-    case OpKind::Recv:
-      if (op.peer == comm.rank) refuse("a recv from this rank itself needs its send in the same group");
-      coll.recv(op.recv, op.count * info.size, op.peer);
-      return;
+    // A batch of one (groups.cpp runs a group's as one batch): a message to oneself needs its
+    // pair in the same group, which the batch says.
+    case OpKind::Send: coll.sendRecv({SendMessage{op.peer, op.send, op.count * info.size}}, {}); return;
+    case OpKind::Recv: coll.sendRecv({}, {RecvMessage{op.peer, op.recv, op.count * info.size}}); return;
     default: throw NcclError(ncclInternalError, "runNatively: unhandled operation");
   }
 }

@@ -1,11 +1,10 @@
 // ncclGroupStart/End and how operations run. Calls made inside a group are kept (after their
 // arguments are checked) and run at the outermost ncclGroupEnd, all natively or all through the
 // fallback NCCL: a group is never split between the two libraries. Natively, each communicator's
-// collectives run in call order, then its sends and receives in an order that cannot deadlock (see
-// runPointToPoint); communicators of one group run on threads of their own, so operations on
+// collectives run in call order, then its sends and receives as one batch (runPointToPoint);
+// communicators of one group run on threads of their own, so operations on
 // several communicators of this process (ncclCommInitAll) progress together.
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
 #include "nccl/forwarding.hpp"
+#include "nccl/groups.hpp"
 #include "nccl/operation.hpp"
 #include "nccl/result.hpp"
 
@@ -27,51 +27,43 @@ struct GroupState {
   int depth = 0;
   std::vector<Operation> operations;
   std::string failure;  // the first call of the group that was refused: the group runs nothing
+  std::vector<ncclComm*> inits;  // communicators whose init waits for the group's end
 };
 thread_local GroupState group;
 
-// Send/recv pairs run as rendezvous (a send returns when the peer has copied it). The pairs of
-// ranks are taken in one order every rank agrees on, (lower rank, higher rank); inside a pair the
-// lower rank sends first, then receives, and the higher rank the other way round. The earliest
-// pair with work left always has both its ranks at it, so every group completes, whatever its
-// pattern (a ring, an all-to-all with unequal sizes, several messages to one peer in FIFO order).
-void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
-  std::vector<const Operation*> selfSends, selfRecvs;
-  struct Step {
-    int low, high, phase;
-    const Operation* op;
-  };
-  std::vector<Step> steps;
-  for (const Operation* op : ops) {
-    if (op->peer == comm.rank) {
-      (op->kind == OpKind::Send ? selfSends : selfRecvs).push_back(op);
+// The group's deferred inits, all at once (each waits for the others' ranks): the first failure
+// of a blocking one, or ncclInProgress when a non-blocking one is still connecting.
+ncclResult_t startDeferredInits() {
+  std::vector<ncclComm*> inits;
+  inits.swap(group.inits);
+  for (ncclComm* c : inits) c->startDeferred();
+  ncclResult_t result = ncclSuccess;
+  bool inProgress = false;
+  for (ncclComm* c : inits) {
+    if (!c->config.blocking) {
+      inProgress = true;
       continue;
     }
-    const bool sendsFirst = comm.rank < op->peer;
-    const int phase = (op->kind == OpKind::Send) == sendsFirst ? 0 : 1;
-    steps.push_back({std::min(comm.rank, op->peer), std::max(comm.rank, op->peer), phase, op});
+    const ncclResult_t r = c->finishStart();
+    if (r != ncclSuccess && result == ncclSuccess) result = r;
   }
-  // Messages to oneself: the k-th send goes to the k-th recv.
-  if (selfSends.size() != selfRecvs.size())
-    refuse("the group has " + std::to_string(selfSends.size()) + " sends to this rank itself and " +
-           std::to_string(selfRecvs.size()) + " recvs from it; they must pair up");
-  for (size_t k = 0; k < selfSends.size(); ++k) {
-    const size_t sent = selfSends[k]->count * typeInfo(selfSends[k]->type, "ncclSend").size;
-    const size_t wanted = selfRecvs[k]->count * typeInfo(selfRecvs[k]->type, "ncclRecv").size;
-    if (sent != wanted)
-      refuse("send " + std::to_string(k) + " to this rank itself has " + std::to_string(sent) +
-             " bytes but its recv expects " + std::to_string(wanted));
+  return result == ncclSuccess && inProgress ? ncclInProgress : result;
+}
+
+// A group's sends and receives on one communicator: one forestcc point-to-point batch, whose
+// exchanges with every peer progress at once (collectives/point_to_point.hpp: one rendezvous per
+// peer, however many messages; no pattern can deadlock; a mismatch fails both ranks of it).
+void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
+  std::vector<SendMessage> sends;
+  std::vector<RecvMessage> recvs;
+  for (const Operation* op : ops) {
+    const size_t bytes = op->count * typeInfo(op->type, operationName(op->kind)).size;
+    if (op->kind == OpKind::Send)
+      sends.push_back(SendMessage{op->peer, op->send, bytes});
+    else
+      recvs.push_back(RecvMessage{op->peer, op->recv, bytes});
   }
-  for (size_t k = 0; k < selfSends.size(); ++k) {
-    const size_t bytes = selfSends[k]->count * typeInfo(selfSends[k]->type, "ncclSend").size;
-    if (bytes) std::memmove(selfRecvs[k]->recv, selfSends[k]->send, bytes);
-  }
-  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
-    if (a.low != b.low) return a.low < b.low;
-    if (a.high != b.high) return a.high < b.high;
-    return a.phase < b.phase;
-  });
-  for (const Step& s : steps) runNatively(*s.op);
+  comm.collectives().sendRecv(std::move(sends), std::move(recvs));
 }
 
 // One communicator's share of a group, on this thread.
@@ -83,10 +75,7 @@ void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
     else
       runNatively(*op);
   }
-  if (p2p.size() == 1)
-    runNatively(*p2p[0]);
-  else if (!p2p.empty())
-    runPointToPoint(comm, p2p);
+  if (!p2p.empty()) runPointToPoint(comm, p2p);
 }
 
 void runEachComm(const std::vector<ncclComm*>& comms, std::map<ncclComm*, std::vector<const Operation*>>& byComm);
@@ -150,7 +139,52 @@ void runEachComm(const std::vector<ncclComm*>& comms,
     if (e) std::rethrow_exception(e);
 }
 
+// Runs a group now, or (every communicator of it non-blocking, nothing forwarded) in the
+// background (runInBackground), returning ncclInProgress.
+ncclResult_t launch(std::vector<Operation> ops, const char* call) {
+  if (ops.empty()) return ncclSuccess;
+  std::vector<ncclComm*> comms;
+  bool allNonBlocking = true;
+  for (const Operation& op : ops) {
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
+    allNonBlocking = allNonBlocking && !op.comm->config.blocking;
+    std::string why;
+    if (mustForward(op, &why)) allNonBlocking = false;  // the fallback has its own non-blocking calls
+  }
+  if (!allNonBlocking) {
+    runGroup(ops);
+    return ncclSuccess;
+  }
+  return runInBackground(comms, call, [ops = std::move(ops)] { runGroup(ops); });
+}
+
 }  // namespace
+
+ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* call, std::function<void()> work) {
+  // The previous call of these communicators ends first (NCCL asks callers to poll it to the end
+  // before the next call; one who does not gets this call after it, not beside it).
+  for (ncclComm* c : comms) c->waitForBackground();
+  auto holds = std::make_shared<std::vector<std::unique_ptr<ncclComm::Hold>>>();
+  for (ncclComm* c : comms) holds->push_back(std::make_unique<ncclComm::Hold>(c));
+  auto background = std::make_shared<Background>();
+  for (ncclComm* c : comms) c->setBackground(background);
+  background->start([work = std::move(work), comms, holds, call] {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      ncclResult_t result = ncclInternalError;
+      if (auto* n = dynamic_cast<const NcclError*>(&e)) result = n->result();
+      if (auto* f = dynamic_cast<const Error*>(&e)) result = resultOf(f->code());
+      for (ncclComm* c : comms) c->noteError(result, std::string(call) + ": " + e.what(), true);
+    }
+    holds->clear();
+  });
+  return ncclInProgress;
+}
+
+bool insideGroup() { return group.depth > 0; }
+
+void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
 
 ncclResult_t submit(const Operation& op, const char* call) {
   try {
@@ -163,8 +197,7 @@ ncclResult_t submit(const Operation& op, const char* call) {
     group.operations.push_back(op);
     return ncclSuccess;
   }
-  runGroup({op});
-  return ncclSuccess;
+  return launch({op}, call);
 }
 
 }  // namespace forestcc::nccl
@@ -184,11 +217,18 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     ops.swap(group.operations);
     std::string failure;
     failure.swap(group.failure);
+    // Inits first, whatever else the group holds: a communicator never stays half made.
+    const ncclResult_t inits = forestcc::nccl::startDeferredInits();
     if (!failure.empty())
       forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
                              " operations because a call in it was refused (" + failure + ")");
-    forestcc::nccl::runGroup(ops);
-    return ncclSuccess;
+    if (inits != ncclSuccess && inits != ncclInProgress) {
+      if (ops.empty()) return inits;  // the init's own error is the last error already
+      forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
+                             " operations because a communicator init in it failed");
+    }
+    const ncclResult_t ran = forestcc::nccl::launch(std::move(ops), "ncclGroupEnd");
+    return ran == ncclSuccess ? inits : ran;
   });
 }
 
@@ -200,6 +240,7 @@ extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     if (--group.depth == 0) {
       group.operations.clear();
       group.failure.clear();
+      forestcc::nccl::startDeferredInits();  // a communicator made in the group must not stay half made
     }
     if (simInfo) simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
     forestcc::nccl::refuse("forestcc cannot estimate the time of an NCCL group; the group was ended without "

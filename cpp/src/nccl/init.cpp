@@ -15,6 +15,7 @@
 #include "forestcc/config.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/device_pointers.hpp"
+#include "nccl/groups.hpp"
 #include "nccl/result.hpp"
 
 using forestcc::nccl::badArgument;
@@ -43,10 +44,18 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id,
                       const forestcc::nccl::CommConfig& config, int device) {
   auto comm = std::make_unique<ncclComm>(rank, nranks, config);
   comm->device = device;
-  const ncclResult_t result = comm->start([nranks, id, rank](ncclComm& c) {
+  auto connect = [nranks, id, rank](ncclComm& c) {
     auto bootstrap = std::make_unique<forestcc::Bootstrap>(rank, nranks, id, forestcc::config::timeoutSeconds());
     c.attach(std::make_shared<forestcc::Communicator>(std::move(bootstrap)));
-  });
+  };
+  if (forestcc::nccl::insideGroup()) {
+    // NCCL's single-thread multi-rank init: the ranks of this thread join at ncclGroupEnd, together.
+    comm->defer(connect);
+    *out = comm.release();
+    forestcc::nccl::deferInit(*out);
+    return ncclSuccess;
+  }
+  const ncclResult_t result = comm->start(connect);
   if (result != ncclSuccess && result != ncclInProgress) return result;  // the error is recorded
   *out = comm.release();
   return result;

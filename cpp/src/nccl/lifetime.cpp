@@ -4,6 +4,7 @@
 #include <string>
 
 #include "nccl/comm.hpp"
+#include "nccl/groups.hpp"
 #include "nccl/result.hpp"
 
 using forestcc::nccl::badArgument;
@@ -48,13 +49,15 @@ extern "C" ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asy
 }
 
 // Collective: waits for this rank's queued work and for every rank, so that no rank frees memory
-// a peer may still read. With no GPU the calls are done already; this does not return InProgress.
+// a peer may still read. A non-blocking communicator does that in the background (ncclInProgress).
 extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded(comm, "ncclCommFinalize", [&] {
-    {
+    auto finalize = [comm] {
       ncclComm::Use use(comm, "ncclCommFinalize");
       comm->finalize();
-    }
+    };
+    if (comm && !comm->config.blocking) return forestcc::nccl::runInBackground({comm}, "ncclCommFinalize", finalize);
+    finalize();
     return ncclSuccess;
   });
 }

@@ -1,0 +1,194 @@
+/* Non-blocking communicators (ncclConfig_t.blocking = 0) on forestcc's shim, host buffers, under
+ * forestcc-run: init, collectives and groups return ncclSuccess or ncclInProgress, and
+ * ncclCommGetAsyncError is polled until the operation ended. Each mode prints "OK <mode> <rank>";
+ * anything wrong prints "ERROR ..." and exits non-zero.
+ *
+ *   nonblocking_check collectives <dir>  all_reduce, all_gather, a send/recv ring group and two calls
+ *                                        in a row without polling between them, each checked
+ *   nonblocking_check inprogress <dir>   (2+ ranks) rank 0's all_reduce cannot finish before the
+ *                                        others enter it, which they do only after rank 0 saw
+ *                                        ncclInProgress from the call and from GetAsyncError;
+ *                                        the same for ncclCommFinalize
+ *   nonblocking_check errors <dir>       (2+ ranks) a count mismatch ends in an error seen by polling;
+ *                                        a NULL buffer is refused at once, never ncclInProgress
+ *   nonblocking_check abort <dir>        (2+ ranks) ncclCommAbort while rank 0's call is in progress
+ */
+#include <time.h>
+
+#include "check_common.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Polls until the communicator's state is not ncclInProgress (at most a minute) and returns it. */
+static ncclResult_t pollToEnd(ncclComm_t comm, const char* what) {
+  const double deadline = now() + 60;
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) {
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress && now() > deadline) {
+      FAIL("%s: still in progress after 60 s", what);
+      exit(1);
+    }
+    if (state == ncclInProgress) usleep(100);
+  }
+  return state;
+}
+
+/* A call of a non-blocking communicator: ncclSuccess or ncclInProgress, then polled to success. */
+#define NONBLOCKING(comm, call)                                                                      \
+  do {                                                                                               \
+    ncclResult_t r_ = (call);                                                                        \
+    if (r_ != ncclSuccess && r_ != ncclInProgress)                                                   \
+      FAIL("%s returned %d (%s): %s", #call, r_, ncclGetErrorString(r_), ncclGetLastError(comm));    \
+    ncclResult_t s_ = pollToEnd(comm, #call);                                                        \
+    if (s_ != ncclSuccess) FAIL("%s ended with %d: %s", #call, s_, ncclGetLastError(comm));          \
+  } while (0)
+
+static ncclComm_t nonBlockingComm(const char* dir) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  shareId(dir, "world.id", &id, rank == 0);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    FAIL("ncclCommInitRankConfig returned %d: %s", r, ncclGetLastError(NULL));
+    exit(1);
+  }
+  if (pollToEnd(comm, "init") != ncclSuccess) {
+    FAIL("init ended with an error: %s", ncclGetLastError(comm));
+    exit(1);
+  }
+  return comm;
+}
+
+static void modeCollectives(ncclComm_t comm) {
+  enum { kCount = 1000 };
+  float x[kCount], gathered[kCount * 4];
+  for (int i = 0; i < kCount; ++i) x[i] = (float)(rank + i);
+  NONBLOCKING(comm, ncclAllReduce(x, x, kCount, ncclFloat32, ncclSum, comm, NULL));
+  for (int i = 0; i < kCount; ++i)
+    if (x[i] != (float)(nranks * (nranks - 1) / 2 + nranks * i)) FAIL("all_reduce: x[%d] = %g", i, x[i]);
+
+  float mine[3] = {(float)rank, (float)rank + 0.5f, -1};
+  NONBLOCKING(comm, ncclAllGather(mine, gathered, 3, ncclFloat32, comm, NULL));
+  for (int r = 0; r < nranks; ++r)
+    if (gathered[r * 3] != r || gathered[r * 3 + 1] != r + 0.5f) FAIL("all_gather: block %d", r);
+
+  /* a ring group: ncclGroupEnd is the call that returns ncclInProgress */
+  int32_t out = rank * 7, in = -1;
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(&out, 1, ncclInt32, next, comm, NULL));
+  CHECK(ncclRecv(&in, 1, ncclInt32, prev, comm, NULL));
+  NONBLOCKING(comm, ncclGroupEnd());
+  if (in != prev * 7) FAIL("ring group: got %d", in);
+
+  /* two calls without polling between them: the second runs after the first, both complete */
+  double a = rank, b = 2.0 * rank;
+  ncclResult_t r1 = ncclAllReduce(&a, &a, 1, ncclFloat64, ncclSum, comm, NULL);
+  ncclResult_t r2 = ncclAllReduce(&b, &b, 1, ncclFloat64, ncclMax, comm, NULL);
+  if ((r1 != ncclSuccess && r1 != ncclInProgress) || (r2 != ncclSuccess && r2 != ncclInProgress))
+    FAIL("calls in a row returned %d and %d", r1, r2);
+  if (pollToEnd(comm, "calls in a row") != ncclSuccess) FAIL("calls in a row: %s", ncclGetLastError(comm));
+  if (a != nranks * (nranks - 1) / 2.0 || b != 2.0 * (nranks - 1)) FAIL("calls in a row: %g %g", a, b);
+
+  NONBLOCKING(comm, ncclCommFinalize(comm));
+  CHECK(ncclCommDestroy(comm));
+}
+
+static void modeInProgress(ncclComm_t comm, const char* dir) {
+  float x[64];
+  for (int i = 0; i < 64; ++i) x[i] = (float)rank;
+  if (rank == 0) {
+    ncclResult_t r = ncclAllReduce(x, x, 64, ncclFloat32, ncclSum, comm, NULL);
+    if (r != ncclInProgress) FAIL("an all_reduce the other ranks have not entered returned %d, not ncclInProgress", r);
+    ncclResult_t state = ncclSuccess;
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state != ncclInProgress) FAIL("ncclCommGetAsyncError said %d while the others are away", state);
+    touch(dir, "rank0.returned");
+    if (pollToEnd(comm, "all_reduce") != ncclSuccess) FAIL("all_reduce: %s", ncclGetLastError(comm));
+  } else {
+    waitFor(dir, "rank0.returned");
+    NONBLOCKING(comm, ncclAllReduce(x, x, 64, ncclFloat32, ncclSum, comm, NULL));
+  }
+  for (int i = 0; i < 64; ++i)
+    if (x[i] != nranks * (nranks - 1) / 2.0f) FAIL("all_reduce: x[%d] = %g", i, x[i]);
+  /* finalize waits for every rank: rank 0's is in progress until the others call theirs */
+  if (rank == 0) {
+    ncclResult_t r = ncclCommFinalize(comm);
+    if (r != ncclInProgress) FAIL("a finalize the other ranks have not called returned %d, not ncclInProgress", r);
+    touch(dir, "rank0.finalizing");
+    if (pollToEnd(comm, "finalize") != ncclSuccess) FAIL("finalize: %s", ncclGetLastError(comm));
+  } else {
+    waitFor(dir, "rank0.finalizing");
+    NONBLOCKING(comm, ncclCommFinalize(comm));
+  }
+  EXPECT_ERROR(ncclAllReduce(x, x, 64, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "was finalized");
+  CHECK(ncclCommDestroy(comm));
+}
+
+static void modeErrors(ncclComm_t comm) {
+  float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  /* an argument error is returned by the call itself */
+  EXPECT_ERROR(ncclAllReduce(NULL, x, 8, ncclFloat32, ncclSum, comm, NULL), ncclInvalidArgument, "sendbuff is NULL");
+  ncclResult_t state = ncclInternalError;
+  CHECK(ncclCommGetAsyncError(comm, &state));
+  if (state != ncclSuccess) FAIL("a refused argument left the communicator in state %d", state);
+  /* a mismatch is found while the call runs: polling ends in the error, never in success */
+  ncclResult_t r = ncclAllReduce(x, x, rank == 0 ? 8 : 7, ncclFloat32, ncclSum, comm, NULL);
+  state = r == ncclSuccess || r == ncclInProgress ? pollToEnd(comm, "mismatched all_reduce") : r;
+  if (state == ncclSuccess) FAIL("ranks with different counts ended in success");
+  else if (!strstr(ncclGetLastError(comm), "ncclAllReduce"))
+    FAIL("the mismatch's error does not name the call: %s", ncclGetLastError(comm));
+  /* the error stays (NCCL's async errors do): the program is expected to abort */
+  CHECK(ncclCommGetAsyncError(comm, &state));
+  if (state == ncclSuccess || state == ncclInProgress) FAIL("the mismatch's error did not stay (%d)", state);
+  CHECK(ncclCommAbort(comm));
+}
+
+static void modeAbort(ncclComm_t comm, const char* dir) {
+  char name[64];
+  if (rank == 0) {
+    for (int r = 1; r < nranks; ++r) { /* every init ended (the abort would fail one in progress) */
+      snprintf(name, sizeof name, "rank%d.ready", r);
+      waitFor(dir, name);
+    }
+    float x[4] = {0};
+    ncclResult_t r = ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL);
+    if (r != ncclInProgress) FAIL("the all_reduce returned %d, not ncclInProgress", r);
+    CHECK(ncclCommAbort(comm)); /* ends the call in progress: returns, never hangs */
+    touch(dir, "rank0.aborted");
+  } else {
+    snprintf(name, sizeof name, "rank%d.ready", rank);
+    touch(dir, name);
+    waitFor(dir, "rank0.aborted"); /* never entered the all_reduce */
+    CHECK(ncclCommAbort(comm));
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
+    return 2;
+  }
+  rank = atoi(getenv("FORESTCC_RANK") ? getenv("FORESTCC_RANK") : "0");
+  nranks = atoi(getenv("FORESTCC_SIZE") ? getenv("FORESTCC_SIZE") : "1");
+  const char* mode = argv[1];
+  const int many = nranks > 1;
+  if (!strcmp(mode, "collectives")) modeCollectives(nonBlockingComm(argv[2]));
+  else if (!strcmp(mode, "inprogress") && many) modeInProgress(nonBlockingComm(argv[2]), argv[2]);
+  else if (!strcmp(mode, "errors") && many) modeErrors(nonBlockingComm(argv[2]));
+  else if (!strcmp(mode, "abort") && many) modeAbort(nonBlockingComm(argv[2]), argv[2]);
+  else {
+    fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);
+    return 2;
+  }
+  if (failures) return 1;
+  printf("OK %s %d\n", mode, rank);
+  return 0;
+}
