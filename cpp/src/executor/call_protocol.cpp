@@ -50,7 +50,8 @@ void Executor::publish(Call& call) {
     mb.handles[b] = s.describe(call.geometry.local[b], bytes);
     last = {address, bytes, generation};
   }
-  publishScratch(call);
+  // all_to_all_v through laid-out scratch publishes it once sized (layOutScratch).
+  if (!(call.variable && call.plan->laysOutScratch)) publishScratch(call);
   if (call.variable)
     for (int b = 0; b < 2; ++b)
       std::memcpy(mb.blockOffsets[b], call.geometry.localOffsets[b], sizeof(uint64_t) * (call.plan->nranks + 1));

@@ -79,9 +79,15 @@ void Executor::raiseFailureText(const Call& call, int worker, const Failure& f, 
                       " (do the ranks' counts or splits agree?) [" + step + "]",
                   rank, f.peer);
     }
-    case FailureKind::UnequalReduce:
-      throw Error(ErrorCode::Internal, rankPrefix(rank) + "plan '" + p.name + "': reduce of unequal chunks (" +
-                                           std::to_string(f.a) + " and " + std::to_string(f.b) + " bytes) [" + step + "]",
+    case FailureKind::UnequalChunks:
+      throw Error(call.variable ? ErrorCode::Mismatch : ErrorCode::Internal,
+                  rankPrefix(rank) + "plan '" + p.name + "': " + (p.workers[worker][f.step].code == plan::OpCode::Copy ? "copy" : "reduce") +
+                      " of unequal chunks (" + std::to_string(f.a) + " and " + std::to_string(f.b) + " bytes)" +
+                      (call.variable ? ": all_to_all_v's splits do not match the blocks the plan moves (a rank's split "
+                                       "to itself must equal its split from itself; a plan's scratch_blocks must "
+                                       "name the blocks its ops put there)"
+                                     : "") +
+                      " [" + step + "]",
                   rank);
     case FailureKind::Unsupported:
       throw Error(ErrorCode::Internal, rankPrefix(rank) + "plan '" + p.name + "': this runner cannot run this op [" +

@@ -39,7 +39,7 @@ enum class FailureKind : uint8_t {
   None,
   OutOfRange,    // a byte range past the end of a buffer (a: begin, b: end, c: buffer size)
   SizeMismatch,  // the two ends of a transfer differ in size (a: this rank's bytes, b: the peer's)
-  UnequalReduce, // a reduce op's sources differ in size (a plan bug)
+  UnequalChunks, // a copy's or reduce's chunks differ in size (a: one, b: the other; a plan bug)
   Unsupported,   // the backend cannot do this op (e.g. unmapped memory on a GPU)
   Timeout,       // a wait passed its deadline
   Aborted,       // stopped because another worker failed or the host aborted the call (GPU runner)
@@ -215,7 +215,7 @@ class Interpreter {
       Span s;
       if (!local(op.sources[i], j, span(op), s, f)) return false;
       if (s.bytes != dst.bytes) {
-        f.kind = FailureKind::UnequalReduce;
+        f.kind = FailureKind::UnequalChunks;
         f.a = dst.bytes, f.b = s.bytes;
         return false;
       }
@@ -257,7 +257,14 @@ class Interpreter {
     for (uint32_t j = 0; j < pieces(op); ++j) {
       Span dst, src;
       if (!local(op.dst, j, span(op), dst, f) || !local(op.src, j, span(op), src, f)) return false;
-      const uint64_t n = dst.bytes < src.bytes ? dst.bytes : src.bytes;
+      // Equal for every plan on equal blocks; all_to_all_v's blocks differ, and a copy between
+      // two of different sizes is the plan's error (or the caller's splits'), not a truncation.
+      if (dst.bytes != src.bytes) {
+        f.kind = FailureKind::UnequalChunks;
+        f.a = src.bytes, f.b = dst.bytes;
+        return false;
+      }
+      const uint64_t n = dst.bytes;
       if (!n || dst.data == src.data) continue;
       if (dst.data + n <= src.data || src.data + n <= dst.data) be_.copy(dst.data, src.data, n);
       else be_.move(dst.data, src.data, n);

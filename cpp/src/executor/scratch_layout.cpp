@@ -29,6 +29,11 @@ void compileScratchLayouts(const plan::Plan& p, Communicator::State& s, Compiled
   out.laysOutScratch = std::any_of(p.ranks.begin(), p.ranks.end(),
                                    [](const plan::RankProgram& r) { return !r.scratchBlocks.empty(); });
   if (!out.laysOutScratch) return;
+  if (p.scratchBanks == 2)
+    throw Error(ErrorCode::InvalidUsage,
+                prefix + "has scratch banks (eager) and scratch_blocks: a bank's blocks are equal by design, so an "
+                         "eager plan cannot size its scratch by all_to_all_v's counts",
+                s.rank);
   // This rank's scratch, then every peer's whose scratch an op of this rank reaches.
   std::vector<int> ranks;
   if (p.scratchChunks) ranks.push_back(s.rank);
@@ -41,16 +46,9 @@ void compileScratchLayouts(const plan::Plan& p, Communicator::State& s, Compiled
     }
   for (int r : ranks) {
     out.scratchLayouts.push_back({r, p.ranks[r].scratchBlocks});
-    for (const plan::BlockSource& b : p.ranks[r].scratchBlocks) {
-      if (std::find(out.layoutSources.begin(), out.layoutSources.end(), b.src) != out.layoutSources.end()) continue;
-      if (b.src != s.rank && s.connections[b.src].empty())
-        throw Error(ErrorCode::InvalidUsage,
-                    prefix + "rank " + std::to_string(r) + "'s scratch_blocks hold data of rank " +
-                        std::to_string(b.src) + ", whose counts rank " + std::to_string(s.rank) +
-                        " needs but cannot read (no connection to it)",
-                    s.rank, b.src);
-      out.layoutSources.push_back(b.src);
-    }
+    for (const plan::BlockSource& b : p.ranks[r].scratchBlocks)
+      if (std::find(out.layoutSources.begin(), out.layoutSources.end(), b.src) == out.layoutSources.end())
+        out.layoutSources.push_back(b.src);
   }
 }
 
@@ -63,8 +61,9 @@ void Executor::layOutScratch(Call& call) {
   scratchOffsets_.resize(n);
   static const Where kLayout{nullptr, 0, 0, nullptr, 0, "reading its counts to lay out scratch"};
   // Every source published its counts (its input block offsets) when it entered this call: the
-  // counts exchange all_to_all_v needs before data moves. No source can have left the call yet:
-  // the plan's blocks from this rank still have to reach it.
+  // counts exchange all_to_all_v needs before data moves. A source should not have left the call
+  // yet (in 2dh its blocks still pass through this rank); the re-read of its sequence below
+  // catches a plan where one can, though not every interleaving (the offsets are no seqlock).
   for (int src : p.layoutSources) {
     std::vector<uint64_t>& offsets = sourceOffsets_[src];
     offsets.resize(n + 1);
@@ -72,6 +71,11 @@ void Executor::layOutScratch(Call& call) {
       std::memcpy(offsets.data(), g.localOffsets[0], sizeof(uint64_t) * (n + 1));
       continue;
     }
+    if (s.connections[src].empty())
+      throw Error(ErrorCode::InvalidUsage,
+                  rankPrefix(s.rank) + "plan '" + p.name + "': all_to_all_v sizes scratch blocks by the counts of rank " +
+                      std::to_string(src) + " (scratch_blocks), which this rank has no connection to",
+                  s.rank, src);
     Connection& link = s.link(src);
     auto entered = [&] { return link.peerSequence() >= call.sequence; };
     const WaitOutcome outcome = waitUntil(entered, s.waitPolicy(src, s.timeout));

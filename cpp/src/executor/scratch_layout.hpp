@@ -12,8 +12,8 @@
 namespace forestcc::executor {
 
 // Fills `out`'s scratch layouts (this rank's own and those of the peers whose scratch its ops
-// reach) and their source ranks; refuses a source this rank has no connection to. Nothing for
-// plans without scratch_blocks.
+// reach) and their source ranks; refuses eager plans with scratch_blocks. Nothing for plans
+// without scratch_blocks.
 void compileScratchLayouts(const plan::Plan& p, Communicator::State& s, CompiledPlan& out, const std::string& prefix);
 
 }  // namespace forestcc::executor
