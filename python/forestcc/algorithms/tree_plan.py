@@ -65,6 +65,8 @@ COLLECTIVES = (plan_ops.ALL_GATHER, plan_ops.REDUCE_SCATTER, plan_ops.ALL_REDUCE
 MAX_REDUCE_SOURCES = 8
 # The executor takes at most this many channels from a rank to one peer (kMaxPlanChannelsPerPeer).
 MAX_CHANNELS_PER_PEER = 64
+_REF_FIELDS = frozenset(plan_ops.REF_FIELDS)
+_PUTS = frozenset((plan_ops.PUT, plan_ops.PUT_SIGNAL, plan_ops.REDUCE_PUT))
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,8 @@ class _Program:
         self.b = builder
         self.mode = mode
         self.worker_ids: dict = {}   # (rank, key) -> worker id
-        self.items: dict = {}        # worker id per rank -> [(method, kwargs)]
+        self.items: dict = {}        # (rank, worker id) -> [op dict]
+        self.pairs: dict = {}        # (a, wa, b, wb, route_ab) -> channel(...)'s answer
         self.channels: dict = {}     # channel key -> (ch on a, ch on b)
         self.owner: dict = {}        # (rank, ch) -> worker id
         self.sends_to: set = set()   # (rank, worker, peer): the worker puts into the peer
@@ -208,6 +211,13 @@ class _Program:
     def channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
         """The channel pair joining worker wa of rank a and worker wb of rank b whose data a -> b
         takes route_ab (b -> a: its reverse); (ch on a, ch on b)."""
+        asked = (a, wa, b, wb, route_ab)
+        answer = self.pairs.get(asked)
+        if answer is None:
+            answer = self.pairs[asked] = self._channel(a, wa, b, wb, route_ab)
+        return answer
+
+    def _channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
         flip = (b, wb) < (a, wa)
         if flip:
             key = ((b, wb), (a, wa), tuple(reversed(route_ab)) if route_ab else None)
@@ -234,8 +244,16 @@ class _Program:
         self.add(rank, from_worker, "signal", ch=pair[0])
         self.add(rank, to_worker, "wait", ch=pair[1])
 
-    def add(self, rank: int, wid: int, method: str, **kwargs) -> None:
-        self.items[(rank, wid)].append((method, kwargs))
+    def add(self, rank: int, wid: int, method: str, **fields) -> None:
+        """Queues an op for the worker: the builder's op dict (refs as lists), made once."""
+        op = {"op": method}
+        for name, value in fields.items():
+            if name == "srcs":
+                value = [list(ref) for ref in value]
+            elif name in _REF_FIELDS:
+                value = list(value)
+            op[name] = value
+        self.items[(rank, wid)].append(op)
 
     def note_put(self, rank: int, ch: int, route) -> None:
         self.sends_to.add((rank, self.owner[(rank, ch)], self.peer_of[(rank, ch)]))
@@ -258,16 +276,18 @@ class _Program:
                 self.items[(peer, door)] = []
             mine, theirs = self.b.channel_pair(rank, peer)
             entry[(rank, wid, peer)] = mine
-            self.items[(peer, door)].append(("signal", {"ch": theirs}))
+            self.items[(peer, door)].append({"op": plan_ops.SIGNAL, "ch": theirs})
+        append = self.b.append_op
         for (rank, wid), items in self.items.items():
             entered = set()
-            for method, kwargs in items:
-                if method in ("put", "put_signal", "reduce_put"):
-                    peer = self.peer_of[(rank, kwargs["ch"])]
+            for op in items:
+                if op["op"] in _PUTS:
+                    peer = self.peer_of[(rank, op["ch"])]
                     if peer not in entered:
                         entered.add(peer)
-                        self.b.wait(rank, wid, entry[(rank, wid, peer)])
-                getattr(self.b, method)(rank, wid, **kwargs)
+                        append(rank, wid, {"op": plan_ops.WAIT,
+                                           "ch": entry[(rank, wid, peer)]})
+                append(rank, wid, op)
 
 
 def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
@@ -510,9 +530,8 @@ def _reduce(prog, rank, w, dst, srcs, n, ch=None, remote=None):
 
 def _signal_after(prog, rank, w, ch):
     """Signal on ch, fused into the worker's last op when that is a plain put on ch."""
-    items = prog.items[(rank, w)]
-    method, kwargs = items[-1]
-    if method == "put" and kwargs.get("ch") == ch:
-        items[-1] = ("put_signal", kwargs)
+    last = prog.items[(rank, w)][-1]
+    if last["op"] == plan_ops.PUT and last.get("ch") == ch:
+        last["op"] = plan_ops.PUT_SIGNAL
     else:
         prog.add(rank, w, "signal", ch=ch)

@@ -69,17 +69,25 @@ class PlanBuilder:
     # -- ops ------------------------------------------------------------------------------
 
     def _append(self, rank: int, worker: int, op: dict) -> None:
-        for field in ops.REF_FIELDS + (ops.REF_LIST_FIELD,):
-            if field not in op:
-                continue
-            refs = op[field] if field == ops.REF_LIST_FIELD else [op[field]]
+        # Called once per op of every generated plan (millions for a 1,024-rank forest): the
+        # scratch size is tracked with plain lookups.
+        n = op.get("n", ops.DEFAULT_N)
+        for field in ops.REF_FIELDS:
+            ref = op.get(field)
             # Local or on a peer alike: scratch has the same size on every rank.
-            for buffer, index in refs:
-                if buffer == ops.SCRATCH:
-                    self._scratch_used = max(self._scratch_used, index + op.get("n", 1))
-        if op.get("n") == ops.DEFAULT_N:
+            if ref is not None and ref[0] == ops.SCRATCH and ref[1] + n > self._scratch_used:
+                self._scratch_used = ref[1] + n
+        for ref in op.get(ops.REF_LIST_FIELD, ()):
+            if ref[0] == ops.SCRATCH and ref[1] + n > self._scratch_used:
+                self._scratch_used = ref[1] + n
+        if n == ops.DEFAULT_N and "n" in op:
             del op["n"]
         self._workers[rank][worker].append(op)
+
+    def append_op(self, rank: int, worker: int, op: dict) -> None:
+        """Adds a ready op dict (the fields the methods below write, chunk refs as lists);
+        the plan takes it as it is. For generators that build ops in bulk."""
+        self._append(rank, worker, op)
 
     def put(self, rank: int, worker: int, ch: int, src: Ref, dst: Ref, n: int = 1) -> None:
         """Copy local src chunks to the channel peer's dst chunks."""

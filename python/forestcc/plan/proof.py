@@ -46,7 +46,8 @@ STATIC_ONLY = "static checks only (too large to prove at load)"
 REFUSED = "refused"
 
 # Sources whose content decides what the verifier accepts: their digest is its version.
-_VERIFIER_SOURCES = ("verifier.py", "format.py", "semantics.py", "geometry.py", "ops.py")
+_VERIFIER_SOURCES = ("verifier.py", "clocks.py", "format.py", "semantics.py", "geometry.py",
+                     "ops.py")
 
 # In-process memory: digest -> (outcome, error messages).
 _seen: dict = {}
