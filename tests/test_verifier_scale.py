@@ -52,18 +52,27 @@ def test_projection_never_hides_an_issue(index, seed):
         return
     projected, full = _projected(mutant), _full(mutant)
     assert {str(i) for i in full.issues} <= {str(i) for i in projected.issues}
-    # and verify() reports exactly what full clocks find
-    assert [str(i) for i in verify(mutant, validated=True).issues] == [str(i) for i in full.issues]
+    # and verify(), projecting even these small plans, reports exactly what full clocks find
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(v, "_PROJECT_ABOVE_COMPONENTS", 0)
+        checked = verify(mutant, validated=True)
+    assert [str(i) for i in checked.issues] == [str(i) for i in full.issues]
 
 
-def test_over_reports_are_rechecked_with_full_clocks():
+def test_over_reports_are_rechecked_with_full_clocks(monkeypatch):
     # In-place ring all_reduce: rank r overwrites a chunk of rank r+1 that rank r+1 read earlier;
     # rank r learns of that read only around the ring, through ranks that do not touch the
     # chunk. The projection drops that ordering; verify() must not report it.
     plan = reference.ring_all_reduce(5, in_place=True)
     assert v.RACE in _projected(plan).kinds()
     assert _full(plan).ok
+    monkeypatch.setattr(v, "_PROJECT_ABOVE_COMPONENTS", 0)  # project even this small plan
     assert verify(plan).ok
+
+
+def test_small_plans_use_full_clocks_large_ones_the_projection():
+    assert not v._Verifier(reference.ring_all_reduce(5), "p").comps.project
+    assert v._Verifier(_forest("all_gather"), "p").comps.project
 
 
 # ----------------------------------------------------------------------------- forest plans

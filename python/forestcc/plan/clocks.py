@@ -25,7 +25,9 @@ real: the projection never hides a race, an unfinished access or an early access
 ordering that reaches a rank through a third rank that relayed it without touching the memory
 concerned, and then report an issue that is not there; the verifier re-checks any such report
 with unprojected clocks (verifier.verify), so a result is never spurious where that fits.
-Barrier and eager plans keep every entered component everywhere (their rule is global).
+Barrier and eager plans keep every entered component everywhere (their rule is global). Plans
+with few components (up to verifier._PROJECT_ABOVE_COMPONENTS) are verified with full clocks
+directly: theirs are small anyway.
 """
 from __future__ import annotations
 

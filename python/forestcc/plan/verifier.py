@@ -135,13 +135,17 @@ _ENTRIES_PER_WORK = 2            # a wait's join or a signal's snapshot: per clo
 _WORK_PER_CHUNK = 4              # one chunk read or written by an op
 _SYMBOLS_PER_WORK = 16           # a reduction's content grows with the ranks it sums
 _BYTES_PER_ENTRY = 100           # a sparse clock entry (dict slot, key and value)
+# Clocks are projected (clocks.py) when a plan has more components than this: below, full
+# clocks are small anyway, and a ring, whose orderings travel around all ranks, would otherwise
+# be verified twice (projected, then re-checked).
+_PROJECT_ABOVE_COMPONENTS = 8192
 _ENTRIES_PER_LOGGED = 4          # a logged change (two list slots) costs half an entry
 _BYTES_PER_LOCATION = 300        # a chunk's record: content, last write, readers
 
 
 class _Verifier:
     def __init__(self, plan: dict, name: str, max_work: int | None = None,
-                 max_memory: int | None = None, project: bool = True):
+                 max_memory: int | None = None, project: bool | None = None):
         self.plan = plan
         self.name = name
         self.max_work, self.max_memory = max_work, max_memory
@@ -163,6 +167,9 @@ class _Verifier:
                                f"({total_ops} ops)")
         # Vector clock components (clocks.py): one per worker, one per channel lane, one per
         # rank's entry; clocks are dicts, projected on each rank's neighbourhood.
+        if project is None:  # projecting pays where full clocks would be wide
+            width = sum(len(e["workers"]) + len(e["channels"]) for e in ranks) + n
+            project = width > _PROJECT_ABOVE_COMPONENTS
         self.comps = Components(plan, project)
         self.worker_comp, self.lane_comp = self.comps.worker_comp, self.comps.lane_comp
         self.entered = self.comps.entered
@@ -667,7 +674,7 @@ def verify(plan: dict, name: str | None = None, *, max_work: int | None = None,
         return VerifyResult(label, [Issue(INVALID, None, None, None, e) for e in errors])
     first = _Verifier(plan, label, max_work, max_memory)
     result = first.run()
-    if result.kinds() & _CLOCK_KINDS:
+    if first.comps.project and result.kinds() & _CLOCK_KINDS:
         # Clocks projected on each rank's neighbourhood never miss an ordering problem but may
         # report one that a third rank's relay resolves (clocks.py): confirm with full clocks,
         # within what is left of the budget.
