@@ -91,15 +91,20 @@ void bindPlan(py::module_& m) {
       [](const std::string& text, const std::string& source, py::object limits) {
         const plan::Limits l = limitsOf(limits);
         return outcome([&] {
-          json::Value doc;
-          std::vector<std::string> errors;
+          py::object plan;
           {
-            py::gil_scoped_release release;
-            doc = plan::parsePlanJson(text, source);
-            errors = plan::validationErrors(doc, source, l);
+            json::Value doc;
+            std::vector<std::string> errors;
+            {
+              py::gil_scoped_release release;
+              doc = plan::parsePlanJson(text, source);
+              errors = plan::validationErrors(doc, source, l);
+            }
+            if (!errors.empty()) throw plan::PlanError(std::move(errors));
+            plan = jsonToPy(doc);
           }
-          if (!errors.empty()) throw plan::PlanError(std::move(errors));
-          return jsonToPy(doc);
+          releaseFreedMemory(text.size());
+          return plan;
         });
       },
       py::arg("text"), py::arg("source"), py::arg("limits") = py::none(),
@@ -108,12 +113,17 @@ void bindPlan(py::module_& m) {
       "parse_text",
       [](const std::string& text, const std::string& source) {
         return outcome([&] {
-          json::Value doc;
+          py::object value;
           {
-            py::gil_scoped_release release;
-            doc = plan::parsePlanJson(text, source);
+            json::Value doc;
+            {
+              py::gil_scoped_release release;
+              doc = plan::parsePlanJson(text, source);
+            }
+            value = jsonToPy(doc);
           }
-          return jsonToPy(doc);
+          releaseFreedMemory(text.size());
+          return value;
         });
       },
       py::arg("text"), py::arg("source"),

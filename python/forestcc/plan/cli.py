@@ -47,7 +47,7 @@ def verify_main(args: argparse.Namespace) -> int:
             else:
                 print(error, file=sys.stderr)
             continue
-        result = verify(plan, name=path)
+        result = verify(plan, name=path, validated=True)  # loads validated it
         if not result.ok:
             status = max(status, EXIT_ISSUES)
         else:  # running this exact content skips the proof from now on, however large

@@ -104,13 +104,15 @@ def generate_forest_main(args: argparse.Namespace) -> int:
           f"{plan['pipeline']['max_slices']} slices (generated in {seconds:.2f} s)")
     status = EXIT_OK
     if not args.no_verify:
-        result = verify(plan, name=args.output)
+        # compile_forest validated the plan: verify and save need not again (each validation
+        # of a 1,024-rank plan costs seconds)
+        result = verify(plan, name=args.output, validated=True)
         print(f"verified   {'OK' if result.ok else 'FAILED'}: {result}"
               if not result.ok else f"verified   OK ({result.ops_executed} ops executed)")
         if not result.ok:
             status = EXIT_ISSUES
     try:
-        plan_format.save(plan, args.output)
+        plan_format.save(plan, args.output, validate_first=False)
         if not args.no_verify and status == EXIT_OK:
             # a proof of exactly what was written: running the file skips proving it again,
             # however large (forestcc.plan.proof)

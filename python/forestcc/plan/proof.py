@@ -32,11 +32,12 @@ from . import verifier
 __all__ = ["MAX_MEMORY", "MAX_WORK", "PROVEN", "REFUSED", "STATIC_ONLY", "cache_dir",
            "load_proven", "plan_status", "record_proof", "verifier_version"]
 
-# Limits of the proof at load. The verifier's cost grows with ops x vector clock width (workers
-# plus channels over all ranks) and with chunks x ranks summed: a 128-rank forest all_reduce
-# (90k ops, 46k clock components) takes 20 million units, 4.5 CPU seconds and 1.1 GB; the
-# 256-rank one (331k ops, 117k components) 171 million, and gets the static checks alone. See
-# schedules/README.md, "Before a plan file runs", for the measurements.
+# Limits of the proof at load. The verifier's cost grows with its ops, the clock entries its
+# waits join (clocks projected on each rank's neighbourhood: plan/clocks.py) and the chunks x
+# ranks reductions sum: a 128-rank forest all_reduce (87k ops) takes 5 million units, 1.7 CPU
+# seconds and 0.2 GB; the 256-rank all_gather 4.5 million; the 256-rank all_reduce (325k ops)
+# 34 million, and gets the static checks alone. See schedules/README.md, "Before a plan file
+# runs", for the measurements.
 MAX_WORK = 30_000_000        # work units: at most about 15 CPU seconds of the development machine
 MAX_MEMORY = 1 << 30         # bytes of vector clocks and chunk records
 
@@ -46,7 +47,8 @@ STATIC_ONLY = "static checks only (too large to prove at load)"
 REFUSED = "refused"
 
 # Sources whose content decides what the verifier accepts: their digest is its version.
-_VERIFIER_SOURCES = ("verifier.py", "format.py", "semantics.py", "geometry.py", "ops.py")
+_VERIFIER_SOURCES = ("verifier.py", "clocks.py", "format.py", "semantics.py", "geometry.py",
+                     "ops.py")
 
 # In-process memory: digest -> (outcome, error messages).
 _seen: dict = {}

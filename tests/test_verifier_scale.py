@@ -1,0 +1,165 @@
+"""The verifier at scale (plan/clocks.py): sparse vector clocks projected on each rank's
+neighbourhood. The projection must never hide an issue (it can only drop orderings, so it may
+over-report, and verify() then re-checks with full clocks); large forest plans must verify with
+the projection alone, and a bug planted in one (a lost signal, a race, a wrong offset, an access
+before the peer entered) must still be caught by it."""
+from __future__ import annotations
+
+import copy
+import functools
+import random
+
+import pytest
+from forestcc.algorithms.forest_plan import forest_plan
+from forestcc.plan import builtin, ops, reference, verify
+from forestcc.plan import verifier as v
+from forestcc.topology.presets import a100_fat_tree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from plan_mutations import mutate
+
+IN, OUT, SCR = ops.INPUT, ops.OUTPUT, ops.SCRATCH
+
+
+def _projected(plan):
+    """The projected pass alone, without verify()'s re-check."""
+    return v._Verifier(plan, "plan", project=True).run()
+
+
+def _full(plan):
+    return v._Verifier(plan, "plan", project=False).run()
+
+
+# ----------------------------------------------------------------------------- soundness
+
+def _small_plans():
+    plans = [reference.reference_plan(c, n, ip, root=n - 1)
+             for c in ops.COLLECTIVES for n in (2, 3, 5) for ip in (False, True)]
+    plans += [builtin.generate(a, c, n, **({"root": 1} if c in ops.ROOTED_COLLECTIVES else {}))
+              for a in ("ring", "bruck", "halving_doubling", "direct")
+              for c in builtin.algorithms()[a] for n in (3, 4)]
+    return plans
+
+
+SMALL = _small_plans()
+
+
+@settings(max_examples=150, deadline=None)
+@given(index=st.integers(0, len(SMALL) - 1), seed=st.integers(0, 2**32 - 1))
+def test_projection_never_hides_an_issue(index, seed):
+    mutant, _ = mutate(SMALL[index], random.Random(seed))
+    if mutant is None or v.plan_format.validation_errors(mutant):
+        return
+    projected, full = _projected(mutant), _full(mutant)
+    assert {str(i) for i in full.issues} <= {str(i) for i in projected.issues}
+    # and verify(), projecting even these small plans, reports exactly what full clocks find
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(v, "_PROJECT_ABOVE_COMPONENTS", 0)
+        checked = verify(mutant, validated=True)
+    assert [str(i) for i in checked.issues] == [str(i) for i in full.issues]
+
+
+def test_over_reports_are_rechecked_with_full_clocks(monkeypatch):
+    # In-place ring all_reduce: rank r overwrites a chunk of rank r+1 that rank r+1 read earlier;
+    # rank r learns of that read only around the ring, through ranks that do not touch the
+    # chunk. The projection drops that ordering; verify() must not report it.
+    plan = reference.ring_all_reduce(5, in_place=True)
+    assert v.RACE in _projected(plan).kinds()
+    assert _full(plan).ok
+    monkeypatch.setattr(v, "_PROJECT_ABOVE_COMPONENTS", 0)  # project even this small plan
+    assert verify(plan).ok
+
+
+def test_small_plans_use_full_clocks_large_ones_the_projection():
+    assert not v._Verifier(reference.ring_all_reduce(5), "p").comps.project
+    assert v._Verifier(_forest("all_gather"), "p").comps.project
+
+
+# ----------------------------------------------------------------------------- forest plans
+
+@functools.lru_cache(maxsize=None)
+def _forest(collective: str, boxes: int = 16):
+    """A 128-rank forest plan (16 DGX-A100 boxes on a fat tree): tens of thousands of ops."""
+    return forest_plan(a100_fat_tree(boxes, min(16, boxes)), collective)[0]
+
+
+def _ops(plan, names):
+    return [(r, w, s) for r, entry in enumerate(plan["ranks"])
+            for w, worker in enumerate(entry["workers"])
+            for s, op in enumerate(worker["ops"]) if op["op"] in names]
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "all_reduce"])
+def test_large_forest_plan_verifies_with_the_projection_alone(collective):
+    plan = _forest(collective)
+    assert plan["nranks"] == 128
+    result = _projected(plan)
+    assert result.ok, str(result)
+    assert result.ops_executed == sum(len(w["ops"]) for e in plan["ranks"] for w in e["workers"])
+
+
+def test_large_forest_plan_lost_signal_is_caught():
+    plan = copy.deepcopy(_forest("all_gather"))
+    r, w, s = [p for p in _ops(plan, {ops.PUT_SIGNAL}) if p[0] == 77][0]
+    plan["ranks"][r]["workers"][w]["ops"][s]["op"] = ops.PUT  # the data goes, the signal not
+    result = _projected(plan)
+    assert v.DEADLOCK in result.kinds() and v.UNBALANCED in result.kinds()
+    assert any(i.kind == v.DEADLOCK and "peer rank 77" in i.message for i in result.issues)
+
+
+def test_large_forest_plan_race_is_caught():
+    # A second worker of rank 90 repeats one of its puts over a new channel pair, with no
+    # signal or wait: a race with the original put, before the peer entered.
+    plan = copy.deepcopy(_forest("all_gather"))
+    r, w, s = [p for p in _ops(plan, {ops.PUT_SIGNAL}) if p[0] == 90][-1]
+    op = plan["ranks"][r]["workers"][w]["ops"][s]
+    peer = plan["ranks"][r]["channels"][op["ch"]]["peer"]
+    for rank, other in ((r, peer), (peer, r)):
+        channels = plan["ranks"][rank]["channels"]
+        channels.append({"id": len(channels), "peer": other, "transport": "auto"})
+    workers = plan["ranks"][r]["workers"]
+    workers.append({"id": len(workers), "ops": [
+        {"op": ops.PUT, "ch": len(plan["ranks"][r]["channels"]) - 1, "src": op["src"],
+         "dst": op["dst"]}]})
+    for result in (_projected(plan), verify(plan)):
+        assert {v.RACE, v.EARLY} <= result.kinds(), str(result)
+        assert any(i.kind == v.RACE and f"rank {r}, worker {len(workers) - 1}, step 0 (put)"
+                   in i.message for i in result.issues)
+
+
+def test_large_forest_plan_wrong_offset_is_caught():
+    # A child's partial sums land in a sibling's slot of the parent's scratch: two lanes write
+    # the same chunk unordered, and the parent sums one contribution twice.
+    plan = copy.deepcopy(_forest("all_reduce"))
+    puts = {}
+    for r, w, s in _ops(plan, {ops.REDUCE_PUT, ops.PUT}):
+        op = plan["ranks"][r]["workers"][w]["ops"][s]
+        remote = op.get("remote", op.get("dst"))
+        if remote[0] == SCR:
+            peer = plan["ranks"][r]["channels"][op["ch"]]["peer"]
+            puts.setdefault((peer, remote[1] % plan["chunks_per_block"]), []).append((r, remote))
+    (parent, _part), writers = next((key, ws) for key, ws in sorted(puts.items())
+                                    if len({r for r, _ in ws}) >= 2)
+    (_, first), (_, second) = writers[0], next(x for x in writers if x[0] != writers[0][0])
+    second[1] = first[1]
+    result = _projected(plan)
+    assert v.RACE in result.kinds() and v.WRONG_RESULT in result.kinds(), str(result)
+    assert not verify(plan).ok
+
+
+def test_large_forest_plan_access_before_entry_is_caught():
+    # Rank 40's entry wait on one of its workers moved after that worker's first put.
+    plan = copy.deepcopy(_forest("all_gather"))
+    for w, worker in enumerate(plan["ranks"][40]["workers"]):
+        op_list = worker["ops"]
+        first_put = next((i for i, op in enumerate(op_list) if op["op"] == ops.PUT_SIGNAL), None)
+        if first_put is not None and first_put > 0 and op_list[first_put - 1]["op"] == ops.WAIT:
+            entry = op_list.pop(first_put - 1)
+            op_list.insert(first_put, entry)
+            break
+    else:
+        raise AssertionError("no entry wait before a put on rank 40")
+    result = _projected(plan)
+    assert v.EARLY in result.kinds(), str(result)
+    assert any(i.kind == v.EARLY and i.rank == 40 for i in result.issues)
+    assert v.EARLY in verify(plan).kinds()
