@@ -111,11 +111,15 @@ def test_count_mismatch_between_ranks_is_an_error(algo):
         result.stdout[-3000:] + result.stderr[-3000:])
 
 
-@pytest.mark.parametrize("algo", ["auto", "direct", "pairwise", "bruck"])
-def test_all_to_all_v_splits_mismatch_between_ranks_is_an_error(algo):
-    result = run_job(3, "splits_mismatch.py", algo)
-    assert sorted(result.lines("MISMATCH")) == [f"MISMATCH {r}" for r in range(3)], (
-        result.stdout[-3000:] + result.stderr[-3000:])
+@pytest.mark.parametrize("algo,which", [("auto", "peer"), ("direct", "peer"), ("pairwise", "peer"),
+                                        ("bruck", "peer"), ("direct", "self"), ("pairwise", "self")])
+def test_all_to_all_v_splits_mismatch_between_ranks_is_an_error(algo, which):
+    result = run_job(3, "splits_mismatch.py", algo, which)
+    ended = {line.split()[1]: line.split()[0] for line in result.lines("MISMATCH") + result.lines("OK")}
+    want = {"0", "1", "2"}
+    assert set(ended) == want and ended["1"] == "MISMATCH", result.stdout[-3000:] + result.stderr[-3000:]
+    if which == "peer":
+        assert set(ended.values()) == {"MISMATCH"}, result.stdout[-3000:]
 
 
 @pytest.mark.parametrize("n", [3, 5])
