@@ -198,7 +198,8 @@ def test_send_recv_groups(programs, tmp_path, mode, n, no_new_shm):
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_the_batch_on_the_cpp_api(tmp_path, n, no_new_shm):
     # Collectives::sendRecv itself (send_recv_batch.cpp): rings with messages to oneself, blocking
-    # and async, and its own argument checks, which the shim never reaches
+    # and async, a queued batch that a later blocking or queued recv must not overtake, and its
+    # own argument checks, which the shim never reaches
     from forestcc import _C
     lib = Path(_C.__file__).parent
     program = tmp_path / "send_recv_batch"

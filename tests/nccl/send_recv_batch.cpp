@@ -1,7 +1,8 @@
 // Collectives::sendRecv, the point-to-point batch the NCCL shim runs a group's sends and receives
 // as, called directly on the C++ API (public headers and libforestcc.so only), under
 // forestcc-run: a two-way ring with several messages per peer and messages to oneself, blocking
-// and async, against the expected values; then its argument checks, which the shim never
+// and async, against the expected values; a queued batch followed by a later send and receive
+// (they must not overtake it); then its argument checks, which the shim never
 // reaches (it checks peers and buffers itself). Prints "OK <rank>"; exits 1 on anything wrong.
 #include <cstdint>
 #include <cstdio>
@@ -83,6 +84,40 @@ void ringRound(forestcc::Collectives& coll, bool async) {
     }
 }
 
+// A queued batch with both a send and a receive, then a second send and a receive from the same
+// peers called after it: the batch takes the first message of each pair, the later receive the
+// second, whether that receive blocks or is queued too (it must not overtake the batch, which
+// waits in the send queue). Same sizes, so only the values tell the messages apart.
+void laterReceiveAfterBatch(forestcc::Collectives& coll, bool asyncReceive) {
+  const int rank = coll.rank(), n = coll.size();
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t count = 64;
+  std::vector<int32_t> first(count), second(count), inFirst(count, -1), inSecond(count, -1);
+  for (size_t i = 0; i < count; ++i) {
+    first[i] = valueOf(rank, next, 1, i);
+    second[i] = valueOf(rank, next, 2, i);
+  }
+  auto batch = coll.sendRecv({{next, first.data(), count * 4}}, {{prev, inFirst.data(), count * 4}}, true);
+  auto send = coll.send(second.data(), count * 4, next, true);
+  auto recv = coll.recv(inSecond.data(), count * 4, prev, asyncReceive);
+  if (recv) recv->wait();
+  send->wait();
+  batch->wait();
+  const std::string how = asyncReceive ? "a queued" : "a blocking";
+  for (size_t i = 0; i < count; ++i) {
+    if (inFirst[i] != valueOf(prev, rank, 1, i)) {
+      fail(rank, "the batch followed by " + how + " recv: the batch's message element " + std::to_string(i) +
+                     " is " + std::to_string(inFirst[i]) + ", expected " + std::to_string(valueOf(prev, rank, 1, i)));
+      return;
+    }
+    if (inSecond[i] != valueOf(prev, rank, 2, i)) {
+      fail(rank, "the batch followed by " + how + " recv: the later recv's element " + std::to_string(i) +
+                     " is " + std::to_string(inSecond[i]) + ", expected " + std::to_string(valueOf(prev, rank, 2, i)));
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -92,6 +127,12 @@ int main() {
     const int rank = coll.rank(), n = coll.size();
     ringRound(coll, false);
     ringRound(coll, true);
+    if (n > 1) {
+      for (int round = 0; round < 20; ++round) {
+        laterReceiveAfterBatch(coll, false);
+        laterReceiveAfterBatch(coll, true);
+      }
+    }
 
     int32_t x = 0;
     expectRefused(rank, "a peer out of range", ("sends[1].peer: " + std::to_string(n)).c_str(), [&] {
