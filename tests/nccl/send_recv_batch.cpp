@@ -2,8 +2,12 @@
 // as, called directly on the C++ API (public headers and libforestcc.so only), under
 // forestcc-run: a two-way ring with several messages per peer and messages to oneself, blocking
 // and async, against the expected values; a queued batch followed by a later send and receive
-// (they must not overtake it); then its argument checks, which the shim never
-// reaches (it checks peers and buffers itself). Prints "OK <rank>"; exits 1 on anything wrong.
+// (they must not overtake it); then its argument checks, which the shim never reaches (it checks
+// peers and buffers itself); last, the destructor with work still queued. Prints "OK <rank>";
+// exits 1 on anything wrong.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -118,12 +122,50 @@ void laterReceiveAfterBatch(forestcc::Collectives& coll, bool asyncReceive) {
   }
 }
 
+// Collectives destroyed with a send and a batch still queued (the even rank of each pair): the
+// destructor lets them finish, so its peer gets both messages and it gets the batch's reply.
+// The peer enters late (a short sleep) so that the work is still queued when the destructor
+// starts; the check holds whatever the timing.
+void destroyedWithQueuedWork(std::unique_ptr<forestcc::Collectives>& coll) {
+  const int rank = coll->rank(), n = coll->size();
+  const int peer = rank % 2 == 0 ? rank + 1 : rank - 1;
+  const size_t count = 1000;
+  if (peer >= n) return;  // the last rank of an odd count has no pair
+  std::vector<int32_t> a(count), b(count), c(count);
+  if (rank % 2 == 0) {
+    for (size_t i = 0; i < count; ++i) a[i] = valueOf(rank, peer, 1, i), b[i] = valueOf(rank, peer, 2, i);
+    std::fill(c.begin(), c.end(), -1);
+    coll->send(a.data(), count * 4, peer, true);
+    coll->sendRecv({{peer, b.data(), count * 4}}, {{peer, c.data(), count * 4}}, true);
+    coll.reset();
+    for (size_t i = 0; i < count; ++i)
+      if (c[i] != valueOf(peer, rank, 3, i)) {
+        fail(rank, "a batch queued before the destructor: element " + std::to_string(i) + " is " + std::to_string(c[i]));
+        return;
+      }
+  } else {
+    usleep(200 * 1000);
+    std::fill(a.begin(), a.end(), -1);
+    std::fill(b.begin(), b.end(), -1);
+    for (size_t i = 0; i < count; ++i) c[i] = valueOf(rank, peer, 3, i);
+    coll->recv(a.data(), count * 4, peer);
+    coll->sendRecv({{peer, c.data(), count * 4}}, {{peer, b.data(), count * 4}});
+    for (size_t i = 0; i < count; ++i)
+      if (a[i] != valueOf(peer, rank, 1, i) || b[i] != valueOf(peer, rank, 2, i)) {
+        fail(rank, "work queued before its peer's destructor: element " + std::to_string(i) + " is " +
+                       std::to_string(a[i]) + ", " + std::to_string(b[i]));
+        return;
+      }
+  }
+}
+
 }  // namespace
 
 int main() {
   try {
     auto comm = std::make_shared<forestcc::Communicator>(forestcc::Bootstrap::fromEnvironment(60.0));
-    forestcc::Collectives coll(comm);
+    auto owned = std::make_unique<forestcc::Collectives>(comm);
+    forestcc::Collectives& coll = *owned;
     const int rank = coll.rank(), n = coll.size();
     ringRound(coll, false);
     ringRound(coll, true);
@@ -145,6 +187,7 @@ int main() {
       coll.sendRecv({{rank, &x, 4}}, {});
     });
     coll.barrier();
+    destroyedWithQueuedWork(owned);
     if (wrong) return 1;
     std::printf("OK %d\n", rank);
     return 0;
