@@ -223,7 +223,7 @@ def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n,
 
 
 @pytest.mark.parametrize("mode,n", [("collectives", 1), ("collectives", 3), ("collectives", 4)] +
-                         [(mode, n) for mode in ("inprogress", "errors", "abort") for n in (3, 4)])
+                         [(mode, n) for mode in ("inprogress", "errors", "sendmismatch", "abort", "groupabort") for n in (3, 4)])
 def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
     # calls return ncclInProgress and ncclCommGetAsyncError is polled (nonblocking_check.c; the
     # modes other than collectives need peers); a short timeout makes a call that blocked (the
