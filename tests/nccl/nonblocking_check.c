@@ -14,9 +14,12 @@
  *   nonblocking_check abort <dir>        (2+ ranks) ncclCommAbort while rank 0's call is in progress
  *   nonblocking_check sendmismatch <dir> (2+ ranks) a send/recv size mismatch in a group ends in an
  *                                        error that stays
+ *   nonblocking_check nothread <dir>     a call whose thread cannot start returns an error and
+ *                                        leaves the communicator usable
  *   nonblocking_check groupabort <dir>   (2+ ranks) ncclCommAbort of one communicator of rank 0's
  *                                        group on two ends the group's call on both
  */
+#include <sys/resource.h>
 #include <time.h>
 
 #include "check_common.h"
@@ -204,6 +207,47 @@ static void modeSendMismatch(ncclComm_t comm, const char* dir) {
   CHECK(ncclCommAbort(comm));
 }
 
+/* Bytes of address space this process has mapped (/proc/self/statm, first field). */
+static size_t mappedBytes(void) {
+  unsigned long pages = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (!f || fscanf(f, "%lu", &pages) != 1) {
+    FAIL("cannot read /proc/self/statm");
+    exit(1);
+  }
+  fclose(f);
+  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A call whose thread cannot be started (the address space capped a little above what is mapped,
+ * so a thread's stack does not fit): the call returns an error at once, the communicator does not
+ * stay ncclInProgress, and the next call (the cap lifted) runs. */
+static void modeNoThread(ncclComm_t comm) {
+  float x[4] = {1, 1, 1, 1};
+  struct rlimit old, capped;
+  getrlimit(RLIMIT_AS, &old);
+  capped = old;
+  capped.rlim_cur = mappedBytes() + (1 << 20);
+  if (setrlimit(RLIMIT_AS, &capped) != 0) FAIL("setrlimit(RLIMIT_AS) failed");
+  ncclResult_t r = ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL);
+  setrlimit(RLIMIT_AS, &old);
+  if (r == ncclSuccess || r == ncclInProgress) {
+    FAIL("a call with no room for its thread returned %d", r);
+    pollToEnd(comm, "the capped call");
+  } else {
+    ncclResult_t state = ncclInProgress;
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) {
+      FAIL("a call that never started left the communicator ncclInProgress");
+      exit(1); /* every later call would wait for it */
+    }
+  }
+  for (int i = 0; i < 4; ++i) x[i] = (float)rank;
+  NONBLOCKING(comm, ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL));
+  if (x[0] != nranks * (nranks - 1) / 2.0f) FAIL("the call after it: %g", x[0]);
+  CHECK(ncclCommDestroy(comm));
+}
+
 /* Rank 0's group spans two communicators, a and b; no other rank enters it. ncclCommAbort(a)
  * ends the group's call on b too (b poisoned, naming the abort), so it returns at once instead of
  * waiting for b's share to time out: the other ranks find their b poisoned by the abort, not by a
@@ -264,6 +308,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "errors") && many) modeErrors(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "abort") && many) modeAbort(nonBlockingComm(argv[2]), argv[2]);
   else if (!strcmp(mode, "groupabort") && many) modeGroupAbort(argv[2]);
+  else if (!strcmp(mode, "nothread")) modeNoThread(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "sendmismatch") && many) modeSendMismatch(nonBlockingComm(argv[2]), argv[2]);
   else {
     fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);

@@ -2,6 +2,8 @@
 // abort, finalize, and its errors.
 #include "nccl/comm.hpp"
 
+#include <system_error>
+
 #include "forestcc/error.hpp"
 #include "nccl/forwarding.hpp"
 #include "nccl/result.hpp"
@@ -52,8 +54,13 @@ void Background::start(const std::vector<ncclComm*>& members, std::function<void
       }
       letGo();
     });
+  } catch (const std::system_error& e) {
+    // No thread: nothing ran (the call returns this, the communicator is as it was), and no later
+    // call may wait for the group.
+    letGo();
+    throw NcclError(ncclSystemError, std::string("could not start the call's thread: ") + e.what());
   } catch (...) {
-    letGo();  // no thread: nothing runs, and no later call may wait for it
+    letGo();
     throw;
   }
 }

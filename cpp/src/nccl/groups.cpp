@@ -125,14 +125,21 @@ void runEachComm(const std::vector<ncclComm*>& comms,
 
   std::vector<std::exception_ptr> errors(comms.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        runOnComm(*comms[i], byComm[comms[i]]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
+  try {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          runOnComm(*comms[i], byComm[comms[i]]);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    }
+  } catch (...) {
+    // A thread that could not start: those started still use this frame (joined, never left
+    // joinable, which would terminate the process).
+    for (auto& t : threads) t.join();
+    throw;
   }
   for (auto& t : threads) t.join();
   for (auto& e : errors)
