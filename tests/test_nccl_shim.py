@@ -198,7 +198,8 @@ def test_send_recv_groups(programs, tmp_path, mode, n, no_new_shm):
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_the_batch_on_the_cpp_api(tmp_path, n, no_new_shm):
     # Collectives::sendRecv itself (send_recv_batch.cpp): rings with messages to oneself, blocking
-    # and async, and its own argument checks, which the shim never reaches
+    # and async, a queued batch that a later blocking or queued recv must not overtake, and its
+    # own argument checks, which the shim never reaches
     from forestcc import _C
     lib = Path(_C.__file__).parent
     program = tmp_path / "send_recv_batch"
@@ -221,11 +222,12 @@ def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n,
     assert_ok(p, "unmatched", n)
 
 
-@pytest.mark.parametrize("mode,n", [("collectives", 1), ("collectives", 3), ("collectives", 4)] +
-                         [(mode, n) for mode in ("inprogress", "errors", "abort") for n in (3, 4)])
+@pytest.mark.parametrize("mode,n", [("collectives", 1), ("collectives", 3), ("collectives", 4),
+                                    ("nothread", 1), ("nothread", 3)] +
+                         [(mode, n) for mode in ("inprogress", "errors", "sendmismatch", "abort", "groupabort") for n in (3, 4)])
 def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
     # calls return ncclInProgress and ncclCommGetAsyncError is polled (nonblocking_check.c; the
-    # modes other than collectives need peers); a short timeout makes a call that blocked (the
+    # modes other than collectives and nothread need peers); a short timeout makes a call that blocked (the
     # others enter only after it returned) fail fast
     p = run_check(programs, tmp_path, n, mode, program="nonblocking_check", FORESTCC_TIMEOUT="30")
     assert_ok(p, mode, n)

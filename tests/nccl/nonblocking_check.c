@@ -12,7 +12,14 @@
  *   nonblocking_check errors <dir>       (2+ ranks) a count mismatch ends in an error seen by polling;
  *                                        a NULL buffer is refused at once, never ncclInProgress
  *   nonblocking_check abort <dir>        (2+ ranks) ncclCommAbort while rank 0's call is in progress
+ *   nonblocking_check sendmismatch <dir> (2+ ranks) a send/recv size mismatch in a group ends in an
+ *                                        error that stays
+ *   nonblocking_check nothread <dir>     a call whose thread cannot start returns an error and
+ *                                        leaves the communicator usable
+ *   nonblocking_check groupabort <dir>   (2+ ranks) ncclCommAbort of one communicator of rank 0's
+ *                                        group on two ends the group's call on both
  */
+#include <sys/resource.h>
 #include <time.h>
 
 #include "check_common.h"
@@ -48,10 +55,10 @@ static ncclResult_t pollToEnd(ncclComm_t comm, const char* what) {
     if (s_ != ncclSuccess) FAIL("%s ended with %d: %s", #call, s_, ncclGetLastError(comm));          \
   } while (0)
 
-static ncclComm_t nonBlockingComm(const char* dir) {
+static ncclComm_t nonBlockingCommOf(const char* dir, const char* idName) {
   ncclUniqueId id;
   ncclComm_t comm = NULL;
-  shareId(dir, "world.id", &id, rank == 0);
+  shareId(dir, idName, &id, rank == 0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
@@ -65,6 +72,8 @@ static ncclComm_t nonBlockingComm(const char* dir) {
   }
   return comm;
 }
+
+static ncclComm_t nonBlockingComm(const char* dir) { return nonBlockingCommOf(dir, "world.id"); }
 
 static void modeCollectives(ncclComm_t comm) {
   enum { kCount = 1000 };
@@ -171,6 +180,120 @@ static void modeAbort(ncclComm_t comm, const char* dir) {
   }
 }
 
+/* Rank 0 sends rank 1 eight floats, rank 1 receives seven, each in a group of its non-blocking
+ * communicator: both polls end in ncclInvalidUsage naming the sizes, and the error stays (the
+ * only report of a non-blocking call is its state, which must not read as success later). */
+static void modeSendMismatch(ncclComm_t comm, const char* dir) {
+  float x[8] = {0};
+  char name[64];
+  if (rank <= 1) {
+    CHECK(ncclGroupStart());
+    if (rank == 0) CHECK(ncclSend(x, 8, ncclFloat32, 1, comm, NULL));
+    else CHECK(ncclRecv(x, 7, ncclFloat32, 0, comm, NULL));
+    ncclResult_t r = ncclGroupEnd();
+    ncclResult_t state = r == ncclSuccess || r == ncclInProgress ? pollToEnd(comm, "mismatched send/recv") : r;
+    if (state != ncclInvalidUsage) FAIL("a send/recv size mismatch ended in %d, not ncclInvalidUsage: %s", state, ncclGetLastError(comm));
+    else if (!strstr(ncclGetLastError(comm), rank == 0 ? "expected 28 bytes" : "it sent 32 bytes"))
+      FAIL("the mismatch's error does not name the sizes: %s", ncclGetLastError(comm));
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state != ncclInvalidUsage) FAIL("the mismatch's error did not stay (%d)", state);
+  }
+  snprintf(name, sizeof name, "rank%d.done", rank);
+  touch(dir, name);
+  for (int r = 0; r < nranks; ++r) { /* an abort poisons the peers: not before they checked */
+    snprintf(name, sizeof name, "rank%d.done", r);
+    waitFor(dir, name);
+  }
+  CHECK(ncclCommAbort(comm));
+}
+
+/* Bytes of address space this process has mapped (/proc/self/statm, first field). */
+static size_t mappedBytes(void) {
+  unsigned long pages = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (!f || fscanf(f, "%lu", &pages) != 1) {
+    FAIL("cannot read /proc/self/statm");
+    exit(1);
+  }
+  fclose(f);
+  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A call whose thread cannot be started (the address space capped a little above what is mapped,
+ * so a thread's stack does not fit): the call returns an error at once, the communicator does not
+ * stay ncclInProgress, and the next call (the cap lifted) runs. */
+static void modeNoThread(ncclComm_t comm) {
+  float x[4] = {1, 1, 1, 1};
+  struct rlimit old, capped;
+  getrlimit(RLIMIT_AS, &old);
+  capped = old;
+  capped.rlim_cur = mappedBytes() + (1 << 20);
+  if (setrlimit(RLIMIT_AS, &capped) != 0) FAIL("setrlimit(RLIMIT_AS) failed");
+  ncclResult_t r = ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL);
+  setrlimit(RLIMIT_AS, &old);
+  if (r == ncclSuccess || r == ncclInProgress) {
+    FAIL("a call with no room for its thread returned %d", r);
+    pollToEnd(comm, "the capped call");
+  } else {
+    ncclResult_t state = ncclInProgress;
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) {
+      FAIL("a call that never started left the communicator ncclInProgress");
+      exit(1); /* every later call would wait for it */
+    }
+  }
+  for (int i = 0; i < 4; ++i) x[i] = (float)rank;
+  NONBLOCKING(comm, ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL));
+  if (x[0] != nranks * (nranks - 1) / 2.0f) FAIL("the call after it: %g", x[0]);
+  CHECK(ncclCommDestroy(comm));
+}
+
+/* Rank 0's group spans two communicators, a and b; no other rank enters it. ncclCommAbort(a)
+ * ends the group's call on b too (b poisoned, naming the abort), so it returns at once instead of
+ * waiting for b's share to time out: the other ranks find their b poisoned by the abort, not by a
+ * timeout. */
+static void modeGroupAbort(const char* dir) {
+  ncclComm_t a = nonBlockingCommOf(dir, "a.id"), b = nonBlockingCommOf(dir, "b.id");
+  char name[64];
+  if (rank == 0) {
+    for (int r = 1; r < nranks; ++r) {
+      snprintf(name, sizeof name, "rank%d.ready", r);
+      waitFor(dir, name);
+    }
+    float x[4] = {0}, y[4] = {0};
+    CHECK(ncclGroupStart());
+    CHECK(ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, a, NULL));
+    CHECK(ncclAllReduce(y, y, 4, ncclFloat32, ncclSum, b, NULL));
+    ncclResult_t r = ncclGroupEnd();
+    if (r != ncclInProgress) FAIL("the group returned %d, not ncclInProgress", r);
+    CHECK(ncclCommAbort(a));
+    ncclResult_t state = pollToEnd(b, "the group on b");
+    if (state == ncclSuccess) FAIL("the group ended in success on b after ncclCommAbort(a)");
+    touch(dir, "rank0.aborted");
+    for (int r = 1; r < nranks; ++r) { /* b's own abort would poison their b too */
+      snprintf(name, sizeof name, "rank%d.checked", r);
+      waitFor(dir, name);
+    }
+  } else {
+    snprintf(name, sizeof name, "rank%d.ready", rank);
+    touch(dir, name);
+    waitFor(dir, "rank0.aborted"); /* never entered the group */
+    const double deadline = now() + 60;
+    ncclResult_t state = ncclSuccess;
+    while (state == ncclSuccess && now() < deadline) {
+      CHECK(ncclCommGetAsyncError(b, &state));
+      if (state == ncclSuccess) usleep(1000);
+    }
+    if (state == ncclSuccess) FAIL("b was not poisoned after rank 0 aborted a communicator of its group");
+    else if (!strstr(ncclGetLastError(b), "another communicator of the same non-blocking group"))
+      FAIL("b was poisoned by something other than the abort of a: %s", ncclGetLastError(b));
+    snprintf(name, sizeof name, "rank%d.checked", rank);
+    touch(dir, name);
+    CHECK(ncclCommAbort(a));
+  }
+  CHECK(ncclCommAbort(b));
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
@@ -184,6 +307,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "inprogress") && many) modeInProgress(nonBlockingComm(argv[2]), argv[2]);
   else if (!strcmp(mode, "errors") && many) modeErrors(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "abort") && many) modeAbort(nonBlockingComm(argv[2]), argv[2]);
+  else if (!strcmp(mode, "groupabort") && many) modeGroupAbort(argv[2]);
+  else if (!strcmp(mode, "nothread")) modeNoThread(nonBlockingComm(argv[2]));
+  else if (!strcmp(mode, "sendmismatch") && many) modeSendMismatch(nonBlockingComm(argv[2]), argv[2]);
   else {
     fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);
     return 2;

@@ -1,8 +1,13 @@
 // Collectives::sendRecv, the point-to-point batch the NCCL shim runs a group's sends and receives
 // as, called directly on the C++ API (public headers and libforestcc.so only), under
 // forestcc-run: a two-way ring with several messages per peer and messages to oneself, blocking
-// and async, against the expected values; then its argument checks, which the shim never
-// reaches (it checks peers and buffers itself). Prints "OK <rank>"; exits 1 on anything wrong.
+// and async, against the expected values; a queued batch followed by a later send and receive
+// (they must not overtake it); then its argument checks, which the shim never reaches (it checks
+// peers and buffers itself); last, the destructor with work still queued. Prints "OK <rank>";
+// exits 1 on anything wrong.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -83,15 +88,93 @@ void ringRound(forestcc::Collectives& coll, bool async) {
     }
 }
 
+// A queued batch with both a send and a receive, then a second send and a receive from the same
+// peers called after it: the batch takes the first message of each pair, the later receive the
+// second, whether that receive blocks or is queued too (it must not overtake the batch, which
+// waits in the send queue). Same sizes, so only the values tell the messages apart.
+void laterReceiveAfterBatch(forestcc::Collectives& coll, bool asyncReceive) {
+  const int rank = coll.rank(), n = coll.size();
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t count = 64;
+  std::vector<int32_t> first(count), second(count), inFirst(count, -1), inSecond(count, -1);
+  for (size_t i = 0; i < count; ++i) {
+    first[i] = valueOf(rank, next, 1, i);
+    second[i] = valueOf(rank, next, 2, i);
+  }
+  auto batch = coll.sendRecv({{next, first.data(), count * 4}}, {{prev, inFirst.data(), count * 4}}, true);
+  auto send = coll.send(second.data(), count * 4, next, true);
+  auto recv = coll.recv(inSecond.data(), count * 4, prev, asyncReceive);
+  if (recv) recv->wait();
+  send->wait();
+  batch->wait();
+  const std::string how = asyncReceive ? "a queued" : "a blocking";
+  for (size_t i = 0; i < count; ++i) {
+    if (inFirst[i] != valueOf(prev, rank, 1, i)) {
+      fail(rank, "the batch followed by " + how + " recv: the batch's message element " + std::to_string(i) +
+                     " is " + std::to_string(inFirst[i]) + ", expected " + std::to_string(valueOf(prev, rank, 1, i)));
+      return;
+    }
+    if (inSecond[i] != valueOf(prev, rank, 2, i)) {
+      fail(rank, "the batch followed by " + how + " recv: the later recv's element " + std::to_string(i) +
+                     " is " + std::to_string(inSecond[i]) + ", expected " + std::to_string(valueOf(prev, rank, 2, i)));
+      return;
+    }
+  }
+}
+
+// Collectives destroyed with a send and a batch still queued (the even rank of each pair): the
+// destructor lets them finish, so its peer gets both messages and it gets the batch's reply.
+// The peer enters late (a short sleep) so that the work is still queued when the destructor
+// starts; the check holds whatever the timing.
+void destroyedWithQueuedWork(std::unique_ptr<forestcc::Collectives>& coll) {
+  const int rank = coll->rank(), n = coll->size();
+  const int peer = rank % 2 == 0 ? rank + 1 : rank - 1;
+  const size_t count = 1000;
+  if (peer >= n) return;  // the last rank of an odd count has no pair
+  std::vector<int32_t> a(count), b(count), c(count);
+  if (rank % 2 == 0) {
+    for (size_t i = 0; i < count; ++i) a[i] = valueOf(rank, peer, 1, i), b[i] = valueOf(rank, peer, 2, i);
+    std::fill(c.begin(), c.end(), -1);
+    coll->send(a.data(), count * 4, peer, true);
+    coll->sendRecv({{peer, b.data(), count * 4}}, {{peer, c.data(), count * 4}}, true);
+    coll.reset();
+    for (size_t i = 0; i < count; ++i)
+      if (c[i] != valueOf(peer, rank, 3, i)) {
+        fail(rank, "a batch queued before the destructor: element " + std::to_string(i) + " is " + std::to_string(c[i]));
+        return;
+      }
+  } else {
+    usleep(200 * 1000);
+    std::fill(a.begin(), a.end(), -1);
+    std::fill(b.begin(), b.end(), -1);
+    for (size_t i = 0; i < count; ++i) c[i] = valueOf(rank, peer, 3, i);
+    coll->recv(a.data(), count * 4, peer);
+    coll->sendRecv({{peer, c.data(), count * 4}}, {{peer, b.data(), count * 4}});
+    for (size_t i = 0; i < count; ++i)
+      if (a[i] != valueOf(peer, rank, 1, i) || b[i] != valueOf(peer, rank, 2, i)) {
+        fail(rank, "work queued before its peer's destructor: element " + std::to_string(i) + " is " +
+                       std::to_string(a[i]) + ", " + std::to_string(b[i]));
+        return;
+      }
+  }
+}
+
 }  // namespace
 
 int main() {
   try {
     auto comm = std::make_shared<forestcc::Communicator>(forestcc::Bootstrap::fromEnvironment(60.0));
-    forestcc::Collectives coll(comm);
+    auto owned = std::make_unique<forestcc::Collectives>(comm);
+    forestcc::Collectives& coll = *owned;
     const int rank = coll.rank(), n = coll.size();
     ringRound(coll, false);
     ringRound(coll, true);
+    if (n > 1) {
+      for (int round = 0; round < 20; ++round) {
+        laterReceiveAfterBatch(coll, false);
+        laterReceiveAfterBatch(coll, true);
+      }
+    }
 
     int32_t x = 0;
     expectRefused(rank, "a peer out of range", ("sends[1].peer: " + std::to_string(n)).c_str(), [&] {
@@ -104,6 +187,7 @@ int main() {
       coll.sendRecv({{rank, &x, 4}}, {});
     });
     coll.barrier();
+    destroyedWithQueuedWork(owned);
     if (wrong) return 1;
     std::printf("OK %d\n", rank);
     return 0;

@@ -73,7 +73,9 @@ Engine::Engine(std::shared_ptr<Communicator> comm)
   p2p_ = std::make_unique<PointToPoint>(comm_->state());
 }
 
-Engine::~Engine() = default;
+// Every queued call finishes before anything it uses is destroyed (a batch on the send queue
+// waits for its place in the receive queue, so each queue is drained, not just destroyed in turn).
+Engine::~Engine() { drain(); }
 
 void Engine::setTuning(std::vector<TuningRule> rules) {
   clampToAlgorithms(rules, comm_->size());

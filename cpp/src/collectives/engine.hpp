@@ -120,7 +120,9 @@ class Engine {
   // Rendezvous point-to-point (point_to_point.hpp): a send completes when the receiver has
   // copied the data. Sends run in order, receives run in order, independently of each other and
   // of collectives (an asynchronous send followed by a blocking receive is how ranks exchange); a
-  // batch with both runs after every send and receive queued before it.
+  // batch with both takes its place in both orders when it is called: it runs after every send
+  // and receive called before it and before every one called after it (else a later receive
+  // from the same peer could take the message meant for the batch).
   std::shared_ptr<Work> send(const void* data, size_t bytes, int peer, bool async);
   std::shared_ptr<Work> recv(void* data, size_t bytes, int peer, bool async);
   std::shared_ptr<Work> sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async);
@@ -146,9 +148,14 @@ class Engine {
   std::unique_ptr<char[]> standIn_;
   size_t standInBytes_ = 0;
 
-  OrderedQueue collectives_, sends_, recvs_;
-
+  // Declared before the queues, so it outlives them: queued batches call it. (~Engine drains
+  // every queue before any member goes.)
   std::unique_ptr<PointToPoint> p2p_;
+  // Held while a batch with both sends and receives takes its place in both queues, so two of
+  // them called at once from two threads are in the same order in both (else each would wait
+  // for the other's place).
+  std::mutex bothQueuesMu_;
+  OrderedQueue collectives_, recvs_, sends_;
 };
 
 }  // namespace forestcc::collectives

@@ -3,8 +3,11 @@
 #include "collectives/point_to_point.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "collectives/engine.hpp"
@@ -158,129 +161,144 @@ void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<
   // Refused before any peer is told of the batch.
   copyToSelf(s.rank, sendsToSelf, recvsFromSelf);
 
-  // Post every manifest first: no peer then waits on this rank for anything but its copies.
-  size_t total = 0;
-  for (const Outgoing& out : outgoing) total += manifestBytes(out.messages.size());
-  char* space = outgoing.empty() ? nullptr : manifestSpace(total);
-  std::vector<std::shared_ptr<void>> keepAlive;  // segments the posted handles lie in
-  for (Outgoing& out : outgoing) {
-    auto* header = reinterpret_cast<ManifestHeader*>(space);
-    auto* handles = reinterpret_cast<MemoryHandle*>(space + sizeof(ManifestHeader));
-    header->magic = kManifestMagic;
-    header->count = out.messages.size();
-    for (size_t i = 0; i < out.messages.size(); ++i) {
-      keepAlive.emplace_back();
-      handles[i] = s.describe(out.messages[i]->data, out.messages[i]->bytes, &keepAlive.back());
-    }
-    const size_t bytes = manifestBytes(out.messages.size());
-    Connection& link = s.link(out.peer);
-    link.postSend(s.describe(space, bytes));
-    link.signal(SemaphoreSet::SendReady, 0);
-    out.want = ++sendsDone_[out.peer];
-    space += bytes;
-  }
-  for (Incoming& in : incoming) in.want = ++sendsReady_[in.peer];
-
+  // Once a manifest may have reached a peer or a receive was counted, a failure that leaves a
+  // direction unfinished leaves the pair out of step (the peer may still read the manifest or
+  // the data, which the next batch reuses and the caller may free, and the counters no longer
+  // match): then no later call may trust the communicator. (A mismatch or a failed copy is not
+  // such a failure: every direction finished and both sides know.)
+  bool underway = false;
   std::exception_ptr firstFailure;
-  auto fail = [&](std::exception_ptr e) {
-    if (!firstFailure) firstFailure = e;
-  };
-  // The receiver's half of one direction, once the peer posted: read, compare, copy, answer.
-  auto receive = [&](Incoming& in) {
-    Connection& link = s.link(in.peer);
-    int64_t status = kCopyFailed;
-    try {
-      const MemoryHandle post = link.peerSendPost();
-      const std::string what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
-      if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
-        throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
-                    s.rank, in.peer);
-      manifestIn_.resize(post.size);
-      Connection& c = s.connection(in.peer, post);
-      c.read(manifestIn_.data(), c.attach(post), 0, post.size);
-      ManifestHeader header;
-      std::memcpy(&header, manifestIn_.data(), sizeof header);
-      if (header.magic != kManifestMagic || manifestBytes(header.count) != post.size)
-        throw Error(ErrorCode::Internal, what + ": its post is not a send manifest", s.rank, in.peer);
-      std::vector<MemoryHandle> sent(header.count);
-      std::memcpy(sent.data(), manifestIn_.data() + sizeof header, header.count * sizeof(MemoryHandle));
-      const std::string theirs = describeMessages(sent.size(), [&](size_t i) { return sent[i].size; });
-      if (sent.size() != in.messages.size()) {
-        status = countMismatch(in.messages.size());
-        throw Error(ErrorCode::InvalidUsage, what + ": it sent " + theirs + " in its batch" + kOneBatchRule, s.rank, in.peer);
+  try {
+    // Post every manifest first: no peer then waits on this rank for anything but its copies.
+    size_t total = 0;
+    for (const Outgoing& out : outgoing) total += manifestBytes(out.messages.size());
+    char* space = outgoing.empty() ? nullptr : manifestSpace(total);
+    std::vector<std::shared_ptr<void>> keepAlive;  // segments the posted handles lie in
+    for (Outgoing& out : outgoing) {
+      auto* header = reinterpret_cast<ManifestHeader*>(space);
+      auto* handles = reinterpret_cast<MemoryHandle*>(space + sizeof(ManifestHeader));
+      header->magic = kManifestMagic;
+      header->count = out.messages.size();
+      for (size_t i = 0; i < out.messages.size(); ++i) {
+        keepAlive.emplace_back();
+        handles[i] = s.describe(out.messages[i]->data, out.messages[i]->bytes, &keepAlive.back());
       }
-      for (size_t i = 0; i < sent.size(); ++i) {
-        if (sent[i].size == in.messages[i]->bytes) continue;
-        status = sizeMismatch(i, in.messages[i]->bytes);
-        if (sent.size() == 1)
-          throw Error(ErrorCode::InvalidUsage, what + ": it sent " + std::to_string(sent[i].size) + " bytes", s.rank, in.peer);
-        throw Error(ErrorCode::InvalidUsage, what + ": message " + std::to_string(i) + " expects " +
-                                                 std::to_string(in.messages[i]->bytes) + " bytes, it sent " +
-                                                 std::to_string(sent[i].size) + kOneBatchRule,
-                    s.rank, in.peer);
-      }
-      for (size_t i = 0; i < sent.size(); ++i) {
-        if (!sent[i].size) continue;
-        Connection& d = s.connection(in.peer, sent[i]);
-        d.read(in.messages[i]->data, d.attach(sent[i]), 0, sent[i].size);
-      }
-      status = kReceived;
-    } catch (...) {
-      fail(std::current_exception());
+      const size_t bytes = manifestBytes(out.messages.size());
+      Connection& link = s.link(out.peer);
+      const MemoryHandle manifest = s.describe(space, bytes);
+      underway = true;
+      link.postSend(manifest);
+      link.signal(SemaphoreSet::SendReady, 0);
+      out.want = ++sendsDone_[out.peer];
+      space += bytes;
     }
-    link.answerSendPost(status);
-    link.signal(SemaphoreSet::RecvDone, 0);
-    in.done = true;
-  };
-  size_t pending = outgoing.size() + incoming.size();
-  auto progress = [&] {
-    for (Incoming& in : incoming)
-      if (!in.done && __atomic_load_n(s.inboundWord(SemaphoreSet::SendReady, in.peer, 0), __ATOMIC_ACQUIRE) >= in.want) {
-        receive(in);
-        --pending;
-      }
-    for (Outgoing& out : outgoing)
-      if (!out.done && __atomic_load_n(s.inboundWord(SemaphoreSet::RecvDone, out.peer, 0), __ATOMIC_ACQUIRE) >= out.want) {
-        out.done = true;
-        --pending;
-        const int64_t status = s.link(out.peer).sendStatus();
-        if (status != kReceived) fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
-      }
-  };
+    underway = true;
+    for (Incoming& in : incoming) in.want = ++sendsReady_[in.peer];
 
-  progress();
-  while (pending) {
-    // Wait on the first unfinished direction (its peer's liveness, its message on a timeout)
-    // while every direction progresses.
-    int peer = -1;
-    const bool* done = nullptr;
-    std::string what;
-    for (const Incoming& in : incoming)
-      if (!in.done && !done) {
-        peer = in.peer, done = &in.done;
-        what = "recv of " + in.describe() + " from rank " + std::to_string(peer) + " (waiting for its send)";
+    auto fail = [&](std::exception_ptr e) {
+      if (!firstFailure) firstFailure = e;
+    };
+    // The receiver's half of one direction, once the peer posted: read, compare, copy, answer.
+    auto receive = [&](Incoming& in) {
+      Connection& link = s.link(in.peer);
+      int64_t status = kCopyFailed;
+      try {
+        const MemoryHandle post = link.peerSendPost();
+        const std::string what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
+        if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
+          throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
+                      s.rank, in.peer);
+        manifestIn_.resize(post.size);
+        Connection& c = s.connection(in.peer, post);
+        c.read(manifestIn_.data(), c.attach(post), 0, post.size);
+        ManifestHeader header;
+        std::memcpy(&header, manifestIn_.data(), sizeof header);
+        if (header.magic != kManifestMagic || manifestBytes(header.count) != post.size)
+          throw Error(ErrorCode::Internal, what + ": its post is not a send manifest", s.rank, in.peer);
+        std::vector<MemoryHandle> sent(header.count);
+        std::memcpy(sent.data(), manifestIn_.data() + sizeof header, header.count * sizeof(MemoryHandle));
+        const std::string theirs = describeMessages(sent.size(), [&](size_t i) { return sent[i].size; });
+        if (sent.size() != in.messages.size()) {
+          status = countMismatch(in.messages.size());
+          throw Error(ErrorCode::InvalidUsage, what + ": it sent " + theirs + " in its batch" + kOneBatchRule, s.rank, in.peer);
+        }
+        for (size_t i = 0; i < sent.size(); ++i) {
+          if (sent[i].size == in.messages[i]->bytes) continue;
+          status = sizeMismatch(i, in.messages[i]->bytes);
+          if (sent.size() == 1)
+            throw Error(ErrorCode::InvalidUsage, what + ": it sent " + std::to_string(sent[i].size) + " bytes", s.rank, in.peer);
+          throw Error(ErrorCode::InvalidUsage, what + ": message " + std::to_string(i) + " expects " +
+                                                   std::to_string(in.messages[i]->bytes) + " bytes, it sent " +
+                                                   std::to_string(sent[i].size) + kOneBatchRule,
+                      s.rank, in.peer);
+        }
+        for (size_t i = 0; i < sent.size(); ++i) {
+          if (!sent[i].size) continue;
+          Connection& d = s.connection(in.peer, sent[i]);
+          d.read(in.messages[i]->data, d.attach(sent[i]), 0, sent[i].size);
+        }
+        status = kReceived;
+      } catch (...) {
+        fail(std::current_exception());
       }
-    for (const Outgoing& out : outgoing)
-      if (!out.done && !done) {
-        peer = out.peer, done = &out.done;
-        what = "send of " + out.describe() + " to rank " + std::to_string(peer) + " (waiting for its recv)";
+      link.answerSendPost(status);
+      link.signal(SemaphoreSet::RecvDone, 0);
+      in.done = true;
+    };
+    size_t pending = outgoing.size() + incoming.size();
+    auto progress = [&] {
+      for (Incoming& in : incoming)
+        if (!in.done && __atomic_load_n(s.inboundWord(SemaphoreSet::SendReady, in.peer, 0), __ATOMIC_ACQUIRE) >= in.want) {
+          receive(in);
+          --pending;
+        }
+      for (Outgoing& out : outgoing)
+        if (!out.done && __atomic_load_n(s.inboundWord(SemaphoreSet::RecvDone, out.peer, 0), __ATOMIC_ACQUIRE) >= out.want) {
+          out.done = true;
+          --pending;
+          const int64_t status = s.link(out.peer).sendStatus();
+          if (status != kReceived) fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
+        }
+    };
+
+    progress();
+    while (pending) {
+      // Wait on the first unfinished direction (its peer's liveness, its message on a timeout)
+      // while every direction progresses.
+      int peer = -1;
+      const bool* done = nullptr;
+      std::string what;
+      for (const Incoming& in : incoming)
+        if (!in.done && !done) {
+          peer = in.peer, done = &in.done;
+          what = "recv of " + in.describe() + " from rank " + std::to_string(peer) + " (waiting for its send)";
+        }
+      for (const Outgoing& out : outgoing)
+        if (!out.done && !done) {
+          peer = out.peer, done = &out.done;
+          what = "send of " + out.describe() + " to rank " + std::to_string(peer) + " (waiting for its recv)";
+        }
+      WaitOutcome outcome;
+      try {
+        outcome = waitUntil(
+            [&] {
+              progress();
+              return *done;
+            },
+            s.waitPolicy(peer, s.timeout));
+      } catch (const Error& e) {
+        // Interrupted (Ctrl-C) with sends posted or receives counted: the pairs are out of step (a
+        // peer may still read a buffer the caller frees), so no later call may trust them. (Other
+        // failures of a wait poison where they are raised.)
+        if (e.code() == ErrorCode::Interrupted) s.poison(rankPrefix(s.rank) + what + " was interrupted");
+        throw;
       }
-    WaitOutcome outcome;
-    try {
-      outcome = waitUntil(
-          [&] {
-            progress();
-            return *done;
-          },
-          s.waitPolicy(peer, s.timeout));
-    } catch (const Error& e) {
-      // Interrupted (Ctrl-C) with sends posted or receives counted: the pairs are out of step (a
-      // peer may still read a buffer the caller frees), so no later call may trust them. (Other
-      // failures of a wait poison where they are raised.)
-      if (e.code() == ErrorCode::Interrupted) s.poison(rankPrefix(s.rank) + what + " was interrupted");
-      throw;
+      if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
     }
-    if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
+  } catch (const std::exception& e) {
+    if (underway && !s.poisoned())
+      s.poison(rankPrefix(s.rank) + "a point-to-point batch failed part-way (its peers were told of it): " + e.what());
+    throw;
   }
   if (firstFailure) std::rethrow_exception(firstFailure);
 }
@@ -304,8 +322,40 @@ std::shared_ptr<Work> Engine::recv(void* data, size_t bytes, int peer, bool asyn
   return sendRecv({}, {RecvMessage{peer, data, bytes}}, async);
 }
 
+namespace {
+// The place of a queued batch with both sends and receives in the receive queue: a job there
+// says it was reached (every receive queued before has run) and holds the queue until the
+// batch, which runs on the send queue's thread, has finished. No deadline of its own: each side
+// waits only for calls that have theirs (the receives before it, the batch itself).
+class ReceiveQueuePlace {
+ public:
+  void reach() {
+    std::unique_lock<std::mutex> g(mu_);
+    reached_ = true;
+    cv_.notify_all();
+    cv_.wait(g, [&] { return released_; });
+  }
+  void waitReached() {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return reached_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> g(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool reached_ = false, released_ = false;
+};
+}  // namespace
+
 // A batch of sends only runs in the send queue's order, one of receives only in the receive
-// queue's; one with both after everything queued in either (holding both, sends first).
+// queue's; one with both in both: it holds the receive queue (its place there, reached) while it
+// runs on the send queue, so every send and receive called before it has run and none called
+// after it can overtake it.
 std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async) {
   if (sends.empty() && recvs.empty()) {
     if (!async) return nullptr;
@@ -319,12 +369,33 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
   } else if (sends.empty()) {
     if (async) return recvs_.submit([this, recvs = std::move(recvs)] { p2p_->run({}, recvs); });
     recvs_.runInline([&] { p2p_->run({}, recvs); });
-  } else {
-    if (async)
-      return sends_.submit([this, sends = std::move(sends), recvs = std::move(recvs)] {
-        recvs_.runInline([&] { p2p_->run(sends, recvs); });
+  } else if (async) {
+    auto place = std::make_shared<ReceiveQueuePlace>();
+    std::lock_guard<std::mutex> order(bothQueuesMu_);
+    recvs_.submit([place] { place->reach(); });
+    try {
+      return sends_.submit([this, place, sends = std::move(sends), recvs = std::move(recvs)] {
+        struct Release {
+          ReceiveQueuePlace& place;
+          ~Release() { place.release(); }
+        } release{*place};
+        place->waitReached();
+        p2p_->run(sends, recvs);
       });
-    sends_.runInline([&] { recvs_.runInline([&] { p2p_->run(sends, recvs); }); });
+    } catch (...) {
+      place->release();  // not queued: its place must not hold the receive queue
+      throw;
+    }
+  } else {
+    // Both queues drained and held; bothQueuesMu_ until then, so that no batch queued by another
+    // thread meanwhile holds the receive queue while it waits for the send queue held here.
+    std::unique_lock<std::mutex> order(bothQueuesMu_);
+    sends_.runInline([&] {
+      recvs_.runInline([&] {
+        order.unlock();
+        p2p_->run(sends, recvs);
+      });
+    });
   }
   return nullptr;
 }

@@ -2,6 +2,8 @@
 // abort, finalize, and its errors.
 #include "nccl/comm.hpp"
 
+#include <system_error>
+
 #include "forestcc/error.hpp"
 #include "nccl/forwarding.hpp"
 #include "nccl/result.hpp"
@@ -12,26 +14,65 @@ namespace forestcc::nccl {
 
 namespace {
 thread_local const Background* runningBackground = nullptr;  // the group this thread runs, if any
+thread_local const ncclComm* connectingHere = nullptr;        // the communicator this thread connects
 }
 
 Background::~Background() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Background::start(std::function<void()> work) {
-  thread_ = std::thread([this, work = std::move(work)]() mutable {
-    runningBackground = this;
+void Background::start(const std::vector<ncclComm*>& members, std::function<void()> work) {
+  // Taken outside mu_: a Hold locks its communicator, and asyncError holds that lock while it
+  // asks ended().
+  std::vector<std::shared_ptr<void>> holds;
+  for (ncclComm* c : members) holds.push_back(std::make_shared<ncclComm::Hold>(c));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    members_ = members;
+    holds_ = std::move(holds);
+  }
+  // The members go before the group counts as ended (a waiter may free a communicator as soon
+  // as it has), and leave members_ before their holds go (abortMembers must not reach a freed one).
+  auto letGo = [this] {
+    std::vector<std::shared_ptr<void>> holds;
     {
-      // What the work holds (the communicators' Holds) goes before the group counts as ended:
-      // a waiter may free a communicator as soon as it has.
-      std::function<void()> body = std::move(work);
-      body();
+      std::lock_guard<std::mutex> lock(mu_);
+      members_.clear();
+      holds.swap(holds_);
     }
+    holds.clear();
     std::lock_guard<std::mutex> lock(mu_);
     ended_ = true;
     cv_.notify_all();
-  });
+  };
+  try {
+    thread_ = std::thread([this, letGo, work = std::move(work)]() mutable {
+      runningBackground = this;
+      {
+        std::function<void()> body = std::move(work);
+        body();  // catches what it throws (runInBackground)
+      }
+      letGo();
+    });
+  } catch (const std::system_error& e) {
+    // No thread: nothing ran (the call returns this, the communicator is as it was), and no later
+    // call may wait for the group.
+    letGo();
+    throw NcclError(ncclSystemError, std::string("could not start the call's thread: ") + e.what());
+  } catch (...) {
+    letGo();
+    throw;
+  }
 }
+
+void Background::abortMembers(const ncclComm* caller, const std::string& reason) {
+  aborted_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (ncclComm* c : members_)
+    if (c != caller) c->poison(reason);
+}
+
+bool Background::abortedHere() { return runningBackground && runningBackground->aborted_.load(); }
 
 bool Background::ended() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -51,7 +92,7 @@ bool Background::onThisThread(const Background* b) { return b && runningBackgrou
 ncclComm::ncclComm(int r, int n, forestcc::nccl::CommConfig c) : rank(r), size(n), config(std::move(c)) {}
 
 ncclComm::~ncclComm() {
-  if (connecting_.joinable()) connecting_.join();
+  joinConnecting();
   waitForBackground();
   background_.reset();
   for (auto& r : registrations) delete static_cast<char*>(r.first);
@@ -63,6 +104,11 @@ ncclComm::~ncclComm() {
 void ncclComm::attach(std::shared_ptr<forestcc::Communicator> communicator) {
   communicator_ = std::move(communicator);
   collectives_ = std::make_unique<forestcc::Collectives>(communicator_);
+  attached_ = true;  // sequentially consistent, as Background::aborted_ (abortMembers, Use)
+}
+
+void ncclComm::poison(const std::string& reason) {
+  if (attached_) communicator_->abort(reason);
 }
 
 std::function<void()> ncclComm::connector(std::function<void(ncclComm&)> connect) {
@@ -82,7 +128,17 @@ void ncclComm::connectOnThread(std::function<void()> run) {
     std::lock_guard<std::mutex> lock(mu_);
     asyncError_ = ncclInProgress;
   }
-  connecting_ = std::thread(std::move(run));
+  std::lock_guard<std::mutex> lock(connectingMu_);
+  connecting_ = std::thread([this, run = std::move(run)] {
+    forestcc::nccl::connectingHere = this;
+    run();
+  });
+}
+
+void ncclComm::joinConnecting() {
+  if (forestcc::nccl::connectingHere == this) return;
+  std::lock_guard<std::mutex> lock(connectingMu_);
+  if (connecting_.joinable()) connecting_.join();
 }
 
 ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
@@ -107,13 +163,13 @@ void ncclComm::startDeferred() {
 }
 
 ncclResult_t ncclComm::finishStart() {
-  if (connecting_.joinable()) connecting_.join();
+  joinConnecting();
   std::lock_guard<std::mutex> lock(mu_);
   return asyncError_;
 }
 
 void ncclComm::waitUntilConnected() {
-  if (connecting_.joinable() && connecting_.get_id() != std::this_thread::get_id()) connecting_.join();
+  joinConnecting();
   if (!collectives_) {
     std::lock_guard<std::mutex> lock(mu_);
     throw NcclError(ncclInvalidUsage, "the communicator failed to initialise: " + lastError_);
@@ -133,6 +189,8 @@ ncclComm::Use::Use(ncclComm* comm, const char* call) : comm_(comm) {
     if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
     if (comm->finalized_) forestcc::nccl::refuse("the communicator was finalized (ncclCommFinalize)");
     comm->waitUntilConnected();
+    if (forestcc::nccl::Background::abortedHere())
+      forestcc::nccl::refuse("ncclCommAbort was called on another communicator of this non-blocking group");
   } catch (...) {
     std::lock_guard<std::mutex> lock(comm->mu_);
     if (--comm->inside_ == 0) comm->idle_.notify_all();
@@ -158,8 +216,18 @@ ncclComm::Hold::~Hold() {
 }
 
 void ncclComm::abort(const std::string& reason) {
+  // A group call on several communicators holds this one until it ended on all of them: the
+  // others are aborted too. Before this one is marked: a group that ended before that check
+  // ended by itself, not refused by this abort, so its other communicators stay untouched.
+  std::shared_ptr<forestcc::nccl::Background> group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    group = background_;
+  }
+  if (group && !group->ended())
+    group->abortMembers(this, reason + ", on another communicator of the same non-blocking group");
   aborted_ = true;
-  if (connecting_.joinable()) connecting_.join();  // a rendezvous in progress ends by itself (deadline)
+  joinConnecting();  // a rendezvous in progress ends by itself (deadline)
   if (communicator_) communicator_->abort(reason);
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [&] { return inside_ == 0; });

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "forestcc/collective_api.hpp"
 #include "forestcc/communicator.hpp"
@@ -28,16 +29,26 @@ struct PairedComm;
 class Background {
  public:
   ~Background();
-  void start(std::function<void()> work);  // runs `work`, then marks the group ended
+  // Holds every member (ncclComm::Hold), runs `work` on a thread of its own, lets the members go,
+  // then marks the group ended. When no thread can be started it throws, the group marked ended.
+  void start(const std::vector<ncclComm*>& members, std::function<void()> work);
   bool ended();
   void wait();                      // until ended (at once on the group's own thread)
   static bool onThisThread(const Background* b);
+  // ncclCommAbort of one member while the group runs: the group's call ends on every member (as
+  // NCCL aborts a group's job as a whole), each member's communicator poisoned with `reason`.
+  void abortMembers(const ncclComm* caller, const std::string& reason);
+  // Whether this thread runs a group some member of which was aborted (its later Uses refuse).
+  static bool abortedHere();
 
  private:
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool ended_ = false;
+  std::atomic<bool> aborted_{false};
+  std::vector<ncclComm*> members_;            // guarded by mu_; emptied before the holds go
+  std::vector<std::shared_ptr<void>> holds_;  // an ncclComm::Hold of each member
 };
 }  // namespace forestcc::nccl
 
@@ -59,6 +70,8 @@ struct ncclComm {
   void startDeferred();
   ncclResult_t finishStart();
   void attach(std::shared_ptr<forestcc::Communicator> communicator);  // called by `connect`
+  // Poisons the forestcc communicator, once it is attached (a group's abort, Background).
+  void poison(const std::string& reason);
 
   // Held by every call that uses the communicator; throws when it is aborted or not ready.
   class Use {
@@ -115,6 +128,9 @@ struct ncclComm {
 
  private:
   void waitUntilConnected();
+  // Joins the connecting thread; safe from several threads at once (a Use on a group's thread and
+  // ncclCommAbort on the user's), a no-op on that thread itself.
+  void joinConnecting();
   std::function<void()> connector(std::function<void(ncclComm&)> connect);  // runs it, records the result
   void connectOnThread(std::function<void()> run);
 
@@ -122,7 +138,9 @@ struct ncclComm {
 
   std::shared_ptr<forestcc::Communicator> communicator_;
   std::unique_ptr<forestcc::Collectives> collectives_;
+  std::mutex connectingMu_;  // held while connecting_ is started or joined
   std::thread connecting_;
+  std::atomic<bool> attached_{false};  // communicator_ and collectives_ are set
   std::shared_ptr<forestcc::nccl::Background> background_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
   std::atomic<bool> finalized_{false};  // set by a non-blocking finalize on its thread

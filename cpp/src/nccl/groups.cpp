@@ -125,14 +125,21 @@ void runEachComm(const std::vector<ncclComm*>& comms,
 
   std::vector<std::exception_ptr> errors(comms.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        runOnComm(*comms[i], byComm[comms[i]]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
+  try {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          runOnComm(*comms[i], byComm[comms[i]]);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    }
+  } catch (...) {
+    // A thread that could not start: those started still use this frame (joined, never left
+    // joinable, which would terminate the process).
+    for (auto& t : threads) t.join();
+    throw;
   }
   for (auto& t : threads) t.join();
   for (auto& e : errors)
@@ -164,20 +171,26 @@ ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* ca
   // The previous call of these communicators ends first (NCCL asks callers to poll it to the end
   // before the next call; one who does not gets this call after it, not beside it).
   for (ncclComm* c : comms) c->waitForBackground();
-  auto holds = std::make_shared<std::vector<std::unique_ptr<ncclComm::Hold>>>();
-  for (ncclComm* c : comms) holds->push_back(std::make_unique<ncclComm::Hold>(c));
   auto background = std::make_shared<Background>();
   for (ncclComm* c : comms) c->setBackground(background);
-  background->start([work = std::move(work), comms, holds, call] {
+  // Every failure stays, refused arguments found while running included (a point-to-point size
+  // mismatch): ncclCommGetAsyncError is where a non-blocking call's result is read, and a state
+  // that went back to ncclSuccess would read as a call that worked. (Arguments the call checks
+  // before it returns are returned by it and do not count.)
+  background->start(comms, [work = std::move(work), comms, call] {
+    auto note = [&](ncclResult_t result, const std::string& what) {
+      for (ncclComm* c : comms) c->noteError(result, std::string(call) + ": " + what, true);
+    };
     try {
       work();
     } catch (const std::exception& e) {
       ncclResult_t result = ncclInternalError;
       if (auto* n = dynamic_cast<const NcclError*>(&e)) result = n->result();
       if (auto* f = dynamic_cast<const Error*>(&e)) result = resultOf(f->code());
-      for (ncclComm* c : comms) c->noteError(result, std::string(call) + ": " + e.what(), true);
+      note(result, e.what());
+    } catch (...) {
+      note(ncclInternalError, "failed with an exception that is not a std::exception");
     }
-    holds->clear();
   });
   return ncclInProgress;
 }
