@@ -16,6 +16,18 @@
 static int rank, nranks;
 static int failures;
 
+/* Every program's start: argv is MODE DIR (exit 2 otherwise); the rank and size come from
+ * forestcc-run's environment. Returns MODE. */
+static const char* startProgram(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
+    exit(2);
+  }
+  rank = atoi(getenv("FORESTCC_RANK") ? getenv("FORESTCC_RANK") : "0");
+  nranks = atoi(getenv("FORESTCC_SIZE") ? getenv("FORESTCC_SIZE") : "1");
+  return argv[1];
+}
+
 #define FAIL(...)                                   \
   do {                                              \
     fprintf(stderr, "ERROR rank %d: ", rank);       \

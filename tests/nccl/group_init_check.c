@@ -68,13 +68,7 @@ static void run(const char* dir, int blocking) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
-    return 2;
-  }
-  rank = atoi(getenv("FORESTCC_RANK") ? getenv("FORESTCC_RANK") : "0");
-  nranks = atoi(getenv("FORESTCC_SIZE") ? getenv("FORESTCC_SIZE") : "1");
-  const char* mode = argv[1];
+  const char* mode = startProgram(argc, argv);
   if (!strcmp(mode, "blocking")) run(argv[2], 1);
   else if (!strcmp(mode, "nonblocking")) run(argv[2], 0);
   else {

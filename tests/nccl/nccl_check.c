@@ -735,13 +735,7 @@ static void modeMismatch(const char* dir) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
-    return 2;
-  }
-  rank = atoi(getenv("FORESTCC_RANK") ? getenv("FORESTCC_RANK") : "0");
-  nranks = atoi(getenv("FORESTCC_SIZE") ? getenv("FORESTCC_SIZE") : "1");
-  const char* mode = argv[1];
+  const char* mode = startProgram(argc, argv);
   if (!strcmp(mode, "collectives")) modeCollectives(argv[2]);
   else if (!strcmp(mode, "groups")) modeGroups(argv[2]);
   else if (!strcmp(mode, "split")) modeSplit(argv[2]);

@@ -295,13 +295,7 @@ static void modeGroupAbort(const char* dir) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
-    return 2;
-  }
-  rank = atoi(getenv("FORESTCC_RANK") ? getenv("FORESTCC_RANK") : "0");
-  nranks = atoi(getenv("FORESTCC_SIZE") ? getenv("FORESTCC_SIZE") : "1");
-  const char* mode = argv[1];
+  const char* mode = startProgram(argc, argv);
   const int many = nranks > 1;
   if (!strcmp(mode, "collectives")) modeCollectives(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "inprogress") && many) modeInProgress(nonBlockingComm(argv[2]), argv[2]);

@@ -268,13 +268,7 @@ static void modeUnmatched(ncclComm_t comm) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s MODE DIR (under forestcc-run)\n", argv[0]);
-    return 2;
-  }
-  rank = atoi(getenv("FORESTCC_RANK") ? getenv("FORESTCC_RANK") : "0");
-  nranks = atoi(getenv("FORESTCC_SIZE") ? getenv("FORESTCC_SIZE") : "1");
-  const char* mode = argv[1];
+  const char* mode = startProgram(argc, argv);
   ncclComm_t comm = worldComm(argv[2]);
   int destroy = 1;
   if (!strcmp(mode, "alltoallv")) modeAlltoallv(comm);
