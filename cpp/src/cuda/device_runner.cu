@@ -270,13 +270,7 @@ void CudaRunner::openPeers(Executor::Call& call, const Image& img, LaunchArgs& a
   for (size_t slot = 0; slot < img.peers.size(); ++slot) {
     const int peer = img.peers[slot];
     Connection& link = s.link(peer);
-    auto entered = [&] { return link.peerSequence() >= call.sequence; };
-    const WaitOutcome outcome = waitUntil(entered, s.waitPolicy(peer, s.timeout));
-    if (outcome != WaitOutcome::Ready)
-      s.raiseWaitFailure(outcome, peer,
-                         "collective #" + std::to_string(call.sequence) + " (" + describeCall(call.stamp) +
-                             "): waiting for rank " + std::to_string(peer) + " to enter it",
-                         s.timeout);
+    ex_.awaitEntered(call, peer);
     ex_.checkStamp(call, peer, kBeforeLaunch);
     const DeviceMailbox* mailbox = link.peerDeviceMailbox();
     if (!mailbox)

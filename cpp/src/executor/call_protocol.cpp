@@ -112,6 +112,18 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   return v;
 }
 
+void Executor::awaitEntered(const Call& call, int peer, const char* purpose) {
+  Communicator::State& s = *state_;
+  Connection& link = s.link(peer);
+  auto entered = [&] { return link.peerSequence() >= call.sequence; };
+  const WaitOutcome outcome = waitUntil(entered, s.waitPolicy(peer, s.timeout));
+  if (outcome != WaitOutcome::Ready)
+    s.raiseWaitFailure(outcome, peer,
+                       "collective #" + std::to_string(call.sequence) + " (" + describeCall(call.stamp) +
+                           "): waiting for rank " + std::to_string(peer) + " to enter it" + purpose,
+                       s.timeout);
+}
+
 void Executor::checkStamp(const Call& call, int peer, const Where& where) {
   CallStamp theirs;
   const bool read = state_->link(peer).peerStamp(call.sequence, theirs);

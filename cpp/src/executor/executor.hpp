@@ -145,6 +145,9 @@ class Executor {
   // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp of this call is equal
   // to this rank's. `where` names the step that looked, for the message.
   void checkStamp(const Call& call, int peer, const Where& where);
+  // Blocks until `peer` entered this call (published it), up to the communicator's timeout;
+  // `purpose` ends the error's "waiting for rank P to enter it" (e.g. " and publish its counts").
+  void awaitEntered(const Call& call, int peer, const char* purpose = "");
   // The same for a stamp already read (`read`: it was read whole).
   void checkStampValue(const Call& call, int peer, bool read, const CallStamp& theirs, const Where& where);
   // After a wait on `ch`'s peer ended: its stamp of this call, once per call and worker. `at`

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/wait.hpp"
 #include "executor/cpu_backend.hpp"
 #include "forestcc/error.hpp"
 
@@ -76,14 +75,8 @@ void Executor::layOutScratch(Call& call) {
                   rankPrefix(s.rank) + "plan '" + p.name + "': all_to_all_v sizes scratch blocks by the counts of rank " +
                       std::to_string(src) + " (scratch_blocks), which this rank has no connection to",
                   s.rank, src);
+    awaitEntered(call, src, " and publish its counts");
     Connection& link = s.link(src);
-    auto entered = [&] { return link.peerSequence() >= call.sequence; };
-    const WaitOutcome outcome = waitUntil(entered, s.waitPolicy(src, s.timeout));
-    if (outcome != WaitOutcome::Ready)
-      s.raiseWaitFailure(outcome, src,
-                         "collective #" + std::to_string(call.sequence) + " (" + describeCall(call.stamp) +
-                             "): waiting for rank " + std::to_string(src) + " to enter it and publish its counts",
-                         s.timeout);
     checkStamp(call, src, kLayout);
     std::memcpy(offsets.data(), link.peerBlockOffsets(0), sizeof(uint64_t) * (n + 1));
     if (link.peerSequence() != call.sequence)
