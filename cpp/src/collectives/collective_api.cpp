@@ -194,20 +194,18 @@ Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, b
 
 Collectives::WorkPtr Collectives::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs,
                                            bool async) {
-  for (size_t i = 0; i < sends.size(); ++i) {
-    const std::string arg = "sends[" + std::to_string(i) + "]";
-    collectives::checkRank(sends[i].peer, (arg + ".peer").c_str(), size());
-    if (sends[i].bytes && !sends[i].data)
-      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank()) + arg + ".data is null with " +
-                                               std::to_string(sends[i].bytes) + " bytes to send", rank());
-  }
-  for (size_t i = 0; i < recvs.size(); ++i) {
-    const std::string arg = "recvs[" + std::to_string(i) + "]";
-    collectives::checkRank(recvs[i].peer, (arg + ".peer").c_str(), size());
-    if (recvs[i].bytes && !recvs[i].data)
-      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank()) + arg + ".data is null with " +
-                                               std::to_string(recvs[i].bytes) + " bytes to receive", rank());
-  }
+  // Each message names a rank and, when it has bytes, their memory.
+  auto check = [&](const auto& messages, const char* list, const char* verb) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const std::string arg = std::string(list) + "[" + std::to_string(i) + "]";
+      collectives::checkRank(messages[i].peer, (arg + ".peer").c_str(), size());
+      if (messages[i].bytes && !messages[i].data)
+        throw Error(ErrorCode::InvalidUsage, rankPrefix(rank()) + arg + ".data is null with " +
+                                                 std::to_string(messages[i].bytes) + " bytes to " + verb, rank());
+    }
+  };
+  check(sends, "sends", "send");
+  check(recvs, "recvs", "receive");
   return engine_->sendRecv(std::move(sends), std::move(recvs), async);
 }
 
