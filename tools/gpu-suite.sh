@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU suite, for a machine with an NVIDIA GPU: build and install forestcc from this checkout,
-# run tests/test_gpu.py, run the GPU benchmark (perf/gpu/gpu_bench.py). Run from the repo root:
+# run tests/test_gpu*.py, run the GPU benchmark (perf/gpu/gpu_bench.py). Run from the repo root:
 #
 #   tools/gpu-suite.sh [all|build|test|bench]...     (default: all = build test bench)
 #
 # Results go to $OUT (default ./gpu-suite-out), five files at most:
 #   gpu-suite.txt    machine facts, MPS state, each phase's status and time, the summary
 #   gpu-build.txt    the pip build log
-#   gpu-tests.txt    pytest -v output (tests/test_gpu.py)
+#   gpu-tests.txt    pytest -v output (tests/test_gpu*.py)
 #   gpu-bench.txt    the benchmark's tables;  gpu-bench.json  its results
 #
 # CUDA MPS is started when it can be (several processes share the GPU's SMs instead of being
@@ -144,7 +144,7 @@ if want test; then
   say "== test (time box ${t} s)"
   s=$SECONDS
   # shellcheck disable=SC2086  # GPU_SUITE_PYTEST_ARGS is split on purpose
-  timeout -s INT -k 30 "$t" python3 -m pytest tests/test_gpu.py -v -ra -p no:cacheprovider \
+  timeout -s INT -k 30 "$t" python3 -m pytest tests/test_gpu*.py -v -ra -p no:cacheprovider \
     --durations=20 ${GPU_SUITE_PYTEST_ARGS:-} >"$OUT/gpu-tests.txt" 2>&1
   rc=$?
   STATUS[test]="rc=$rc, $((SECONDS - s)) s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$OUT/gpu-tests.txt" | tail -1 | tr -d '=')"

@@ -72,6 +72,9 @@ def stream_handle(stream: Any, array: Any) -> int:
         module = type(array).__module__
         if module.startswith("torch"):
             import torch
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # ~10x cheaper than a Stream
+            if raw is not None:
+                return int(raw(array.get_device()))
             return int(torch.cuda.current_stream(array.device).cuda_stream)
         if module.startswith("cupy"):
             import cupy

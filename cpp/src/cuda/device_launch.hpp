@@ -56,6 +56,11 @@ struct LaunchArgs {
   uint32_t* launchScratch;
   const volatile uint32_t* hostAbort;  // set by the host: a peer died, the communicator was poisoned
   DeviceFailure* failure;
+  // Every peer of the plan runs on this GPU: signals and waits at GPU scope, not system scope.
+  bool gpuScope;
+  // Each block zeroes what it used of launchScratch before it ends (one block per worker, no
+  // failure), so the next launch needs no memset.
+  bool leaveScratchZero;
 };
 
 // Bytes of launchScratch a launch needs.
@@ -63,9 +68,9 @@ inline uint64_t launchScratchBytes(uint32_t workers, uint32_t blocksPerWorker, u
   return sizeof(uint32_t) * (workers + 1 + uint64_t(workers) * blocksPerWorker * channels);
 }
 
-// Zeroes the launch scratch and launches the plan's kernel on `stream`; false: the launch failed
-// (the caller reads cudaGetLastError).
-bool launchPlan(const LaunchArgs& args, void* stream);
+// Zeroes the first `clearBytes` of the launch scratch (0: the last launch left it zero) and
+// launches the plan's kernel on `stream`; false: the launch failed (the caller reads cudaGetLastError).
+bool launchPlan(const LaunchArgs& args, uint64_t clearBytes, void* stream);
 
 }  // namespace forestcc::executor
 

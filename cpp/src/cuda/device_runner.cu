@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -108,6 +109,8 @@ class CudaRunner : public DeviceRunner {
 
   Executor& ex_;
   int device_ = 0;
+  uint8_t uuid_[16] = {};           // this runner's CUDA device
+  uint64_t dirty_ = 0;              // bytes of launchScratch_ that may be non-zero after the last launch
   uint64_t* semaphores_ = nullptr;  // inbound words [local index of the signaller][pair]
   uint64_t* expected_ = nullptr;    // [rank][pair] signals consumed
   std::vector<uint64_t*> peerSemaphores_;  // by rank, opened on first use
@@ -164,6 +167,11 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
   h.ownerRank = s.rank;
   h.nodeHash = s.peers[s.rank].nodeHash;
   cuda_ipc::exportMemory(semaphores_, kSemaphoreWords * sizeof(uint64_t), h, "device semaphores");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device_), s.rank, "cudaGetDeviceProperties");
+  static_assert(sizeof(prop.uuid.bytes) == sizeof(DeviceMailbox::deviceUuid), "a CUDA UUID is 16 bytes");
+  std::memcpy(uuid_, prop.uuid.bytes, sizeof(uuid_));
+  std::memcpy(s.control->deviceMailbox.deviceUuid, uuid_, sizeof(uuid_));
   s.control->deviceMailbox.semaphores = h;
   check(cudaDeviceSynchronize(), s.rank, "clearing device memory");
 }
@@ -298,6 +306,7 @@ void CudaRunner::openPeers(Executor::Call& call, const Image& img, LaunchArgs& a
       p.offsets[b] = mapped(mine);
     }
     if (!peerSemaphores_[peer]) peerSemaphores_[peer] = reinterpret_cast<uint64_t*>(cuda_ipc::openPeerMemory(mailbox->semaphores));
+    if (std::memcmp(mailbox->deviceUuid, uuid_, sizeof(uuid_)) != 0) args.gpuScope = false;
   }
 }
 
@@ -420,6 +429,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   s.published();
 
   LaunchArgs args{};
+  args.gpuScope = true;  // until a peer on another GPU is found (openPeers)
   try {
     openPeers(call, img, args, offsets);
     buildChannels(p, img);
@@ -447,9 +457,19 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   args.dtype = buffers.dtype;
   args.op = buffers.op;
   args.timeoutNs = static_cast<uint64_t>(s.timeout * 1e9);
-  args.launchScratch = reinterpret_cast<uint32_t*>(
-      grow(launchScratch_, launchScratchBytes(img.workers, blocks, img.channelCount), capturing, "launch scratch"));
+  const char* scratchBefore = launchScratch_.data;
+  const uint64_t region = launchScratchBytes(img.workers, blocks, img.channelCount);
+  args.launchScratch = reinterpret_cast<uint32_t*>(grow(launchScratch_, region, capturing, "launch scratch"));
   args.hostAbort = mapped(hostAbort_);
+  // A launch of one block per worker zeroes what it used, so the next one needs no memset (~5 us
+  // on the GPU per call); other launches leave their region set, and the next launch clears all
+  // of it (dirty_), not only its own region. Around graphs the whole scratch is cleared every
+  // time: a replay runs whenever its owner says, so what the last launch left is unknown here. A
+  // failed launch leaves its words set, so later launches of the communicator abort (it is
+  // poisoned by then).
+  if (scratchBefore != launchScratch_.data) dirty_ = launchScratch_.size;  // fresh memory
+  const uint64_t clearBytes = capturing || captured_ ? launchScratch_.size : dirty_ ? std::max(dirty_, region) : 0;
+  args.leaveScratchZero = blocks == 1 && !capturing;
 
   std::lock_guard<std::mutex> guard(mu_);
   const int slot = capturing ? kFailureSlots : static_cast<int>(call.sequence % kFailureSlots);
@@ -458,7 +478,9 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   // Calls of one communicator run one after another, also when they come on different streams.
   if (!capturing && lastDone_ && stream != lastStream_)
     check(cudaStreamWaitEvent(stream, lastDone_, 0), s.rank, "ordering after the previous call");
-  if (!launchPlan(args, stream)) check(cudaGetLastError(), s.rank, "launching the plan's kernel");
+  dirty_ = launchScratch_.size;  // until the launch is enqueued
+  if (!launchPlan(args, clearBytes, stream)) check(cudaGetLastError(), s.rank, "launching the plan's kernel");
+  dirty_ = args.leaveScratchZero ? 0 : region;
   if (buffers.op == ReduceOp::Avg && plan::reduces(p.collective) &&
       (p.collective != plan::Collective::Reduce || s.rank == p.root) &&
       !launchDivide(buffers.output, g.count, buffers.dtype, static_cast<uint32_t>(p.nranks), stream))

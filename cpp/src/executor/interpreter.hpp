@@ -112,11 +112,16 @@ class Interpreter {
       for (uint32_t step = 0; step < n; ++step) {
         f.step = step;
         f.slice = slice;
-        if (!runOp(ops[step], f) || !be_.afterOp(f)) return f;
+        const uint32_t chain = getReduceChain(ops, step, n);
+        if (!(chain > 1 ? getReduceFused(ops + step, chain, f) : runOp(ops[step], f)) || !be_.afterOp(f)) return f;
+        step += chain - 1;
       }
     f.kind = FailureKind::None;
     return f;
   }
+
+  // Sources one fused reduce may read: a chain's local sources and one per peer.
+  static constexpr int kMaxFusedSources = 16;
 
  private:
   struct Span {
@@ -231,6 +236,62 @@ class Interpreter {
       if (!reduceSpans(op, j, dst, srcs, f)) return false;
       be_.reduce(dst.data, srcs, op.sourceCount, dst.bytes / g_.elem);
     }
+    return true;
+  }
+
+  // get_reduce ops that each add one more peer's chunk into the same destination (a direct
+  // all_reduce's reduce-scatter: dst = op(srcs, peer 1); dst = op(dst, peer 2); ...) read and
+  // write dst once per peer. The length of such a chain starting at ops[step] (1: no chain); the
+  // chain runs as one pass over every peer's chunk (getReduceFused) with the same result, element
+  // for element, as the ops one after another: the same order of operands.
+  FORESTCC_HOST_DEVICE uint32_t getReduceChain(const plan::Op* ops, uint32_t step, uint32_t n) const {
+    const plan::Op& first = ops[step];
+    if (first.code != plan::OpCode::GetReduce) return 1;
+    auto same = [](const plan::ChunkRef& a, const plan::ChunkRef& b) {
+      return a.buffer == b.buffer && a.index == b.index;
+    };
+    uint32_t len = 1;
+    while (step + len < n && first.sourceCount + int(len) < kMaxFusedSources) {
+      const plan::Op& next = ops[step + len];
+      if (next.code != plan::OpCode::GetReduce || next.count != first.count || next.sourceCount != 1 ||
+          !same(next.dst, first.dst) || !same(next.sources[0], first.dst))
+        break;
+      ++len;
+    }
+    return len;
+  }
+
+  // A chain of `len` get_reduce ops (getReduceChain) in one pass when every peer's chunk is mapped
+  // and none overlaps the destination (checked for every piece before any is reduced); else op by op.
+  FORESTCC_HOST_DEVICE bool getReduceFused(const plan::Op* ops, uint32_t len, Failure& f) {
+    const uint32_t step = f.step;
+    bool fusable = true;
+    for (int pass = 0; pass < 2 && fusable; ++pass)  // 0: check every piece, 1: reduce
+      for (uint32_t j = 0; j < pieces(ops[0]) && fusable; ++j) {
+        Span dst;
+        const char* srcs[kMaxFusedSources];
+        f.step = step;
+        if (!reduceSpans(ops[0], j, dst, srcs, f)) return false;
+        int n = ops[0].sourceCount;
+        for (uint32_t i = 0; i < len && fusable; ++i) {
+          const int peer = be_.peerOf(ops[i].channel);
+          RemoteSpan there;
+          f.step = step + i;
+          if (!remote(ops[i], ops[i].src, j, span(ops[i]), peer, there, f)) return false;
+          if (there.bytes != dst.bytes) return sizeMismatch(peer, dst.bytes, there.bytes, 2, f);
+          const char* p = there.buffer.mapped ? there.buffer.mapped + there.offset : nullptr;
+          fusable = p && (p + there.bytes <= dst.data || dst.data + dst.bytes <= p);
+          srcs[n++] = p;
+        }
+        if (pass == 1 && dst.bytes) be_.reduce(dst.data, srcs, n, dst.bytes / g_.elem);
+      }
+    f.step = step;
+    if (fusable) return true;
+    for (uint32_t i = 0; i < len; ++i) {
+      f.step = step + i;
+      if (!runOp(ops[i], f) || (i + 1 < len && !be_.afterOp(f))) return false;
+    }
+    f.step = step;
     return true;
   }
 

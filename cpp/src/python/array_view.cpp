@@ -3,6 +3,8 @@
 #include <pybind11/numpy.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -127,6 +129,58 @@ ArrayView fromDlpack(py::handle obj, const char* arg) {
   return v;
 }
 
+// PyTorch tensors (CPU and CUDA) through their own methods. Their __cuda_array_interface__ and
+// __dlpack__ are Python code that costs ~10 us each (the interface twice: hasattr, then the
+// read): more than a small collective on a GPU. nullptr until torch was imported.
+PyObject* torchTensorType() {
+  static PyObject* type = nullptr;
+  if (!type) {
+    PyObject* torch = PyImport_GetModule(py::str("torch").ptr());  // never imports it
+    if (!torch) return nullptr;
+    type = PyObject_GetAttrString(torch, "Tensor");  // kept for the process's life
+    Py_DECREF(torch);
+    if (!type) PyErr_Clear();
+  }
+  return type;
+}
+
+DataType torchDtype(py::handle dtype, const char* arg) {
+  // torch's dtype objects are singletons: found by identity after the first call.
+  static std::vector<std::pair<PyObject*, DataType>>* known = [] {
+    auto* out = new std::vector<std::pair<PyObject*, DataType>>;
+    const py::module_ torch = py::module_::import("torch");
+    const std::pair<const char*, DataType> names[] = {
+        {"int8", DataType::Int8},       {"uint8", DataType::Uint8},     {"int32", DataType::Int32},
+        {"uint32", DataType::Uint32},   {"int64", DataType::Int64},     {"uint64", DataType::Uint64},
+        {"float16", DataType::Float16}, {"bfloat16", DataType::BFloat16}, {"float32", DataType::Float32},
+        {"float64", DataType::Float64}, {"float8_e4m3fn", DataType::Float8E4M3}, {"float8_e5m2", DataType::Float8E5M2}};
+    for (const auto& [name, type] : names)
+      if (py::hasattr(torch, name)) out->emplace_back(torch.attr(name).ptr(), type);  // torch keeps them alive
+    return out;
+  }();
+  for (const auto& [object, type] : *known)
+    if (object == dtype.ptr()) return type;
+  unsupported(arg, py::str(dtype));
+}
+
+// False: not a tensor this path reads (not torch, or on another device kind): the caller goes on.
+bool fromTorch(py::handle obj, const char* arg, ArrayView& v) {
+  PyObject* tensor = torchTensorType();
+  if (!tensor || PyObject_IsInstance(obj.ptr(), tensor) != 1) return false;
+  const bool cuda = obj.attr("is_cuda").cast<bool>();
+  if (!cuda && !obj.attr("is_cpu").cast<bool>()) return false;
+  if (!obj.attr("is_contiguous")().cast<bool>())
+    throw py::value_error(std::string(arg) + ": must be contiguous (pass a contiguous copy, e.g. .contiguous())");
+  v.dtype = torchDtype(obj.attr("dtype"), arg);
+  v.count = obj.attr("numel")().cast<size_t>();
+  v.bytes = v.count * elementSize(v.dtype);
+  v.data = reinterpret_cast<void*>(obj.attr("data_ptr")().cast<uintptr_t>());
+  v.device = cuda ? obj.attr("get_device")().cast<int>() : -1;
+  v.writable = true;
+  v.keep = py::reinterpret_borrow<py::object>(obj);
+  return true;
+}
+
 // __cuda_array_interface__ (version 2 or 3): CuPy arrays, PyTorch CUDA tensors, Numba arrays.
 // Returns false when the object's interface refuses (PyTorch raises for bfloat16 and float8):
 // the caller then goes through DLPack.
@@ -175,6 +229,7 @@ ArrayView viewArray(py::handle obj, const char* arg, bool needWritable) {
     v = fromNumpy(py::reinterpret_borrow<py::array>(obj), arg);
   } else if (obj.is_none()) {
     throw py::type_error(std::string(arg) + ": expected an array, got None");
+  } else if (fromTorch(obj, arg, v)) {
   } else if (py::hasattr(obj, "__cuda_array_interface__") && fromCudaInterface(obj, arg, v)) {
   } else if (py::hasattr(obj, "__dlpack__") && !PyObject_CheckBuffer(obj.ptr())) {
     v = fromDlpack(obj, arg);

@@ -1,6 +1,6 @@
-// User arrays as (address, bytes, element type) for collectives: numpy arrays (fast path),
-// DLPack tensors (PyTorch, JAX; bfloat16 included), objects with __cuda_array_interface__ (CuPy,
-// PyTorch CUDA tensors) and anything with the buffer protocol. Errors are TypeError / ValueError
+// User arrays as (address, bytes, element type) for collectives: numpy arrays and PyTorch tensors
+// (fast paths), objects with __cuda_array_interface__ (CuPy, Numba), DLPack tensors (JAX) and
+// anything with the buffer protocol. Errors are TypeError / ValueError
 // naming the argument.
 #pragma once
 

@@ -115,6 +115,9 @@ struct alignas(64) DeviceCallRecord {
 };
 struct alignas(64) DeviceMailbox {
   MemoryHandle semaphores;  // this rank's inbound semaphore words in device memory (size 0: none yet)
+  // The CUDA device this rank's runner uses (its UUID), written before `semaphores`: peers on the
+  // same device synchronize at GPU scope, cheaper than system scope.
+  uint8_t deviceUuid[16];
   DeviceCallRecord calls[kDeviceHistory];
 };
 
