@@ -136,7 +136,7 @@ class Engine {
   void runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream);
   // Queues a batch; it leaves its GPU completion (PointToPoint::run) in *completion.
   std::shared_ptr<Work> submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
-                                    std::shared_ptr<std::shared_ptr<cuda_ipc::SharedEvent>> completion);
+                                    std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion);
   void execute(const CompiledPlan& p, const CallBuffers& b);
 
   std::shared_ptr<Communicator> comm_;

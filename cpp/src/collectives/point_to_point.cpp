@@ -235,7 +235,7 @@ char* PointToPoint::manifestSpace(size_t bytes) {
   return static_cast<char*>(manifests_->data());
 }
 
-std::shared_ptr<cuda_ipc::SharedEvent> PointToPoint::run(const std::vector<SendMessage>& sends,
+std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessage>& sends,
                                                           const std::vector<RecvMessage>& recvs, void* stream) {
   Communicator::State& s = *state_;
   std::vector<const SendMessage*> sendsToSelf;
@@ -458,28 +458,38 @@ std::shared_ptr<cuda_ipc::SharedEvent> PointToPoint::run(const std::vector<SendM
   if (firstFailure) std::rethrow_exception(firstFailure);
   if (device < 0) return nullptr;
   // The batch's completion: after every copy into this rank and every wait for a receiver's copy.
-  auto done = std::make_shared<cuda_ipc::SharedEvent>(device, gpuWhat);
-  done->record(stream, gpuWhat + " (its completion event)");
+  auto done = std::make_shared<DeviceCompletion>();
+  done->event = std::make_unique<cuda_ipc::SharedEvent>(device, gpuWhat);
+  done->event->record(stream, gpuWhat + " (its completion event)");
+  for (const Outgoing& out : outgoing) done->peers.push_back(out.peer);
+  for (const Incoming& in : incoming) done->peers.push_back(in.peer);
   std::lock_guard<std::mutex> g(completionsMu_);
-  while (!completions_.empty() && completions_.front()->reached(gpuWhat)) completions_.pop_front();
+  while (!completions_.empty() && completions_.front()->event->reached(gpuWhat)) completions_.pop_front();
   completions_.push_back(done);
   return done;
 }
 
-bool PointToPoint::awaitCompletion(Communicator::State& s, const std::shared_ptr<cuda_ipc::SharedEvent>& done,
+bool PointToPoint::awaitCompletion(Communicator::State& s, const std::shared_ptr<DeviceCompletion>& done,
                                    bool block) {
   if (!done) return true;
   const std::string what = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
-  if (!block) return done->reached(what);
-  const WaitOutcome outcome = waitUntil([&] { return done->reached(what); }, s.waitPolicy(-1, s.timeout));
-  if (outcome != WaitOutcome::Ready)
-    s.raiseWaitFailure(outcome, -1, "send/recv batch on GPU memory (waiting for the GPU to finish it)", s.timeout);
+  if (!block) return done->event->reached(what);
+  // The GPU work of the batch waits for its peers' streams: a peer that died is named (the wait
+  // itself watches the first peer, the watch the others).
+  const int first = done->peers.empty() ? -1 : done->peers.front();
+  const std::string waiting = "send/recv batch on GPU memory (waiting for the GPU to finish it)";
+  const WaitOutcome outcome = waitUntil([&] { return done->event->reached(what); }, s.waitPolicy(first, s.timeout), [&] {
+    for (int peer : done->peers)
+      if (s.waitPolicy(peer, s.timeout).peerPid > 0 && !processAlive(s.peers[peer].pid))
+        s.raiseWaitFailure(WaitOutcome::PeerDead, peer, waiting, s.timeout);
+  });
+  if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, first, waiting, s.timeout);
   return true;
 }
 
 void PointToPoint::synchronize() {
   for (;;) {
-    std::shared_ptr<cuda_ipc::SharedEvent> oldest;
+    std::shared_ptr<DeviceCompletion> oldest;
     {
       std::lock_guard<std::mutex> g(completionsMu_);
       if (completions_.empty()) return;
@@ -560,7 +570,7 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
   // completion, which the queued batch leaves here).
   const bool device = std::any_of(sends.begin(), sends.end(), [](const SendMessage& m) { return m.device >= 0; }) ||
                       std::any_of(recvs.begin(), recvs.end(), [](const RecvMessage& m) { return m.device >= 0; });
-  auto completion = std::make_shared<std::shared_ptr<cuda_ipc::SharedEvent>>();
+  auto completion = std::make_shared<std::shared_ptr<DeviceCompletion>>();
   std::shared_ptr<Work> queued = submitBatch(std::move(sends), std::move(recvs), stream, completion);
   if (!device) return queued;
   std::shared_ptr<Communicator::State> state = comm_->state();
@@ -595,7 +605,7 @@ void Engine::runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> r
 }
 
 std::shared_ptr<Work> Engine::submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
-                                          std::shared_ptr<std::shared_ptr<cuda_ipc::SharedEvent>> completion) {
+                                          std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion) {
   if (recvs.empty())
     return sends_.submit([this, sends = std::move(sends), stream, completion] { *completion = p2p_->run(sends, {}, stream); });
   if (sends.empty())

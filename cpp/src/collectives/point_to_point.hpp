@@ -45,6 +45,12 @@
 
 namespace forestcc::collectives {
 
+// The completion of a batch on GPU memory: an event recorded on its stream after it.
+struct DeviceCompletion {
+  std::unique_ptr<cuda_ipc::SharedEvent> event;
+  std::vector<int> peers;  // the batch's peers on other processes: a wait for it watches them
+};
+
 class PointToPoint {
  public:
   explicit PointToPoint(std::shared_ptr<Communicator::State> state);
@@ -57,19 +63,17 @@ class PointToPoint {
   //
   // GPU messages are enqueued on `stream`; returns then the batch's completion (an event recorded
   // on the stream after it), else null.
-  std::shared_ptr<cuda_ipc::SharedEvent> run(const std::vector<SendMessage>& sends,
+  std::shared_ptr<DeviceCompletion> run(const std::vector<SendMessage>& sends,
                                              const std::vector<RecvMessage>& recvs, void* stream = nullptr);
   // Blocks until the GPU reached `done` (a completion run returned; null: at once), with the
   // communicator's deadline and poison; with block false only polls.
-  static bool awaitCompletion(Communicator::State& s, const std::shared_ptr<cuda_ipc::SharedEvent>& done,
+  static bool awaitCompletion(Communicator::State& s, const std::shared_ptr<DeviceCompletion>& done,
                               bool block);
   // Blocks until every batch enqueued on the GPU so far has finished there.
   void synchronize();
 
  private:
   char* manifestSpace(size_t bytes);
-  // The GPU side of a batch's directions (point_to_point.cpp).
-  struct DeviceBatch;
 
   std::shared_ptr<Communicator::State> state_;
   std::vector<uint64_t> sendsDone_, sendsReady_;  // SendReady / RecvDone signals consumed, by peer
@@ -84,7 +88,7 @@ class PointToPoint {
   // Completions of GPU batches not yet known finished (synchronize); a send batch and a receive
   // batch may run at once.
   std::mutex completionsMu_;
-  std::deque<std::shared_ptr<cuda_ipc::SharedEvent>> completions_;
+  std::deque<std::shared_ptr<DeviceCompletion>> completions_;
 };
 
 }  // namespace forestcc::collectives
