@@ -5,7 +5,8 @@ usage: gpu_p2p_check.py MODE [--lib torch|cupy|numpy]
               dtypes     send/recv of every dtype around a ring (an async send, a blocking recv)
               ring       a batch (send_recv) around the ring, 4 MiB per message
               many       one batch with several messages of different sizes (zero too) to every
-                         rank, itself included, half of them slices of one allocation
+                         rank, itself included, half of them slices of one allocation, and (GPU
+                         runs) a host-memory message to every rank in the same batch
               alltoallv  all_to_all with uneven splits (zero blocks too) as one batch
               reuse      rank 0 overwrites its send buffer on its stream right after send returns
                          while rank 1's stream is held back (a long kernel) before its recv: rank 1
@@ -118,7 +119,7 @@ def garbage(count, name="float32"):
 
 
 def expect(label, dev, want):
-    got = to_host(dev)
+    got = np.array(dev).reshape(-1).view(np.uint8) if isinstance(dev, np.ndarray) else to_host(dev)
     want = np.ascontiguousarray(want).reshape(-1).view(np.uint8)
     if not np.array_equal(got, want):
         bad = np.flatnonzero(got != want) if got.shape == want.shape else np.array([-1])
@@ -203,6 +204,11 @@ def feature_many():
             recvs.append((out, peer))
             checks.append((f"message {k} ({count} elements) from rank {peer}", out,
                            values(peer, R, k, count)))
+        if LIB != "numpy":  # host memory in the same batch, to host memory
+            sends.append((values(R, peer, 9, 257), peer))
+            host_out = np.zeros(257, np.float32)
+            recvs.append((host_out, peer))
+            checks.append((f"host message from rank {peer}", host_out, values(peer, R, 9, 257)))
     comm.send_recv(sends, recvs)
     for label, out, want in checks:
         expect(label, out, want)

@@ -247,7 +247,14 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
   checkToSelf(s.rank, sendsToSelf, recvsFromSelf);
   const std::string gpuWhat = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
   std::unique_ptr<cuda_ipc::CurrentDevice> current;
-  if (device >= 0) current = std::make_unique<cuda_ipc::CurrentDevice>(device, gpuWhat);
+  if (device >= 0) {
+    current = std::make_unique<cuda_ipc::CurrentDevice>(device, gpuWhat);
+    // The rendezvous and the events are of this call: a graph replay could not repeat them.
+    if (cuda_ipc::capturing(stream, gpuWhat))
+      throw Error(ErrorCode::InvalidUsage, gpuWhat + ": its stream is being captured into a CUDA graph, and "
+                                                    "send/recv of GPU memory cannot be captured",
+                  s.rank);
+  }
   copyToSelf(s.rank, sendsToSelf, recvsFromSelf, stream);
   // Events of this device (remade when the caller's device changed since the last batch).
   auto eventOf = [&](std::unique_ptr<cuda_ipc::SharedEvent>& e) -> cuda_ipc::SharedEvent& {

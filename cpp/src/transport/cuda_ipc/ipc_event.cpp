@@ -115,6 +115,12 @@ bool SharedEvent::reached(const std::string& what) const {
   return true;
 }
 
+bool capturing(void* stream, const std::string& what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), what, "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void waitForPeerEvent(const EventHandle& h, void* stream, const std::string& what) {
   if (!h.ownerPid) throw Error(ErrorCode::Internal, what + ": the peer sent no CUDA event");
   cudaEvent_t event = nullptr;
@@ -155,6 +161,7 @@ SharedEvent::SharedEvent(int device, const std::string& what) : device_(device) 
 SharedEvent::~SharedEvent() = default;
 EventHandle SharedEvent::record(void*, const std::string& what) { noCuda(what); }
 bool SharedEvent::reached(const std::string& what) const { noCuda(what); }
+bool capturing(void*, const std::string& what) { noCuda(what); }
 void waitForPeerEvent(const EventHandle&, void*, const std::string& what) { noCuda(what); }
 void copyOnStream(void*, const void*, uint64_t, void*, const std::string& what) { noCuda(what); }
 

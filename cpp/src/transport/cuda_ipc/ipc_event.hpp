@@ -61,6 +61,10 @@ class SharedEvent {
   EventHandle handle_;
 };
 
+// Whether `stream` is being captured into a CUDA graph (a record there is not a record a peer can
+// wait for).
+bool capturing(void* stream, const std::string& what);
+
 // Makes `stream` wait for the peer's record of the event `h` names (opened once per process).
 void waitForPeerEvent(const EventHandle& h, void* stream, const std::string& what);
 
