@@ -128,7 +128,7 @@ class Engine {
   std::shared_ptr<Work> recv(void* data, size_t bytes, int peer, bool async, int device, void* stream);
   std::shared_ptr<Work> sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async,
                                  void* stream);
-  // Waits for every queued batch, then until the GPU finished every batch on GPU memory.
+  // Waits until every send/recv batch on GPU memory called so far ran and finished on the GPU.
   void synchronizeSendRecv();
 
  private:

@@ -494,7 +494,25 @@ bool PointToPoint::awaitCompletion(Communicator::State& s, const std::shared_ptr
   return true;
 }
 
+void PointToPoint::track(std::shared_ptr<Work> queued) {
+  std::lock_guard<std::mutex> g(completionsMu_);
+  while (!queued_.empty() && queued_.front()->completed()) queued_.pop_front();
+  queued_.push_back(std::move(queued));
+}
+
 void PointToPoint::synchronize() {
+  // Queued batches on GPU memory first (they enqueue their GPU work when they run), each raising
+  // its own error once; then the GPU work of every batch.
+  for (;;) {
+    std::shared_ptr<Work> oldest;
+    {
+      std::lock_guard<std::mutex> g(completionsMu_);
+      if (queued_.empty()) break;
+      oldest = queued_.front();
+      queued_.pop_front();
+    }
+    oldest->wait();
+  }
   for (;;) {
     std::shared_ptr<DeviceCompletion> oldest;
     {
@@ -580,6 +598,7 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
   auto completion = std::make_shared<std::shared_ptr<DeviceCompletion>>();
   std::shared_ptr<Work> queued = submitBatch(std::move(sends), std::move(recvs), stream, completion);
   if (!device) return queued;
+  p2p_->track(queued);
   std::shared_ptr<Communicator::State> state = comm_->state();
   return std::make_shared<Work>([queued, completion, state](bool block) {
     if (block) {
@@ -635,10 +654,6 @@ std::shared_ptr<Work> Engine::submitBatch(std::vector<SendMessage> sends, std::v
   }
 }
 
-void Engine::synchronizeSendRecv() {
-  sends_.drain();
-  recvs_.drain();
-  p2p_->synchronize();
-}
+void Engine::synchronizeSendRecv() { p2p_->synchronize(); }
 
 }  // namespace forestcc::collectives

@@ -69,7 +69,11 @@ class PointToPoint {
   // communicator's deadline and poison; with block false only polls.
   static bool awaitCompletion(Communicator::State& s, const std::shared_ptr<DeviceCompletion>& done,
                               bool block);
-  // Blocks until every batch enqueued on the GPU so far has finished there.
+  // A queued batch on GPU memory (its Work, which finishes when the batch ran on the host), so
+  // that synchronize() waits for it too.
+  void track(std::shared_ptr<Work> queued);
+  // Blocks until every tracked batch ran and every batch enqueued on the GPU finished there;
+  // raises the first error one hit. Queued batches on host memory only are not waited for.
   void synchronize();
 
  private:
@@ -89,6 +93,7 @@ class PointToPoint {
   // batch may run at once.
   std::mutex completionsMu_;
   std::deque<std::shared_ptr<DeviceCompletion>> completions_;
+  std::deque<std::shared_ptr<Work>> queued_;  // tracked queued batches on GPU memory
 };
 
 }  // namespace forestcc::collectives
