@@ -135,8 +135,10 @@ class Engine {
   void checkPeer(int peer, const char* what) const;
   void runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream);
   // Queues a batch; it leaves its GPU completion (PointToPoint::run) in *completion.
+  // sendEvent: its batch event, recorded at the call (PointToPoint::recordAtCall), or null.
   std::shared_ptr<Work> submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
-                                    std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion);
+                                    std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion,
+                                    std::shared_ptr<cuda_ipc::SharedEvent> sendEvent);
   void execute(const CompiledPlan& p, const CallBuffers& b);
 
   std::shared_ptr<Communicator> comm_;

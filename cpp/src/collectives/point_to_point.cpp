@@ -235,8 +235,35 @@ char* PointToPoint::manifestSpace(size_t bytes) {
   return static_cast<char*>(manifests_->data());
 }
 
+namespace {
+void refuseCapture(const Communicator::State& s, void* stream, const std::string& what) {
+  // The rendezvous and the events are of this call: a graph replay could not repeat them.
+  if (cuda_ipc::capturing(stream, what))
+    throw Error(ErrorCode::InvalidUsage, what + ": its stream is being captured into a CUDA graph, and "
+                                                "send/recv of GPU memory cannot be captured",
+                s.rank);
+}
+}  // namespace
+
+std::shared_ptr<cuda_ipc::SharedEvent> PointToPoint::recordAtCall(const std::vector<SendMessage>& sends,
+                                                                  const std::vector<RecvMessage>& recvs, void* stream) {
+  Communicator::State& s = *state_;
+  const int device = batchDevice(s, sends, recvs);
+  if (device < 0) return nullptr;
+  const std::string what = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
+  cuda_ipc::CurrentDevice current(device, what);
+  refuseCapture(s, stream, what);
+  bool sendsDevice = false;
+  for (const SendMessage& m : sends) sendsDevice |= movesDeviceBytes(m) && m.peer != s.rank;
+  if (!sendsDevice) return nullptr;
+  auto event = std::make_shared<cuda_ipc::SharedEvent>(device, what);
+  event->record(stream, what + " (its send event)");
+  return event;
+}
+
 std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessage>& sends,
-                                                          const std::vector<RecvMessage>& recvs, void* stream) {
+                                                          const std::vector<RecvMessage>& recvs, void* stream,
+                                                          const cuda_ipc::SharedEvent* sendEvent) {
   Communicator::State& s = *state_;
   std::vector<const SendMessage*> sendsToSelf;
   std::vector<const RecvMessage*> recvsFromSelf;
@@ -249,11 +276,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
   std::unique_ptr<cuda_ipc::CurrentDevice> current;
   if (device >= 0) {
     current = std::make_unique<cuda_ipc::CurrentDevice>(device, gpuWhat);
-    // The rendezvous and the events are of this call: a graph replay could not repeat them.
-    if (cuda_ipc::capturing(stream, gpuWhat))
-      throw Error(ErrorCode::InvalidUsage, gpuWhat + ": its stream is being captured into a CUDA graph, and "
-                                                    "send/recv of GPU memory cannot be captured",
-                  s.rank);
+    refuseCapture(s, stream, gpuWhat);
   }
   copyToSelf(s.rank, sendsToSelf, recvsFromSelf, stream);
   // Events of this device (remade when the caller's device changed since the last batch).
@@ -280,7 +303,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
     char* space = outgoing.empty() ? nullptr : manifestSpace(total);
     // Recorded before this batch gives its stream any wait: the receivers' copies wait for it.
     cuda_ipc::EventHandle batchEvent;
-    if (sendsDevice) batchEvent = eventOf(batchEvent_).record(stream, gpuWhat + " (its send event)");
+    if (sendsDevice && sendEvent) batchEvent = sendEvent->handle();
+    else if (sendsDevice) batchEvent = eventOf(batchEvent_).record(stream, gpuWhat + " (its send event)");
     std::vector<std::shared_ptr<void>> keepAlive;  // segments the posted handles lie in
     for (Outgoing& out : outgoing) {
       auto* header = reinterpret_cast<ManifestHeader*>(space);
@@ -596,7 +620,8 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
   const bool device = std::any_of(sends.begin(), sends.end(), [](const SendMessage& m) { return m.device >= 0; }) ||
                       std::any_of(recvs.begin(), recvs.end(), [](const RecvMessage& m) { return m.device >= 0; });
   auto completion = std::make_shared<std::shared_ptr<DeviceCompletion>>();
-  std::shared_ptr<Work> queued = submitBatch(std::move(sends), std::move(recvs), stream, completion);
+  std::shared_ptr<cuda_ipc::SharedEvent> sendEvent = device ? p2p_->recordAtCall(sends, recvs, stream) : nullptr;
+  std::shared_ptr<Work> queued = submitBatch(std::move(sends), std::move(recvs), stream, completion, sendEvent);
   if (!device) return queued;
   p2p_->track(queued);
   std::shared_ptr<Communicator::State> state = comm_->state();
@@ -631,22 +656,25 @@ void Engine::runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> r
 }
 
 std::shared_ptr<Work> Engine::submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
-                                          std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion) {
+                                          std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion,
+                                          std::shared_ptr<cuda_ipc::SharedEvent> sendEvent) {
   if (recvs.empty())
-    return sends_.submit([this, sends = std::move(sends), stream, completion] { *completion = p2p_->run(sends, {}, stream); });
+    return sends_.submit([this, sends = std::move(sends), stream, completion, sendEvent] {
+      *completion = p2p_->run(sends, {}, stream, sendEvent.get());
+    });
   if (sends.empty())
     return recvs_.submit([this, recvs = std::move(recvs), stream, completion] { *completion = p2p_->run({}, recvs, stream); });
   auto place = std::make_shared<ReceiveQueuePlace>();
   std::lock_guard<std::mutex> order(bothQueuesMu_);
   recvs_.submit([place] { place->reach(); });
   try {
-    return sends_.submit([this, place, sends = std::move(sends), recvs = std::move(recvs), stream, completion] {
+    return sends_.submit([this, place, sends = std::move(sends), recvs = std::move(recvs), stream, completion, sendEvent] {
       struct Release {
         ReceiveQueuePlace& place;
         ~Release() { place.release(); }
       } release{*place};
       place->waitReached();
-      *completion = p2p_->run(sends, recvs, stream);
+      *completion = p2p_->run(sends, recvs, stream, sendEvent.get());
     });
   } catch (...) {
     place->release();  // not queued: its place must not hold the receive queue

@@ -63,8 +63,18 @@ class PointToPoint {
   //
   // GPU messages are enqueued on `stream`; returns then the batch's completion (an event recorded
   // on the stream after it), else null.
+  // `sendEvent`: the batch event of a queued batch, recorded when it was called (recordAtCall);
+  // null: recorded here.
   std::shared_ptr<DeviceCompletion> run(const std::vector<SendMessage>& sends,
-                                             const std::vector<RecvMessage>& recvs, void* stream = nullptr);
+                                             const std::vector<RecvMessage>& recvs, void* stream = nullptr,
+                                             const cuda_ipc::SharedEvent* sendEvent = nullptr);
+  // A queued batch with GPU sends records its batch event on the stream when it is called, so
+  // the data it sends is what the stream holds at that point of the program (later work on the
+  // stream is not waited for: that could make streams wait in a cycle). Null when the batch
+  // sends no GPU bytes. Raises what run would refuse before telling peers (GPU memory without
+  // CUDA, on two devices, to another node, on a captured stream).
+  std::shared_ptr<cuda_ipc::SharedEvent> recordAtCall(const std::vector<SendMessage>& sends,
+                                                      const std::vector<RecvMessage>& recvs, void* stream);
   // Blocks until the GPU reached `done` (a completion run returned; null: at once), with the
   // communicator's deadline and poison; with block false only polls.
   static bool awaitCompletion(Communicator::State& s, const std::shared_ptr<DeviceCompletion>& done,
