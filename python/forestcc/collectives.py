@@ -121,17 +121,31 @@ class CollectivesMixin:
         return self._engine.barrier(algo, async_op, stream)
 
     def synchronize(self) -> None:
-        """Block until every collective this communicator enqueued on GPU memory has finished on
-        the GPU, and raise the first error one of them hit (a wait past FORESTCC_TIMEOUT, a dead
-        peer, a mismatch), naming the rank, the peer and the plan step. Calls on host memory
-        finish before they return and need no synchronize."""
+        """Block until every collective and send/recv this communicator enqueued on GPU memory
+        has finished on the GPU, and raise the first error one of them hit (a wait past
+        FORESTCC_TIMEOUT, a dead peer, a mismatch), naming the rank, the peer and the plan step.
+        Calls on host memory finish before they return and need no synchronize."""
         self._engine.synchronize()
 
-    def send(self, x, peer: int, async_op: bool = False):
+    def send(self, x, peer: int, async_op: bool = False, stream=None):
         """Send ``x`` to ``peer``, which calls ``recv`` with an array of the same size. Blocks
-        until the receiver has the data (a rendezvous): exchange with async_op=True."""
-        return self._engine.send(x, peer, async_op)
+        until the receiver has the data (a rendezvous): exchange with async_op=True. GPU memory
+        (the receiver's too) is copied on ``stream`` (default: the array framework's current
+        stream): the call returns once the copy is enqueued, and later work on the stream may
+        overwrite ``x`` (it runs after the receiver's copy read it)."""
+        return self._engine.send(x, peer, async_op, stream)
 
-    def recv(self, out, peer: int, async_op: bool = False):
-        """Receive into ``out`` what ``peer`` sends; returns ``out``."""
-        return self._engine.recv(out, peer, async_op)
+    def recv(self, out, peer: int, async_op: bool = False, stream=None):
+        """Receive into ``out`` what ``peer`` sends; returns ``out``. GPU memory: the data is
+        ready for later work on ``stream`` (default: the framework's current stream)."""
+        return self._engine.recv(out, peer, async_op, stream)
+
+    def send_recv(self, sends=(), recvs=(), async_op: bool = False, stream=None):
+        """One batch of sends and receives, ``(array, peer)`` pairs, whose exchanges with every
+        peer progress at once (torch's ``batch_isend_irecv``, NCCL's group of sends and
+        receives): no order of calls among the ranks can deadlock. Messages between two ranks
+        match in order; what a rank sends another in one batch is received in one batch there
+        (as many messages, the same sizes, GPU memory to GPU memory, host to host). GPU arrays
+        (all on one device) are copied on ``stream`` (default: the current stream of the first
+        GPU array's framework). Returns None, or a handle with ``async_op``."""
+        return self._engine.send_recv(list(sends), list(recvs), async_op, stream)

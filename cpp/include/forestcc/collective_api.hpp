@@ -113,16 +113,19 @@ struct CallRequest {
 };
 
 // One message of a point-to-point batch (Collectives::sendRecv): `bytes` bytes to or from rank
-// `peer`.
+// `peer`; `device` >= 0 marks GPU memory of that CUDA device (docs/gpu.md, "Send and receive"),
+// -1 host memory. A message and the one that matches it on the peer must be of the same kind.
 struct SendMessage {
   int64_t peer = -1;
   const void* data = nullptr;
   size_t bytes = 0;
+  int device = -1;
 };
 struct RecvMessage {
   int64_t peer = -1;
   void* data = nullptr;
   size_t bytes = 0;
+  int device = -1;
 };
 
 class Collectives {
@@ -154,21 +157,33 @@ class Collectives {
   WorkPtr gather(Tensor x, Tensor out, int64_t root, const CallOptions& options = {});
   WorkPtr scatter(Tensor x, Tensor out, int64_t root, const CallOptions& options = {});
   WorkPtr barrier(const CallOptions& options = {});
-  // Rendezvous point-to-point: a send completes when the receiver has copied the data.
-  WorkPtr send(const void* data, size_t bytes, int64_t peer, bool async = false);
-  WorkPtr recv(void* data, size_t bytes, int64_t peer, bool async = false);
+  // Rendezvous point-to-point: a send completes when the receiver has copied the data. GPU
+  // memory (device >= 0): enqueued on `stream` as sendRecv says.
+  WorkPtr send(const void* data, size_t bytes, int64_t peer, bool async = false, int device = -1,
+               void* stream = nullptr);
+  WorkPtr recv(void* data, size_t bytes, int64_t peer, bool async = false, int device = -1,
+               void* stream = nullptr);
   // A batch of sends and receives whose exchanges with all their peers progress at once (NCCL's
   // group of ncclSend/ncclRecv, torch's batch_isend_irecv); done when every message of it was
   // received. Messages between two ranks match in order; what one rank sends another in one batch
-  // must be received in one batch there (as many messages, the same sizes), else both ranks raise
-  // InvalidUsage naming them. Messages to this rank itself pair with its receives from itself.
-  WorkPtr sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async = false);
+  // must be received in one batch there (as many messages, the same sizes, the same memory kind),
+  // else both ranks raise InvalidUsage naming them. Messages to this rank itself pair with its
+  // receives from itself.
+  // GPU memory (messages with device >= 0, all of one device, peers on this node): the copies are
+  // enqueued on `stream` (a cudaStream_t; null: the legacy default stream) and the call returns
+  // once they are, after the host rendezvous with each peer, as NCCL's do: a receive's data is
+  // ready for later work on the receiver's stream, and later work on the sender's stream runs
+  // after the receiver's copy read the send buffer. With async, the Work finishes when the GPU
+  // did; synchronize() waits for every enqueued batch.
+  WorkPtr sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async = false,
+                   void* stream = nullptr);
 
   // The one entry point the collective methods share.
   WorkPtr call(const CallRequest& request);
   // Waits for every queued call.
   void drain();
-  // Waits until every call on GPU memory finished on the GPU; raises the first error one hit.
+  // Waits until every call on GPU memory (collectives, send/recv batches) finished on the GPU;
+  // raises the first error one hit.
   void synchronize();
 
  private:

@@ -184,16 +184,18 @@ Collectives::WorkPtr Collectives::barrier(const CallOptions& options) {
   return call(request(Collective::Barrier, Tensor::absent(), Tensor::absent(), options));
 }
 
-Collectives::WorkPtr Collectives::send(const void* data, size_t bytes, int64_t peer, bool async) {
-  return engine_->send(data, bytes, collectives::checkRank(peer, "peer", size()), async);
+Collectives::WorkPtr Collectives::send(const void* data, size_t bytes, int64_t peer, bool async, int device,
+                                       void* stream) {
+  return engine_->send(data, bytes, collectives::checkRank(peer, "peer", size()), async, device, stream);
 }
 
-Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, bool async) {
-  return engine_->recv(data, bytes, collectives::checkRank(peer, "peer", size()), async);
+Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, bool async, int device,
+                                       void* stream) {
+  return engine_->recv(data, bytes, collectives::checkRank(peer, "peer", size()), async, device, stream);
 }
 
 Collectives::WorkPtr Collectives::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs,
-                                           bool async) {
+                                           bool async, void* stream) {
   // Each message names a rank and, when it has bytes, their memory.
   auto check = [&](const auto& messages, const char* list, const char* verb) {
     for (size_t i = 0; i < messages.size(); ++i) {
@@ -206,7 +208,7 @@ Collectives::WorkPtr Collectives::sendRecv(std::vector<SendMessage> sends, std::
   };
   check(sends, "sends", "send");
   check(recvs, "recvs", "receive");
-  return engine_->sendRecv(std::move(sends), std::move(recvs), async);
+  return engine_->sendRecv(std::move(sends), std::move(recvs), async, stream);
 }
 
 void Collectives::drain() { engine_->drain(); }

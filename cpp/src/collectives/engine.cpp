@@ -199,6 +199,7 @@ std::shared_ptr<Work> Engine::runOnDevice(const CompiledPlan& p, const CallBuffe
 void Engine::synchronizeDevice() {
   collectives_.drain();
   executor_.synchronizeDevice();
+  synchronizeSendRecv();
 }
 
 void Engine::drain() {

@@ -123,12 +123,22 @@ class Engine {
   // batch with both takes its place in both orders when it is called: it runs after every send
   // and receive called before it and before every one called after it (else a later receive
   // from the same peer could take the message meant for the batch).
-  std::shared_ptr<Work> send(const void* data, size_t bytes, int peer, bool async);
-  std::shared_ptr<Work> recv(void* data, size_t bytes, int peer, bool async);
-  std::shared_ptr<Work> sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async);
+  // GPU memory (device >= 0): enqueued on `stream` (Collectives::sendRecv).
+  std::shared_ptr<Work> send(const void* data, size_t bytes, int peer, bool async, int device, void* stream);
+  std::shared_ptr<Work> recv(void* data, size_t bytes, int peer, bool async, int device, void* stream);
+  std::shared_ptr<Work> sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async,
+                                 void* stream);
+  // Waits until every send/recv batch on GPU memory called so far ran and finished on the GPU.
+  void synchronizeSendRecv();
 
  private:
   void checkPeer(int peer, const char* what) const;
+  void runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream);
+  // Queues a batch; it leaves its GPU completion (PointToPoint::run) in *completion.
+  // sendEvent: its batch event, recorded at the call (PointToPoint::recordAtCall), or null.
+  std::shared_ptr<Work> submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
+                                    std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion,
+                                    std::shared_ptr<cuda_ipc::SharedEvent> sendEvent);
   void execute(const CompiledPlan& p, const CallBuffers& b);
 
   std::shared_ptr<Communicator> comm_;

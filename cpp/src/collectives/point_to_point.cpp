@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -14,6 +15,8 @@
 #include "core/state.hpp"
 #include "core/wait.hpp"
 #include "forestcc/error.hpp"
+#include "transport/cuda_ipc/ipc_event.hpp"
+#include "transport/cuda_ipc/ipc_memory.hpp"
 
 namespace forestcc::collectives {
 
@@ -24,7 +27,13 @@ constexpr uint64_t kManifestMagic = 0x666363702d6d616eULL;  // marks a post as a
 struct ManifestHeader {
   uint64_t magic;
   uint64_t count;  // MemoryHandles that follow
+  // GPU memory (point_to_point.hpp): the sender's batch event, when the direction moves GPU bytes
+  // (ownerPid 0 otherwise), and the receiver's event of the direction, which the receiver writes
+  // here before it signals RecvDone.
+  cuda_ipc::EventHandle batchEvent;
+  cuda_ipc::EventHandle receiveEvent;
 };
+static_assert(sizeof(ManifestHeader) % alignof(MemoryHandle) == 0, "handles follow the header aligned");
 
 size_t manifestBytes(size_t messages) { return sizeof(ManifestHeader) + messages * sizeof(MemoryHandle); }
 
@@ -35,11 +44,15 @@ constexpr int64_t kReceived = 0;
 constexpr int64_t kCopyFailed = -1;
 constexpr int64_t kCountMismatch = int64_t(1) << 62;     // | the receiver's count
 constexpr int64_t kUncodedMismatch = int64_t(1) << 61;  // a size mismatch too large to encode
+constexpr int64_t kKindMismatch = int64_t(1) << 60;      // | the index of a message of the other memory kind
 constexpr int kIndexShift = 40;                          // a size mismatch: index << 40 | (expected + 1)
 constexpr uint64_t kLowMask = (uint64_t(1) << kIndexShift) - 1;
 
 int64_t countMismatch(size_t receives) {
   return kCountMismatch | static_cast<int64_t>(std::min<uint64_t>(receives, kLowMask));
+}
+int64_t kindMismatch(size_t index) {
+  return kKindMismatch | static_cast<int64_t>(std::min<uint64_t>(index, kLowMask));
 }
 int64_t sizeMismatch(size_t index, uint64_t expected) {
   if (index >= (size_t(1) << 20) || expected >= kLowMask) return kUncodedMismatch;
@@ -57,7 +70,16 @@ std::string describeMessages(size_t count, Sizes&& sizeOf) {
 
 const char* const kOneBatchRule =
     " (the messages one rank sends another in a batch must be received there in one batch: as many, "
-    "in the same order, of the same sizes)";
+    "in the same order, of the same sizes, GPU memory to GPU memory and host memory to host memory)";
+
+bool onDevice(int device) { return device >= 0; }
+const char* kindName(bool device) { return device ? "GPU memory" : "host memory"; }
+
+// Whether a message moves GPU bytes (a message of no bytes moves nothing, whatever its kind).
+template <class Message>
+bool movesDeviceBytes(const Message& m) {
+  return onDevice(m.device) && m.bytes;
+}
 
 // The messages of a batch with one peer, in call order.
 struct Outgoing {
@@ -65,6 +87,8 @@ struct Outgoing {
   std::vector<const SendMessage*> messages;
   uint64_t want = 0;  // the RecvDone count that answers this batch
   bool done = false;
+  bool device = false;                // moves GPU bytes
+  ManifestHeader* header = nullptr;   // the posted manifest (the receiver answers in it)
   std::string describe() const {
     return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
   }
@@ -74,6 +98,7 @@ struct Incoming {
   std::vector<const RecvMessage*> messages;
   uint64_t want = 0;  // the SendReady count that posts the peer's batch
   bool done = false;
+  bool device = false;  // moves GPU bytes
   std::string describe() const {
     return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
   }
@@ -97,12 +122,45 @@ std::vector<Direction> byPeer(const std::vector<Message>& messages, int self, in
       directions.push_back(Direction{peer, {}});
     }
     directions[slot[peer]].messages.push_back(&m);
+    directions[slot[peer]].device |= movesDeviceBytes(m);
   }
   return directions;
 }
 
-// Messages to this rank itself: the k-th send goes to the k-th receive.
-void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const std::vector<const RecvMessage*>& recvs) {
+// The CUDA device of the batch's GPU messages (-1: none). Refused before any peer is told of the
+// batch: GPU memory in a build without CUDA, on two devices (a stream is of one device), or to or
+// from a rank of another node (CUDA IPC reaches this node only).
+int batchDevice(const Communicator::State& s, const std::vector<SendMessage>& sends,
+                const std::vector<RecvMessage>& recvs) {
+  int device = -1;
+  auto take = [&](const auto& m, const char* verb, const char* way) {
+    if (!onDevice(m.device)) return;
+    const std::string what = rankPrefix(s.rank) + verb + " of " + std::to_string(m.bytes) + " bytes of GPU memory " +
+                             way + " rank " + std::to_string(m.peer);
+    if (!cuda_ipc::available())
+      throw Error(ErrorCode::InvalidUsage, what + ": this forestcc was built without CUDA (no nvcc when it was built): "
+                                               "it cannot send or receive GPU memory",
+                  s.rank, static_cast<int>(m.peer));
+    if (device >= 0 && m.device != device)
+      throw Error(ErrorCode::InvalidUsage, what + ": it is on CUDA device " + std::to_string(m.device) +
+                                               " but the batch's other GPU messages are on device " +
+                                               std::to_string(device) + " (one stream, one device)",
+                  s.rank, static_cast<int>(m.peer));
+    device = m.device;
+    if (s.nodeOf[m.peer] != s.nodeOf[s.rank])
+      throw Error(ErrorCode::InvalidUsage, what + ": that rank is on another node, and send/recv of GPU memory "
+                                               "reaches ranks of this node only (CUDA IPC)",
+                  s.rank, static_cast<int>(m.peer));
+  };
+  for (const SendMessage& m : sends) take(m, "send", "to");
+  for (const RecvMessage& m : recvs) take(m, "recv", "from");
+  return device;
+}
+
+
+// Messages to this rank itself: the k-th send goes to the k-th receive (checked before any peer is
+// told of the batch, copied once the batch's device is current).
+void checkToSelf(int rank, const std::vector<const SendMessage*>& sends, const std::vector<const RecvMessage*>& recvs) {
   auto sizes = [](const auto& list) {
     return describeMessages(list.size(), [&](size_t i) { return list[i]->bytes; });
   };
@@ -118,7 +176,22 @@ void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const st
                                                std::to_string(recvs[k]->bytes),
                   rank, rank);
   for (size_t k = 0; k < sends.size(); ++k)
-    if (sends[k]->bytes) std::memmove(recvs[k]->data, sends[k]->data, sends[k]->bytes);
+    if (sends[k]->bytes && onDevice(sends[k]->device) != onDevice(recvs[k]->device))
+      throw Error(ErrorCode::InvalidUsage, rankPrefix(rank) + "send " + std::to_string(k) + " to this rank itself is " +
+                                               kindName(onDevice(sends[k]->device)) + " but its recv is " +
+                                               kindName(onDevice(recvs[k]->device)) + kOneBatchRule,
+                  rank, rank);
+}
+void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const std::vector<const RecvMessage*>& recvs,
+                void* stream) {
+  for (size_t k = 0; k < sends.size(); ++k) {
+    if (!sends[k]->bytes) continue;
+    if (movesDeviceBytes(*sends[k]))
+      cuda_ipc::copyOnStream(recvs[k]->data, sends[k]->data, sends[k]->bytes, stream,
+                             rankPrefix(rank) + "send " + std::to_string(k) + " to this rank itself");
+    else
+      std::memmove(recvs[k]->data, sends[k]->data, sends[k]->bytes);
+  }
 }
 
 // The sender's error for the receiver's answer `status` (not kReceived).
@@ -129,6 +202,16 @@ Error sendFailure(int rank, const Outgoing& out, int64_t status) {
     return Error(ErrorCode::InvalidUsage, what + ": its matching recv batch has " +
                                               std::to_string(status & static_cast<int64_t>(kLowMask)) + " messages" +
                                               kOneBatchRule, rank, out.peer);
+  if (status & kKindMismatch) {
+    const size_t index = static_cast<size_t>(status & static_cast<int64_t>(kLowMask));
+    const bool mine = index < out.messages.size() && onDevice(out.messages[index]->device);
+    return Error(ErrorCode::InvalidUsage, what + ": " +
+                                              (out.messages.size() == 1 ? std::string("it is ")
+                                                                        : "message " + std::to_string(index) + " is ") +
+                                              kindName(mine) + " but the matching recv is " + kindName(!mine) +
+                                              kOneBatchRule,
+                 rank, out.peer);
+  }
   if (status == kUncodedMismatch)
     return Error(ErrorCode::InvalidUsage, what + ": the sizes differ from its matching recvs" + kOneBatchRule, rank, out.peer);
   const size_t index = static_cast<size_t>(status >> kIndexShift);
@@ -152,14 +235,55 @@ char* PointToPoint::manifestSpace(size_t bytes) {
   return static_cast<char*>(manifests_->data());
 }
 
-void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs) {
+namespace {
+void refuseCapture(const Communicator::State& s, void* stream, const std::string& what) {
+  // The rendezvous and the events are of this call: a graph replay could not repeat them.
+  if (cuda_ipc::capturing(stream, what))
+    throw Error(ErrorCode::InvalidUsage, what + ": its stream is being captured into a CUDA graph, and "
+                                                "send/recv of GPU memory cannot be captured",
+                s.rank);
+}
+}  // namespace
+
+std::shared_ptr<cuda_ipc::SharedEvent> PointToPoint::recordAtCall(const std::vector<SendMessage>& sends,
+                                                                  const std::vector<RecvMessage>& recvs, void* stream) {
+  Communicator::State& s = *state_;
+  const int device = batchDevice(s, sends, recvs);
+  if (device < 0) return nullptr;
+  const std::string what = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
+  cuda_ipc::CurrentDevice current(device, what);
+  refuseCapture(s, stream, what);
+  bool sendsDevice = false;
+  for (const SendMessage& m : sends) sendsDevice |= movesDeviceBytes(m) && m.peer != s.rank;
+  if (!sendsDevice) return nullptr;
+  auto event = std::make_shared<cuda_ipc::SharedEvent>(device, what);
+  event->record(stream, what + " (its send event)");
+  return event;
+}
+
+std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessage>& sends,
+                                                          const std::vector<RecvMessage>& recvs, void* stream,
+                                                          const cuda_ipc::SharedEvent* sendEvent) {
   Communicator::State& s = *state_;
   std::vector<const SendMessage*> sendsToSelf;
   std::vector<const RecvMessage*> recvsFromSelf;
   std::vector<Outgoing> outgoing = byPeer<SendMessage, Outgoing>(sends, s.rank, s.size, &sendsToSelf);
   std::vector<Incoming> incoming = byPeer<RecvMessage, Incoming>(recvs, s.rank, s.size, &recvsFromSelf);
   // Refused before any peer is told of the batch.
-  copyToSelf(s.rank, sendsToSelf, recvsFromSelf);
+  const int device = batchDevice(s, sends, recvs);
+  checkToSelf(s.rank, sendsToSelf, recvsFromSelf);
+  const std::string gpuWhat = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
+  std::unique_ptr<cuda_ipc::CurrentDevice> current;
+  if (device >= 0) {
+    current = std::make_unique<cuda_ipc::CurrentDevice>(device, gpuWhat);
+    refuseCapture(s, stream, gpuWhat);
+  }
+  copyToSelf(s.rank, sendsToSelf, recvsFromSelf, stream);
+  // Events of this device (remade when the caller's device changed since the last batch).
+  auto eventOf = [&](std::unique_ptr<cuda_ipc::SharedEvent>& e) -> cuda_ipc::SharedEvent& {
+    if (!e || e->device() != device) e = std::make_unique<cuda_ipc::SharedEvent>(device, gpuWhat);
+    return *e;
+  };
 
   // Once a manifest may have reached a peer or a receive was counted, a failure that leaves a
   // direction unfinished leaves the pair out of step (the peer may still read the manifest or
@@ -171,26 +295,51 @@ void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<
   try {
     // Post every manifest first: no peer then waits on this rank for anything but its copies.
     size_t total = 0;
-    for (const Outgoing& out : outgoing) total += manifestBytes(out.messages.size());
+    bool sendsDevice = false;
+    for (const Outgoing& out : outgoing) {
+      total += manifestBytes(out.messages.size());
+      sendsDevice |= out.device;
+    }
     char* space = outgoing.empty() ? nullptr : manifestSpace(total);
+    // Recorded before this batch gives its stream any wait: the receivers' copies wait for it.
+    cuda_ipc::EventHandle batchEvent;
+    if (sendsDevice && sendEvent) batchEvent = sendEvent->handle();
+    else if (sendsDevice) batchEvent = eventOf(batchEvent_).record(stream, gpuWhat + " (its send event)");
     std::vector<std::shared_ptr<void>> keepAlive;  // segments the posted handles lie in
     for (Outgoing& out : outgoing) {
       auto* header = reinterpret_cast<ManifestHeader*>(space);
       auto* handles = reinterpret_cast<MemoryHandle*>(space + sizeof(ManifestHeader));
       header->magic = kManifestMagic;
       header->count = out.messages.size();
+      header->batchEvent = out.device ? batchEvent : cuda_ipc::EventHandle{};
+      header->receiveEvent = cuda_ipc::EventHandle{};
+      out.header = header;
       for (size_t i = 0; i < out.messages.size(); ++i) {
-        keepAlive.emplace_back();
-        handles[i] = s.describe(out.messages[i]->data, out.messages[i]->bytes, &keepAlive.back());
+        const SendMessage& m = *out.messages[i];
+        if (!onDevice(m.device)) {
+          keepAlive.emplace_back();
+          handles[i] = s.describe(m.data, m.bytes, &keepAlive.back());
+          continue;
+        }
+        MemoryHandle h;
+        h.kind = MemoryKind::Cuda;
+        h.ownerRank = s.rank;
+        h.nodeHash = s.peers[s.rank].nodeHash;
+        h.size = m.bytes;
+        const std::string what = rankPrefix(s.rank) + "send " + std::to_string(i) + " to rank " + std::to_string(out.peer);
+        if (m.bytes) cuda_ipc::exportMemory(m.data, m.bytes, h, what.c_str());
+        handles[i] = h;
       }
-      const size_t bytes = manifestBytes(out.messages.size());
+      space += manifestBytes(out.messages.size());
+    }
+    // Every manifest written (a buffer that cannot be shared is refused before any peer is told).
+    for (Outgoing& out : outgoing) {
       Connection& link = s.link(out.peer);
-      const MemoryHandle manifest = s.describe(space, bytes);
+      const MemoryHandle manifest = s.describe(out.header, manifestBytes(out.messages.size()));
       underway = true;
       link.postSend(manifest);
       link.signal(SemaphoreSet::SendReady, 0);
       out.want = ++sendsDone_[out.peer];
-      space += bytes;
     }
     underway = true;
     for (Incoming& in : incoming) in.want = ++sendsReady_[in.peer];
@@ -234,8 +383,33 @@ void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<
         }
         for (size_t i = 0; i < sent.size(); ++i) {
           if (!sent[i].size) continue;
+          const bool theirsOnDevice = sent[i].kind == MemoryKind::Cuda;
+          if (theirsOnDevice == onDevice(in.messages[i]->device)) continue;
+          status = kindMismatch(i);
+          throw Error(ErrorCode::InvalidUsage, what + ": " +
+                                                   (sent.size() == 1 ? std::string("it is ")
+                                                                     : "message " + std::to_string(i) + " is ") +
+                                                   kindName(onDevice(in.messages[i]->device)) +
+                                                   " here but the sender's is " + kindName(theirsOnDevice) +
+                                                   kOneBatchRule,
+                      s.rank, in.peer);
+        }
+        // GPU messages: enqueued on the stream after the sender's batch event, then this
+        // direction's receive event, whose handle goes back in the sender's manifest.
+        if (in.device) cuda_ipc::waitForPeerEvent(header.batchEvent, stream, what + " (the sender's event)");
+        for (size_t i = 0; i < sent.size(); ++i) {
+          if (!sent[i].size) continue;
+          if (sent[i].kind == MemoryKind::Cuda) {
+            cuda_ipc::copyOnStream(in.messages[i]->data, cuda_ipc::openPeerMemory(sent[i]), sent[i].size, stream, what);
+            continue;
+          }
           Connection& d = s.connection(in.peer, sent[i]);
           d.read(in.messages[i]->data, d.attach(sent[i]), 0, sent[i].size);
+        }
+        if (in.device) {
+          if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
+          const cuda_ipc::EventHandle done = eventOf(receiveEvents_[in.peer]).record(stream, what + " (its receive event)");
+          c.write(c.attach(post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
         }
         status = kReceived;
       } catch (...) {
@@ -257,7 +431,19 @@ void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<
           out.done = true;
           --pending;
           const int64_t status = s.link(out.peer).sendStatus();
-          if (status != kReceived) fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
+          if (status != kReceived) {
+            fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
+          } else if (out.device) {
+            // Later work on this stream (a write into the send buffer) waits for the receiver's copy.
+            try {
+              cuda_ipc::EventHandle read;
+              std::memcpy(&read, &out.header->receiveEvent, sizeof read);
+              cuda_ipc::waitForPeerEvent(read, stream, rankPrefix(s.rank) + "send of " + out.describe() + " to rank " +
+                                                            std::to_string(out.peer) + " (the receiver's event)");
+            } catch (...) {
+              fail(std::current_exception());
+            }
+          }
         }
     };
 
@@ -301,6 +487,67 @@ void PointToPoint::run(const std::vector<SendMessage>& sends, const std::vector<
     throw;
   }
   if (firstFailure) std::rethrow_exception(firstFailure);
+  if (device < 0) return nullptr;
+  // The batch's completion: after every copy into this rank and every wait for a receiver's copy.
+  auto done = std::make_shared<DeviceCompletion>();
+  done->event = std::make_unique<cuda_ipc::SharedEvent>(device, gpuWhat);
+  done->event->record(stream, gpuWhat + " (its completion event)");
+  for (const Outgoing& out : outgoing) done->peers.push_back(out.peer);
+  for (const Incoming& in : incoming) done->peers.push_back(in.peer);
+  std::lock_guard<std::mutex> g(completionsMu_);
+  while (!completions_.empty() && completions_.front()->event->reached(gpuWhat)) completions_.pop_front();
+  completions_.push_back(done);
+  return done;
+}
+
+bool PointToPoint::awaitCompletion(Communicator::State& s, const std::shared_ptr<DeviceCompletion>& done,
+                                   bool block) {
+  if (!done) return true;
+  const std::string what = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
+  if (!block) return done->event->reached(what);
+  // The GPU work of the batch waits for its peers' streams: a peer that died is named (the wait
+  // itself watches the first peer, the watch the others).
+  const int first = done->peers.empty() ? -1 : done->peers.front();
+  const std::string waiting = "send/recv batch on GPU memory (waiting for the GPU to finish it)";
+  const WaitOutcome outcome = waitUntil([&] { return done->event->reached(what); }, s.waitPolicy(first, s.timeout), [&] {
+    for (int peer : done->peers)
+      if (s.waitPolicy(peer, s.timeout).peerPid > 0 && !processAlive(s.peers[peer].pid))
+        s.raiseWaitFailure(WaitOutcome::PeerDead, peer, waiting, s.timeout);
+  });
+  if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, first, waiting, s.timeout);
+  return true;
+}
+
+void PointToPoint::track(std::shared_ptr<Work> queued) {
+  std::lock_guard<std::mutex> g(completionsMu_);
+  while (!queued_.empty() && queued_.front()->completed()) queued_.pop_front();
+  queued_.push_back(std::move(queued));
+}
+
+void PointToPoint::synchronize() {
+  // Queued batches on GPU memory first (they enqueue their GPU work when they run), each raising
+  // its own error once; then the GPU work of every batch.
+  for (;;) {
+    std::shared_ptr<Work> oldest;
+    {
+      std::lock_guard<std::mutex> g(completionsMu_);
+      if (queued_.empty()) break;
+      oldest = queued_.front();
+      queued_.pop_front();
+    }
+    oldest->wait();
+  }
+  for (;;) {
+    std::shared_ptr<DeviceCompletion> oldest;
+    {
+      std::lock_guard<std::mutex> g(completionsMu_);
+      if (completions_.empty()) return;
+      oldest = completions_.front();
+    }
+    awaitCompletion(*state_, oldest, true);
+    std::lock_guard<std::mutex> g(completionsMu_);
+    if (!completions_.empty() && completions_.front() == oldest) completions_.pop_front();
+  }
 }
 
 void Engine::checkPeer(int peer, const char* what) const {
@@ -312,14 +559,14 @@ void Engine::checkPeer(int peer, const char* what) const {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + what + ": peer is this rank", s.rank, peer);
 }
 
-std::shared_ptr<Work> Engine::send(const void* data, size_t bytes, int peer, bool async) {
+std::shared_ptr<Work> Engine::send(const void* data, size_t bytes, int peer, bool async, int device, void* stream) {
   checkPeer(peer, "send");
-  return sendRecv({SendMessage{peer, data, bytes}}, {}, async);
+  return sendRecv({SendMessage{peer, data, bytes, device}}, {}, async, stream);
 }
 
-std::shared_ptr<Work> Engine::recv(void* data, size_t bytes, int peer, bool async) {
+std::shared_ptr<Work> Engine::recv(void* data, size_t bytes, int peer, bool async, int device, void* stream) {
   checkPeer(peer, "recv");
-  return sendRecv({}, {RecvMessage{peer, data, bytes}}, async);
+  return sendRecv({}, {RecvMessage{peer, data, bytes, device}}, async, stream);
 }
 
 namespace {
@@ -356,36 +603,45 @@ class ReceiveQueuePlace {
 // queue's; one with both in both: it holds the receive queue (its place there, reached) while it
 // runs on the send queue, so every send and receive called before it has run and none called
 // after it can overtake it.
-std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async) {
+std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async,
+                                       void* stream) {
   if (sends.empty() && recvs.empty()) {
     if (!async) return nullptr;
     auto work = std::make_shared<Work>();
     work->finish(nullptr);
     return work;
   }
-  if (recvs.empty()) {
-    if (async) return sends_.submit([this, sends = std::move(sends)] { p2p_->run(sends, {}); });
-    sends_.runInline([&] { p2p_->run(sends, {}); });
-  } else if (sends.empty()) {
-    if (async) return recvs_.submit([this, recvs = std::move(recvs)] { p2p_->run({}, recvs); });
-    recvs_.runInline([&] { p2p_->run({}, recvs); });
-  } else if (async) {
-    auto place = std::make_shared<ReceiveQueuePlace>();
-    std::lock_guard<std::mutex> order(bothQueuesMu_);
-    recvs_.submit([place] { place->reach(); });
-    try {
-      return sends_.submit([this, place, sends = std::move(sends), recvs = std::move(recvs)] {
-        struct Release {
-          ReceiveQueuePlace& place;
-          ~Release() { place.release(); }
-        } release{*place};
-        place->waitReached();
-        p2p_->run(sends, recvs);
-      });
-    } catch (...) {
-      place->release();  // not queued: its place must not hold the receive queue
-      throw;
+  if (!async) {
+    runBatch(std::move(sends), std::move(recvs), stream);
+    return nullptr;
+  }
+  // GPU memory: the Work finishes once the batch ran on its queue and then on the GPU (its
+  // completion, which the queued batch leaves here).
+  const bool device = std::any_of(sends.begin(), sends.end(), [](const SendMessage& m) { return m.device >= 0; }) ||
+                      std::any_of(recvs.begin(), recvs.end(), [](const RecvMessage& m) { return m.device >= 0; });
+  auto completion = std::make_shared<std::shared_ptr<DeviceCompletion>>();
+  std::shared_ptr<cuda_ipc::SharedEvent> sendEvent = device ? p2p_->recordAtCall(sends, recvs, stream) : nullptr;
+  std::shared_ptr<Work> queued = submitBatch(std::move(sends), std::move(recvs), stream, completion, sendEvent);
+  if (!device) return queued;
+  p2p_->track(queued);
+  std::shared_ptr<Communicator::State> state = comm_->state();
+  return std::make_shared<Work>([queued, completion, state](bool block) {
+    if (block) {
+      queued->wait();
+    } else if (!queued->completed()) {
+      return false;
+    } else {
+      queued->wait();  // finished: raises its error, if any
     }
+    return PointToPoint::awaitCompletion(*state, *completion, block);
+  });
+}
+
+void Engine::runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream) {
+  if (recvs.empty()) {
+    sends_.runInline([&] { p2p_->run(sends, {}, stream); });
+  } else if (sends.empty()) {
+    recvs_.runInline([&] { p2p_->run({}, recvs, stream); });
   } else {
     // Both queues drained and held; bothQueuesMu_ until then, so that no batch queued by another
     // thread meanwhile holds the receive queue while it waits for the send queue held here.
@@ -393,11 +649,39 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
     sends_.runInline([&] {
       recvs_.runInline([&] {
         order.unlock();
-        p2p_->run(sends, recvs);
+        p2p_->run(sends, recvs, stream);
       });
     });
   }
-  return nullptr;
 }
+
+std::shared_ptr<Work> Engine::submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
+                                          std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion,
+                                          std::shared_ptr<cuda_ipc::SharedEvent> sendEvent) {
+  if (recvs.empty())
+    return sends_.submit([this, sends = std::move(sends), stream, completion, sendEvent] {
+      *completion = p2p_->run(sends, {}, stream, sendEvent.get());
+    });
+  if (sends.empty())
+    return recvs_.submit([this, recvs = std::move(recvs), stream, completion] { *completion = p2p_->run({}, recvs, stream); });
+  auto place = std::make_shared<ReceiveQueuePlace>();
+  std::lock_guard<std::mutex> order(bothQueuesMu_);
+  recvs_.submit([place] { place->reach(); });
+  try {
+    return sends_.submit([this, place, sends = std::move(sends), recvs = std::move(recvs), stream, completion, sendEvent] {
+      struct Release {
+        ReceiveQueuePlace& place;
+        ~Release() { place.release(); }
+      } release{*place};
+      place->waitReached();
+      *completion = p2p_->run(sends, recvs, stream, sendEvent.get());
+    });
+  } catch (...) {
+    place->release();  // not queued: its place must not hold the receive queue
+    throw;
+  }
+}
+
+void Engine::synchronizeSendRecv() { p2p_->synchronize(); }
 
 }  // namespace forestcc::collectives

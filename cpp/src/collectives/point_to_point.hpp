@@ -14,17 +14,42 @@
 // manifest before it waits for anything and the receiver serves whichever peer is ready first, so
 // no pattern of peers can deadlock. A mismatch is found by both sides of the direction, from the
 // one manifest and the one status, so both raise InvalidUsage and the pair stays in step.
+//
+// GPU memory (docs/gpu.md, "Send and receive"), same node, through CUDA IPC, enqueued on the
+// caller's stream; the host rendezvous above is unchanged, the manifest carries two events:
+//   sender    records its batch event on its stream (before anything of the batch waits there)
+//             and puts the event's handle in every manifest, each GPU message as the IPC handle
+//             of its allocation;
+//   receiver  makes its stream wait for the sender's event, enqueues each copy from the mapped
+//             send buffer, records its own event of the direction after them and writes that
+//             event's handle into the sender's manifest before it signals RecvDone;
+//   sender    on RecvDone makes its stream wait for the receiver's event, so later work on the
+//             sender's stream (a write into the send buffer) runs after the copy read it.
+// Every wait a stream is given is for a record enqueued before, in real time, so streams never
+// wait for each other in a cycle. An event is recorded again only after every peer that waits for
+// it has called its wait (CUDA waits for the record that was latest then): the batch event in the
+// next batch with sends, which starts after every receiver answered; a receive event when the
+// same sender's next manifest is served, which it posts after it called its wait.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "forestcc/collective_api.hpp"
 #include "forestcc/communicator.hpp"
 #include "forestcc/memory.hpp"
+#include "transport/cuda_ipc/ipc_event.hpp"
 
 namespace forestcc::collectives {
+
+// The completion of a batch on GPU memory: an event recorded on its stream after it.
+struct DeviceCompletion {
+  std::unique_ptr<cuda_ipc::SharedEvent> event;
+  std::vector<int> peers;  // the batch's peers on other processes: a wait for it watches them
+};
 
 class PointToPoint {
  public:
@@ -35,7 +60,31 @@ class PointToPoint {
   // wait that failed (timeout, dead peer, poison), at once. A batch with sends may not run
   // concurrently with another batch with sends, nor one with receives with another with receives
   // (the engine orders them); a send-only and a receive-only batch may.
-  void run(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs);
+  //
+  // GPU messages are enqueued on `stream`; returns then the batch's completion (an event recorded
+  // on the stream after it), else null.
+  // `sendEvent`: the batch event of a queued batch, recorded when it was called (recordAtCall);
+  // null: recorded here.
+  std::shared_ptr<DeviceCompletion> run(const std::vector<SendMessage>& sends,
+                                             const std::vector<RecvMessage>& recvs, void* stream = nullptr,
+                                             const cuda_ipc::SharedEvent* sendEvent = nullptr);
+  // A queued batch with GPU sends records its batch event on the stream when it is called, so
+  // the data it sends is what the stream holds at that point of the program (later work on the
+  // stream is not waited for: that could make streams wait in a cycle). Null when the batch
+  // sends no GPU bytes. Raises what run would refuse before telling peers (GPU memory without
+  // CUDA, on two devices, to another node, on a captured stream).
+  std::shared_ptr<cuda_ipc::SharedEvent> recordAtCall(const std::vector<SendMessage>& sends,
+                                                      const std::vector<RecvMessage>& recvs, void* stream);
+  // Blocks until the GPU reached `done` (a completion run returned; null: at once), with the
+  // communicator's deadline and poison; with block false only polls.
+  static bool awaitCompletion(Communicator::State& s, const std::shared_ptr<DeviceCompletion>& done,
+                              bool block);
+  // A queued batch on GPU memory (its Work, which finishes when the batch ran on the host), so
+  // that synchronize() waits for it too.
+  void track(std::shared_ptr<Work> queued);
+  // Blocks until every tracked batch ran and every batch enqueued on the GPU finished there;
+  // raises the first error one hit. Queued batches on host memory only are not waited for.
+  void synchronize();
 
  private:
   char* manifestSpace(size_t bytes);
@@ -46,6 +95,15 @@ class PointToPoint {
   // plain copy. Grown, never shrunk; touched only by batches with sends.
   std::unique_ptr<SharedAllocation> manifests_;
   std::vector<char> manifestIn_;  // a peer's manifest, read here; touched only by batches with receives
+  // GPU memory: the batch event (batches with sends) and each sender's receive event (batches
+  // with receives), made on first use, remade when the stream's device changes.
+  std::unique_ptr<cuda_ipc::SharedEvent> batchEvent_;
+  std::vector<std::unique_ptr<cuda_ipc::SharedEvent>> receiveEvents_;  // by sending peer
+  // Completions of GPU batches not yet known finished (synchronize); a send batch and a receive
+  // batch may run at once.
+  std::mutex completionsMu_;
+  std::deque<std::shared_ptr<DeviceCompletion>> completions_;
+  std::deque<std::shared_ptr<Work>> queued_;  // tracked queued batches on GPU memory
 };
 
 }  // namespace forestcc::collectives

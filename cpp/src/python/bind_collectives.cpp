@@ -202,6 +202,56 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
   return finish(pe, std::move(work), py::make_tuple(keepX, keepOut), py::reinterpret_borrow<py::object>(result));
 }
 
+// The stream of a point-to-point call: for GPU memory `stream` or the current stream of the
+// framework of `gpuArray` (the first GPU array of the call); refused for host memory only.
+void* p2pStream(py::handle stream, py::handle gpuArray) {
+  if (gpuArray) return streamOf(stream, gpuArray);
+  if (!stream.is_none())
+    throw py::value_error("stream: given for a send/recv of host memory (streams order calls on GPU memory only)");
+  return nullptr;
+}
+
+// One batch of sends and receives: `sends` and `recvs` are sequences of (array, peer) pairs.
+py::object sendRecvBatch(PyEngine& pe, py::handle sendsObj, py::handle recvsObj, py::handle asyncObj, py::handle stream) {
+  refuseInsideSignalHandler("send_recv");
+  const bool asyncOp = flagArg(asyncObj, "async_op");
+  std::vector<SendMessage> sends;
+  std::vector<RecvMessage> recvs;
+  py::list keep;
+  py::handle gpuArray;
+  auto each = [&](py::handle list, const char* name, bool receive) {
+    if (list.is_none()) return;
+    if (!py::isinstance<py::sequence>(list) || py::isinstance<py::str>(list))
+      throw py::type_error(std::string(name) + ": expected a sequence of (array, peer) pairs");
+    py::sequence items = py::reinterpret_borrow<py::sequence>(list);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string arg = std::string(name) + "[" + std::to_string(i) + "]";
+      py::object item = items[i];
+      if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) || py::len(item) != 2)
+        throw py::type_error(arg + ": expected an (array, peer) pair");
+      py::object array = item[py::int_(0)];
+      const long long peer = integerArg(item[py::int_(1)], (arg + "[1] (peer)").c_str());
+      ArrayView v = viewArray(array, (arg + "[0]").c_str(), receive);
+      if (v.device >= 0 && !gpuArray) gpuArray = array;
+      if (receive)
+        recvs.push_back(RecvMessage{peer, v.data, v.bytes, v.device});
+      else
+        sends.push_back(SendMessage{peer, v.data, v.bytes, v.device});
+      keep.append(std::move(v.keep));
+      keep.append(array);
+    }
+  };
+  each(sendsObj, "sends", false);
+  each(recvsObj, "recvs", true);
+  void* s = p2pStream(stream, gpuArray);
+  std::shared_ptr<Work> work;
+  {
+    py::gil_scoped_release r;
+    work = pe.api->sendRecv(std::move(sends), std::move(recvs), asyncOp, s);
+  }
+  return work ? finish(pe, work, keep, py::none()) : py::none();
+}
+
 py::dict collectiveRow(Collective c) {
   const plan::CollectiveTraits& t = plan::traits(c);
   py::dict row;
@@ -322,32 +372,35 @@ void bindCollectives(py::module_& m) {
       .def("barrier", [none](PyEngine& pe, py::handle algo, py::handle a, py::handle st) {
         return callCollective(pe, Collective::Barrier, false, none, none, none, none, algo, a, none, none, none, st);
       })
-      .def("send", [](PyEngine& pe, py::handle x, py::handle peerObj, py::handle asyncObj) -> py::object {
+      .def("send", [](PyEngine& pe, py::handle x, py::handle peerObj, py::handle asyncObj, py::handle stream) -> py::object {
         refuseInsideSignalHandler("send");
         const long long peer = integerArg(peerObj, "peer");
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(x, "x", false);
-        if (v.device >= 0) throw py::type_error("x: send/recv of GPU memory is not supported yet (collectives are)");
+        void* s = p2pStream(stream, v.device >= 0 ? x : py::handle());
         std::shared_ptr<Work> work;
         {
           py::gil_scoped_release r;
-          work = pe.api->send(v.data, v.bytes, peer, asyncOp);
+          work = pe.api->send(v.data, v.bytes, peer, asyncOp, v.device, s);
         }
         return work ? finish(pe, work, v.keep, py::none()) : py::none();
       })
-      .def("recv", [](PyEngine& pe, py::handle out, py::handle peerObj, py::handle asyncObj) -> py::object {
+      .def("recv", [](PyEngine& pe, py::handle out, py::handle peerObj, py::handle asyncObj, py::handle stream) -> py::object {
         refuseInsideSignalHandler("recv");
         const long long peer = integerArg(peerObj, "peer");
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(out, "out", true);
-        if (v.device >= 0) throw py::type_error("out: send/recv of GPU memory is not supported yet (collectives are)");
+        void* s = p2pStream(stream, v.device >= 0 ? out : py::handle());
         std::shared_ptr<Work> work;
         {
           py::gil_scoped_release r;
-          work = pe.api->recv(v.data, v.bytes, peer, asyncOp);
+          work = pe.api->recv(v.data, v.bytes, peer, asyncOp, v.device, s);
         }
         return work ? finish(pe, work, v.keep, py::reinterpret_borrow<py::object>(out))
                     : py::reinterpret_borrow<py::object>(out);
+      })
+      .def("send_recv", [](PyEngine& pe, py::handle sends, py::handle recvs, py::handle asyncObj, py::handle stream) {
+        return sendRecvBatch(pe, sends, recvs, asyncObj, stream);
       })
       .def("drain", [](PyEngine& pe) {
         py::gil_scoped_release r;
