@@ -68,11 +68,11 @@ class Reduction:
             return torch.view_as_real(t.reshape(-1)).reshape(-1)
         return t.reshape(-1)
 
-    def new_buffer(self, numel: int) -> torch.Tensor:
-        """An uninitialized buffer of ``numel`` elements of the tensor's kind, as a reduction
-        buffer (complex numbers count as one element)."""
+    def new_buffer(self, numel: int, device: torch.device) -> torch.Tensor:
+        """An uninitialized buffer of ``numel`` elements of the tensor's kind on ``device``, as a
+        reduction buffer (complex numbers count as one element)."""
         n = numel * 2 if self.kind == "pairs" else numel
-        return torch.empty(n, dtype=self.dtype)
+        return torch.empty(n, dtype=self.dtype, device=device)
 
     def finish(self, buf: torch.Tensor) -> None:
         """Apply the PREMUL_SUM factor to a reduced buffer."""
