@@ -109,7 +109,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         On a CUDA ``device`` both are enqueued on torch's current stream instead."""
         if self._shut_down:
             raise dist.DistBackendError(f"forestcc {call}: the process group was shut down")
-        if device.type == "cuda":
+        if device != _CPU:  # (cheaper than device.type; only CPU and CUDA tensors get here)
             return self._run_cuda(call, start, finish, stream, device)
         try:
             handles = start(async_op)
