@@ -150,11 +150,9 @@ def enqueue_on_stream(call: str, device: torch.device, start: Callable[[], Any],
             value = finish()
             event = torch.cuda.Event()
             event.record(stream)
-    if handles is None:
-        handles = []
-    elif not isinstance(handles, (list, tuple)):
+    if not isinstance(handles, (list, tuple)):
         handles = [handles]
-    work._set_enqueued(handles, value, event)
+    work._set_enqueued([h for h in handles if h is not None], value, event)
     return work
 
 
