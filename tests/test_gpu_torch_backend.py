@@ -3,15 +3,17 @@ against gloo on CPU copies, DDP and FSDP2 against gloo on the CPU, async works a
 streams, sub-groups, refused and mismatched calls, send/recv, "cpu:gloo,cuda:forestcc" and the
 example with ``--device cuda``, on 2 and 3 processes sharing one GPU.
 
-Tests marked ``gpu`` skip with the reason where no GPU is visible (tests/test_gpu.py decides);
-the programs' ``--device cpu`` stand-in runs the same checks on CPU tensors everywhere, so the
-programs keep working in the CI. On a GPU machine: tools/gpu-suite.sh.
+Tests marked ``gpu`` skip with the reason where no GPU is visible (tests/test_gpu.py decides).
+Everywhere (the CI) the same programs run with ``--device cpu`` under
+tests/programs/torch_gpu_fake_streams.py, which sends the CPU tensors through the backend's CUDA
+path with host stand-ins for streams, events and CUDA futures. On a GPU machine:
+tools/gpu-suite.sh.
 """
 import subprocess
 import sys
 
 import pytest
-from conftest import run_job
+from conftest import PROGRAMS, run_job
 from test_gpu import JOB_TIMEOUT, gpu_only, tail
 from test_torch_backend import EXAMPLE
 
@@ -27,11 +29,32 @@ def passed(res, n: int) -> None:
     assert all(int(c.split()[1]) > 0 for c in res.lines("CHECKED")), tail(res)
 
 
-# -- runs everywhere (CI): the programs on CPU tensors -----------------------------------------
+# -- runs everywhere (CI): the programs on CPU tensors, through the CUDA path ------------------
 
-def test_gpu_programs_on_cpu_tensors(no_new_shm):
-    passed(run_job(3, OPS, "ops", "--device", "cpu", env=ENV), 3)
-    passed(run_job(2, TRAINING, "--device", "cpu", env=ENV), 2)
+FAKE = "torch_gpu_fake_streams.py"
+
+
+def path_counts(res) -> list[dict[str, int]]:
+    """The "PATH k=v ..." line of each rank (torch_gpu_fake_streams.py)."""
+    return [dict((k, int(v)) for k, v in (w.split("=") for w in ln.split()[1:]))
+            for ln in res.lines("PATH ")]
+
+
+@pytest.mark.parametrize("program,args,n,used", [
+    (OPS, ("ops",), 3, "enqueued"),
+    (OPS, ("p2p",), 2, "launched"),
+    (TRAINING, (), 2, "futures"),
+], ids=["ops-3", "p2p-2", "ddp-fsdp2-2"])
+def test_cuda_path_with_host_streams(program, args, n, used, no_new_shm):
+    """The GPU programs' checks with CPU tensors taking the CUDA path (host stand-ins for
+    streams, events and CUDA futures): every call went through it."""
+    res = run_job(n, FAKE, str(PROGRAMS / program), *args, "--device", "cpu", env=ENV)
+    passed(res, n)
+    counts = path_counts(res)
+    assert len(counts) == n and all(c[used] > 0 and c["waited"] > 0 for c in counts), counts
+
+
+def test_cpu_gloo_cuda_forestcc_string_on_cpu(no_new_shm):
     passed(run_job(2, OPS, "string", "--device", "cpu", env=ENV), 2)
 
 
