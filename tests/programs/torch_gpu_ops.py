@@ -18,7 +18,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-import forestcc.torch  # noqa: F401 - registers the backend
+import forestcc.torch  # registers the backend
 
 MODE = sys.argv[1]
 KIND = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda"
@@ -212,7 +212,7 @@ def ops_mode():
     @case
     def broadcast_and_reduce_every_root():
         for root in range(N):
-            def run(g, dev):
+            def run(g, dev, root=root):
                 t = data(R, (2, 3), torch.float32, device=dev)
                 nc = data(R, (4, 4), torch.float32, device=dev)[::2, 1:]
                 nc = nc if g is FCC else nc.contiguous()
@@ -261,7 +261,7 @@ def ops_mode():
     @case
     def scatters_and_reduce_scatters():
         for root in range(N):
-            def run(g, dev):
+            def run(g, dev, root=root):
                 out = torch.empty(2, 2, device=dev)
                 ins = [data(p, (2, 2), torch.float32, 7, dev) for p in range(N)] if R == root else None
                 dist.scatter(out, ins, src=root, group=g)
@@ -335,7 +335,6 @@ def ops_mode():
 
 
 def errors_mode():
-    global checked
     x = torch.ones(4, device=DEV)
     for what, fn in (
             ("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(

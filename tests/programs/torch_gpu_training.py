@@ -71,7 +71,7 @@ def ddp_gradients_match_gloo():
         torch.manual_seed(R)  # different on every rank: DDP must broadcast rank 0's
         base = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
                              nn.Linear(64, 4))
-        kwargs = dict(bucket_cap_mb=0.01)  # several buckets
+        kwargs = {"bucket_cap_mb": 0.01}  # several buckets
         if variant == "gradient_as_bucket_view":
             kwargs["gradient_as_bucket_view"] = True
         wrapped = {}
