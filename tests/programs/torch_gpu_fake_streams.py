@@ -20,7 +20,7 @@ import sys
 import torch
 
 import forestcc.torch  # noqa: F401 - registers the backend
-from forestcc.torch import cuda_work, process_group
+from forestcc.torch import cuda_work, process_group, work
 
 counts = {"enqueued": 0, "waited": 0, "futures": 0, "launched": 0}
 
@@ -49,8 +49,10 @@ class HostEvent:
 
 
 def future(devices=None):
-    assert devices and all(isinstance(d, torch.device) for d in devices), devices
-    counts["futures"] += 1
+    """A CUDA-aware future (``devices`` given) becomes a host one."""
+    if devices is not None:
+        assert devices and all(isinstance(d, torch.device) for d in devices), devices
+        counts["futures"] += 1
     return torch.futures.Future()
 
 
@@ -69,7 +71,7 @@ class TorchView:
         return getattr(torch, name)
 
 
-cuda_work.torch = TorchView()
+cuda_work.torch = work.torch = TorchView()
 process_group._CPU = torch.device("meta")  # the check for "not a CPU call" now takes them all
 
 _enqueue = cuda_work.enqueue_on_stream

@@ -382,6 +382,16 @@ def p2p_mode():
         dist.send(data(R, (3,), torch.float32, 1), nxt, group=FCC)
         fut.wait()
         same("irecv future", fut.get_future().value()[0], data(prv, (3,), torch.float32, 1, "cpu"))
+        # a coalesced block with a device (torch's batch_isend_irecv on CUDA in some versions):
+        # its one Work covers every call of the block, sends and receives alike
+        got = torch.zeros(1 << 16, device=DEV)
+        with dist._coalescing_manager(group=FCC, device=DEV, async_ops=True) as cm:
+            dist.isend(data(R, (1 << 16,), torch.float32, 2), nxt, group=FCC)
+            dist.irecv(got, prv, group=FCC)
+        cm.wait()
+        same("coalesced isend / irecv", got, data(prv, (1 << 16,), torch.float32, 2, "cpu"))
+        both_futures = cm.works[0].get_future().wait()
+        same("coalesced future", both_futures[1], got)
     finish()
 
 

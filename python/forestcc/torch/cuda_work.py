@@ -19,9 +19,10 @@ group, by ``group.communicator.synchronize()``, by ``barrier()`` or by ``wait()`
 past the call.
 
 Send and receive on CUDA tensors go through :class:`CudaLauncher`: one thread per direction makes
-the forestcc call (which waits on the host for the peer to post its side) on the caller's stream,
-so that ``isend`` followed by ``irecv`` on two ranks does not wait for itself;
-``work.wait()`` then first blocks until the call was enqueued.
+the forestcc call on the caller's stream, synchronously (it waits on the host for the peer to
+post its side, then enqueues the copy: the event after it covers the copy, which it would not
+for a queued ``async_op=True`` call), so that ``isend`` followed by ``irecv`` on two ranks does
+not wait for itself; ``work.wait()`` then first blocks until the call was enqueued.
 """
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ class CudaWork(dist.Work):
         self._future: torch.futures.Future | None = None
         self._error: BaseException | None = None
         self._enqueued = threading.Event()
+
+    @property
+    def device(self) -> torch.device:
+        """The GPU the call runs on."""
+        return self._device
 
     def _set_enqueued(self, handles: Sequence[Any], value: list[torch.Tensor],
                       event: torch.cuda.Event) -> None:

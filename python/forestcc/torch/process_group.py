@@ -29,7 +29,7 @@ from forestcc.torch import collectives, rendezvous
 from forestcc.torch.cuda_work import CudaLauncher, enqueue_on_stream
 from forestcc.torch.errors import ArgumentError, translate, unsupported
 from forestcc.torch.tensors import byte_buffer, copy_bytes_into, host, one_tensor
-from forestcc.torch.work import Completer, ForestccWork, completed_work
+from forestcc.torch.work import Completer, ForestccWork, GroupWork, completed_work
 
 __all__ = ["BACKEND_NAME", "ProcessGroupForestcc"]
 
@@ -55,7 +55,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         self._gpu: torch.device | None = None  # the GPU of this group's CUDA calls
         self._group_name = ""
         self._group_desc = ""
-        self._last_collective: ForestccWork | None = None
+        self._coalesced: list[dist.Work] | None = None  # between _start/_end_coalescing
         self._monitored_barriers = 0
         self._lock = threading.Lock()
         self._shut_down = False
@@ -119,12 +119,15 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 raise
             raise torch_exc from exc
         if not async_op:
-            return completed_work(finish(), call)
+            return self._made(completed_work(finish(), call))
         if not isinstance(handles, (list, tuple)):
             handles = [handles]
-        work = self._completer.add(stream, handles, finish, call)
-        if stream == _COLLECTIVE:
-            self._last_collective = work
+        return self._made(self._completer.add(stream, handles, finish, call))
+
+    def _made(self, work: dist.Work) -> dist.Work:
+        """``work``, also counted in the coalesced block being made, if any."""
+        if self._coalesced is not None:
+            self._coalesced.append(work)
         return work
 
     def _run_cuda(self, call: str, start: Callable[[bool], Any], finish: Callable[[], list],
@@ -139,7 +142,10 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
             with self._lock:
                 if self._launcher is None:
                     self._launcher = CudaLauncher(f"pg{id(self):x}")
-            return self._launcher.add(stream, call, device, lambda: start(True), finish)
+            # Synchronous there: forestcc queues an async send/recv and enqueues its GPU copy
+            # later, which the event recorded after the call would not cover.
+            return self._made(self._launcher.add(stream, call, device, lambda: start(False),
+                                                 finish))
         try:
             work = enqueue_on_stream(call, device, lambda: start(True), finish)
         except BaseException as exc:
@@ -147,8 +153,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
             if torch_exc is exc:
                 raise
             raise torch_exc from exc
-        self._last_collective = work
-        return work
+        return self._made(work)
 
     # -- point to point, barriers ----------------------------------------------------------
 
@@ -158,7 +163,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         t = one_tensor(tensors, "send")
         _check_tag(tag, "send")
         buf, _ = byte_buffer(t)
-        return self._run("send", lambda a: self._comm.send(host(buf), dstRank, async_op=True),
+        return self._run("send", lambda a: self._comm.send(host(buf), dstRank, async_op=a),
                          lambda: [t], stream=_SEND, device=t.device)
 
     def recv(self, tensors: Sequence[torch.Tensor], srcRank: int, tag: int = 0) -> ForestccWork:
@@ -172,7 +177,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 copy_bytes_into(t, buf)
             return [t]
 
-        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=True),
+        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=a),
                          finish, stream=_RECV, device=t.device)
 
     def recv_anysource(self, tensors: Sequence[torch.Tensor], tag: int = 0) -> ForestccWork:
@@ -242,12 +247,17 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
     # -- coalescing (torch's _coalescing_manager with a device) -------------------------------
 
     def _start_coalescing(self, device: Any = None) -> None:
-        """Nothing to prepare: coalesced calls come as one *_coalesced call."""
+        """Start collecting the Works of the calls made until :meth:`_end_coalescing` (they run
+        as they come; coalesced collectives come as one *_coalesced call)."""
+        self._coalesced = []
 
-    def _end_coalescing(self, device: Any = None) -> ForestccWork:
-        """The Work of the last collective (calls complete in order, so it completes last)."""
-        last = self._last_collective
-        return last if last is not None else completed_work([], "coalescing")
+    def _end_coalescing(self, device: Any = None) -> dist.Work:
+        """The Work of the calls made since :meth:`_start_coalescing` (sends and receives
+        among them complete in their own order, so every one is waited for)."""
+        works, self._coalesced = self._coalesced or [], None
+        if not works:
+            return completed_work([], "coalescing")
+        return works[0] if len(works) == 1 else GroupWork(works)
 
     # -- lifetime ----------------------------------------------------------------------------
 
