@@ -461,7 +461,7 @@ def argument_errors():
     refuses(NotImplementedError, ["allreduce", "ReduceOp.BAND", "not supported"],
             lambda: dist.all_reduce(x.int(), op=dist.ReduceOp.BAND, group=FCC))
     refuses(RuntimeError, ["recv_anysource", "not supported"], lambda: dist.recv(x, group=FCC))
-    refuses(RuntimeError, ["meta", "CPU tensors only"],
+    refuses(RuntimeError, ["meta", "forestcc moves CPU and CUDA tensors"],
             lambda: dist.all_reduce(torch.empty(3, device="meta"), group=FCC))
     refuses(RuntimeError, ["all_to_all_single", "split"],
             lambda: dist.all_to_all_single(torch.empty(N), torch.empty(N), [2] * N, [1] * N,

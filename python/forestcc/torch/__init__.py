@@ -6,9 +6,10 @@
     torch.distributed.init_process_group("forestcc")
 
 Works under torchrun, forestcc-run, mpirun and srun (see :mod:`forestcc.torch.rendezvous`), with
-CPU tensors; every ProcessGroup call DDP and FSDP2 make runs on forestcc
-(:mod:`forestcc.torch.process_group`). Sub-groups (``new_group(backend="forestcc")``) get
-communicators of their own.
+CPU and CUDA tensors; every ProcessGroup call DDP and FSDP2 make runs on forestcc
+(:mod:`forestcc.torch.process_group`). Calls on CUDA tensors are enqueued on torch's current
+stream, with NCCL's stream semantics (:mod:`forestcc.torch.cuda_work`). Sub-groups
+(``new_group(backend="forestcc")``) get communicators of their own.
 
 Importing this module without PyTorch installed succeeds and registers nothing; using
 :class:`ProcessGroupForestcc` or :func:`register` then raises an ImportError saying so.
@@ -49,7 +50,7 @@ def create_process_group(store, rank: int, size: int, timeout):
 
 
 def register() -> None:
-    """Register the backend "forestcc" with torch.distributed (for CPU tensors) and let
+    """Register the backend "forestcc" with torch.distributed (for CPU and CUDA tensors) and let
     ``env://`` find the ranks under forestcc-run, mpirun and srun. Importing this module does it
     when PyTorch is installed; calling it again does nothing."""
     global _registered
@@ -57,8 +58,9 @@ def register() -> None:
     if _registered:
         return
     from forestcc.torch.rendezvous import install_launcher_rendezvous
-    # CUDA joins the list once forestcc's GPU path moves device memory.
-    _dist.Backend.register_backend(BACKEND_NAME, create_process_group, devices=["cpu"])
+    # One ProcessGroup serves both devices: torch takes a Python ProcessGroup from the first
+    # device's creator for the whole group (so "cpu:gloo,cuda:forestcc" is forestcc on both).
+    _dist.Backend.register_backend(BACKEND_NAME, create_process_group, devices=["cpu", "cuda"])
     install_launcher_rendezvous()
     _registered = True
 

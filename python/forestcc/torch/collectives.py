@@ -4,7 +4,8 @@ Each method takes torch's arguments (tensor lists and an options object), makes 
 buffers forestcc works on and returns ``self._run(call, start, finish, async_op)``. Reductions go
 through :mod:`forestcc.torch.reductions`; everything else moves bytes. List forms (``allgather``
 into a list, ``alltoall`` of lists, the ``*_coalesced`` calls) are packed into one buffer and
-run as a single forestcc call, then unpacked when it completes.
+run as a single forestcc call, then unpacked when it completes. Every method passes ``_run`` the
+device of its tensors (:func:`~forestcc.torch.tensors.call_device`); staging buffers live there.
 """
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from forestcc.torch import reductions
 from forestcc.torch.errors import ArgumentError, ArgumentTypeError
 from forestcc.torch.tensors import (
     byte_buffer,
+    call_device,
     check_same,
     check_tensor,
     copy_bytes_into,
     host,
+    named_list,
+    new_bytes,
     one_tensor,
     pack_bytes,
 )
@@ -51,13 +55,14 @@ class CollectivesMixin:
         arr = host(buf)
         return self._run("allreduce",
                          lambda a: self._comm.all_reduce(arr, op=red.op, async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=t.device)
 
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], opts: Any = None):
         """All-reduce several tensors as one call (packed by dtype, one forestcc call each)."""
         call = "allreduce_coalesced"
         for i, t in enumerate(tensors):
             check_tensor(t, call, f"tensors[{i}]")
+        device = call_device(call, named_list("tensors", tensors))
         groups: dict[torch.dtype, list[int]] = {}
         for i, t in enumerate(tensors):
             groups.setdefault(t.dtype, []).append(i)
@@ -82,7 +87,7 @@ class CollectivesMixin:
                     off += n
             return list(tensors)
 
-        return self._run(call, start, finish, _async(opts))
+        return self._run(call, start, finish, _async(opts), device=device)
 
     def reduce(self, tensors: Sequence[torch.Tensor], opts: Any = None):
         """Reduce the tensor onto ``opts.rootRank``; the other ranks' tensors are left as
@@ -102,7 +107,7 @@ class CollectivesMixin:
         return self._run("reduce",
                          lambda a: self._comm.reduce(host(buf), root, op=red.op, out=host(out),
                                                      async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=t.device)
 
     def reduce_scatter(self, outputs: Sequence[torch.Tensor],
                        input_lists: Sequence[Sequence[torch.Tensor]], opts: Any = None):
@@ -113,10 +118,11 @@ class CollectivesMixin:
         inputs = _one_list(input_lists, call, "input_list")
         self._check_count(inputs, call, "input_list")
         check_same(inputs, t, call, "input_list")
+        device = call_device(call, [("output", t)] + named_list("input_list", inputs))
         red = reductions.resolve(_op(opts), t.dtype, call)
         packed = torch.cat([red.buffer(x) for x in inputs])
         out = red.buffer(t)
-        return self._reduce_scatter_run(call, red, out, packed, [(t, 0)], opts)
+        return self._reduce_scatter_run(call, red, out, packed, [(t, 0)], opts, device)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None):
         """Reduce ``input`` (size × output's elements) over the ranks; rank r gets block r in
@@ -125,7 +131,8 @@ class CollectivesMixin:
         self._check_whole(call, output, input, "input")
         red = reductions.resolve(_op(opts), output.dtype, call)
         out = red.buffer(output)  # output's own memory when it is contiguous
-        return self._reduce_scatter_run(call, red, out, red.buffer(input), [(output, 0)], opts)
+        return self._reduce_scatter_run(call, red, out, red.buffer(input), [(output, 0)], opts,
+                                        output.device)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -146,21 +153,22 @@ class CollectivesMixin:
             if x.numel() != o.numel() * n:
                 raise ArgumentError(f"forestcc {call}: inputs[{i}] has {x.numel()} elements, "
                                     f"expected {n} × {o.numel()}")
+        device = call_device(call, named_list("outputs", outputs) + named_list("inputs", inputs))
         red = reductions.resolve(_op(opts), outputs[0].dtype, call)
         # Block r of the packed input is every input's block r, one after another.
         packed = torch.cat([red.buffer(x).view(n, _buffer_numel(red, x) // n) for x in inputs],
                            dim=1).reshape(-1)
         total = sum(o.numel() for o in outputs)
-        out = red.new_buffer(total)
+        out = red.new_buffer(total, device)
         places, off = [], 0
         for o in outputs:
             places.append((o, off))
             off += _buffer_numel(red, o)
-        return self._reduce_scatter_run(call, red, out, packed, places, opts)
+        return self._reduce_scatter_run(call, red, out, packed, places, opts, device)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
-    def _reduce_scatter_run(self, call, red, out, packed, places, opts):
+    def _reduce_scatter_run(self, call, red, out, packed, places, opts, device):
         def finish():
             red.finish(out)
             for dst, off in places:
@@ -170,7 +178,7 @@ class CollectivesMixin:
 
         return self._run(call, lambda a: self._comm.reduce_scatter(host(out), host(packed),
                                                                    op=red.op, async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=device)
 
     # -- data movement -------------------------------------------------------------------------
 
@@ -188,7 +196,7 @@ class CollectivesMixin:
             return list(tensors)
 
         return self._run("broadcast", lambda a: self._comm.broadcast(host(buf), root, async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=t.device)
 
     def allgather(self, output_lists: Sequence[Sequence[torch.Tensor]],
                   inputs: Sequence[torch.Tensor], opts: Any = None):
@@ -198,8 +206,9 @@ class CollectivesMixin:
         outs = _one_list(output_lists, call, "output_list")
         self._check_count(outs, call, "output_list")
         check_same(outs, t, call, "output_list")
+        device = call_device(call, [("input", t)] + named_list("output_list", outs))
         src, _ = byte_buffer(t)
-        flat = torch.empty(src.numel() * self.size(), dtype=torch.uint8)
+        flat = new_bytes(src.numel() * self.size(), device)
         return self._gathered(call, flat, src, [outs], [t], opts)
 
     def allgather_coalesced(self, output_lists: Sequence[Sequence[torch.Tensor]],
@@ -217,8 +226,11 @@ class CollectivesMixin:
                                     f"for {len(inputs)} inputs")
             for j, (o, x) in enumerate(zip(outs, inputs)):
                 check_same([o], x, call, f"output_lists[{r}][{j}] vs inputs")
+        call_device(call, named_list("inputs", inputs) +
+                    [(f"output_lists[{r}][{j}]", o) for r, outs in enumerate(output_lists)
+                     for j, o in enumerate(outs)])
         src, _ = pack_bytes(inputs)
-        flat = torch.empty(src.numel() * self.size(), dtype=torch.uint8)
+        flat = new_bytes(src.numel() * self.size(), src.device)
         return self._gathered(call, flat, src, [list(col) for col in zip(*output_lists)],
                               list(inputs), opts)
 
@@ -236,7 +248,7 @@ class CollectivesMixin:
             return [output]
 
         return self._run(call, lambda a: self._comm.all_gather(host(out), host(src), async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=output.device)
 
     _allgather_base = all_gather_single
 
@@ -254,8 +266,9 @@ class CollectivesMixin:
             if o.numel() != x.numel() * n:
                 raise ArgumentError(f"forestcc {call}: outputs[{i}] has {o.numel()} elements, "
                                     f"expected {n} × {x.numel()}")
+        device = call_device(call, named_list("outputs", outputs) + named_list("inputs", inputs))
         src, _ = pack_bytes(inputs)
-        flat = torch.empty(src.numel() * n, dtype=torch.uint8)
+        flat = new_bytes(src.numel() * n, device)
         offsets = _offsets(inputs)
 
         def finish():
@@ -268,7 +281,7 @@ class CollectivesMixin:
             return list(outputs)
 
         return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=device)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -288,7 +301,7 @@ class CollectivesMixin:
             return [dst for col in columns for dst in col]
 
         return self._run(call, lambda a: self._comm.all_gather(host(flat), host(src), async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=flat.device)
 
     def gather(self, output_lists: Sequence[Sequence[torch.Tensor]],
                inputs: Sequence[torch.Tensor], opts: Any = None):
@@ -303,7 +316,8 @@ class CollectivesMixin:
             outs = _one_list(output_lists, call, "output_list")
             self._check_count(outs, call, "output_list")
             check_same(outs, t, call, "output_list")
-            flat = torch.empty(src.numel() * self.size(), dtype=torch.uint8)
+            call_device(call, [("input", t)] + named_list("output_list", outs))
+            flat = new_bytes(src.numel() * self.size(), t.device)
         elif output_lists and any(len(lst) for lst in output_lists):
             raise ArgumentError(f"forestcc {call}: only the root (rank {root}) passes output "
                                 f"tensors")
@@ -317,7 +331,7 @@ class CollectivesMixin:
 
         return self._run(call,
                          lambda a: self._comm.gather(host(flat), host(src), root, async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=t.device)
 
     def scatter(self, outputs: Sequence[torch.Tensor],
                 input_lists: Sequence[Sequence[torch.Tensor]], opts: Any = None):
@@ -332,6 +346,7 @@ class CollectivesMixin:
             ins = _one_list(input_lists, call, "input_list")
             self._check_count(ins, call, "input_list")
             check_same(ins, t, call, "input_list")
+            call_device(call, [("output", t)] + named_list("input_list", ins))
             packed, _ = pack_bytes(ins)
         elif input_lists and any(len(lst) for lst in input_lists):
             raise ArgumentError(f"forestcc {call}: only the root (rank {root}) passes input "
@@ -344,7 +359,7 @@ class CollectivesMixin:
 
         return self._run(call,
                          lambda a: self._comm.scatter(host(out), host(packed), root, async_op=a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=t.device)
 
     def alltoall(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                  opts: Any = None):
@@ -357,10 +372,12 @@ class CollectivesMixin:
             check_tensor(o, call, f"output_tensor_list[{i}]")
             check_tensor(x, call, f"input_tensor_list[{i}]")
             _same_dtype(o, x, call)
+        device = call_device(call, named_list("output_tensor_list", outputs) +
+                             named_list("input_tensor_list", inputs))
         src, _ = pack_bytes(inputs)
         in_splits = [x.numel() * x.element_size() for x in inputs]
         out_splits = [o.numel() * o.element_size() for o in outputs]
-        flat = torch.empty(sum(out_splits), dtype=torch.uint8)
+        flat = new_bytes(sum(out_splits), device)
 
         def finish():
             off = 0
@@ -371,7 +388,7 @@ class CollectivesMixin:
             return list(outputs)
 
         return self._run(call, lambda a: self._all_to_all(flat, src, out_splits, in_splits, False, a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=device)
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,
                           output_split_sizes: Sequence[int] | None = None,
@@ -382,6 +399,7 @@ class CollectivesMixin:
         check_tensor(output, call, "output")
         check_tensor(input, call, "input")
         _same_dtype(output, input, call)
+        device = call_device(call, [("output", output), ("input", input)])
         n = self.size()
         in_bytes = _split_bytes(input, input_split_sizes, n, call, "input")
         out_bytes = _split_bytes(output, output_split_sizes, n, call, "output")
@@ -395,7 +413,7 @@ class CollectivesMixin:
 
         even = not output_split_sizes and not input_split_sizes  # torch passes [] for none
         return self._run(call, lambda a: self._all_to_all(out, src, out_bytes, in_bytes, even, a),
-                         finish, _async(opts))
+                         finish, _async(opts), device=device)
 
     alltoall_base = all_to_all_single
 
@@ -413,6 +431,7 @@ class CollectivesMixin:
         the other's elements (all_gather_into_tensor, reduce_scatter_tensor)."""
         check_tensor(output, call, "output")
         check_tensor(input, call, "input")
+        call_device(call, [("output", output), ("input", input)])
         _same_dtype(output, input, call)
         big, small, part = (output, input, "input") if whole == "output" else (input, output, "output")
         if big.numel() != small.numel() * self.size():

@@ -6,6 +6,10 @@ checks its arguments, turns the tensors into forestcc buffers (zero copy where t
 contiguous), queues the forestcc call and returns a :class:`~forestcc.torch.work.ForestccWork`.
 A call made with ``async_op=False`` runs on the caller's thread instead of being queued.
 
+CUDA tensors: the call is enqueued on torch's current stream, with NCCL's stream semantics
+(:mod:`forestcc.torch.cuda_work`); ``async_op`` makes no difference there. A group's CUDA calls
+run on one GPU: the device of its first CUDA tensor (several ranks may share one GPU).
+
 Method names follow torch 2.13, which dispatches ``all_gather_into_tensor`` to
 ``all_gather_single``, ``reduce_scatter_tensor`` to ``reduce_scatter_single`` and
 ``all_to_all_single`` to ``all_to_all_single``; the older names (``_allgather_base``,
@@ -22,14 +26,16 @@ import torch
 import torch.distributed as dist
 
 from forestcc.torch import collectives, rendezvous
+from forestcc.torch.cuda_work import CudaLauncher, enqueue_on_stream
 from forestcc.torch.errors import ArgumentError, translate, unsupported
 from forestcc.torch.tensors import byte_buffer, copy_bytes_into, host, one_tensor
-from forestcc.torch.work import Completer, ForestccWork, completed_work
+from forestcc.torch.work import Completer, ForestccWork, GroupWork, completed_work
 
 __all__ = ["BACKEND_NAME", "ProcessGroupForestcc"]
 
 BACKEND_NAME = "forestcc"
 _COLLECTIVE, _SEND, _RECV = "collective", "send", "recv"
+_CPU = torch.device("cpu")
 
 
 class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
@@ -45,9 +51,11 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         self._timeout = timeout
         self._comm = rendezvous.communicator_from_store(store, rank, size, timeout)
         self._completer = Completer(f"pg{id(self):x}")
+        self._launcher: CudaLauncher | None = None  # CUDA send/recv, made on first use
+        self._gpu: torch.device | None = None  # the GPU of this group's CUDA calls
         self._group_name = ""
         self._group_desc = ""
-        self._last_collective: ForestccWork | None = None
+        self._coalesced: list[dist.Work] | None = None  # between _start/_end_coalescing
         self._monitored_barriers = 0
         self._lock = threading.Lock()
         self._shut_down = False
@@ -94,11 +102,15 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
     # -- running calls -------------------------------------------------------------------------
 
     def _run(self, call: str, start: Callable[[bool], Any], finish: Callable[[], list],
-             async_op: bool = True, stream: str = _COLLECTIVE) -> ForestccWork:
+             async_op: bool = True, stream: str = _COLLECTIVE,
+             device: torch.device = _CPU) -> dist.Work:
         """Start a forestcc call (``start(async_op)`` returns its handle, or a list of them) and
-        return its Work; ``finish()`` runs once it completed and returns the output tensors."""
+        return its Work; ``finish()`` runs once it completed and returns the output tensors.
+        On a CUDA ``device`` both are enqueued on torch's current stream instead."""
         if self._shut_down:
             raise dist.DistBackendError(f"forestcc {call}: the process group was shut down")
+        if device != _CPU:  # (cheaper than device.type; only CPU and CUDA tensors get here)
+            return self._run_cuda(call, start, finish, stream, device)
         try:
             handles = start(async_op)
         except BaseException as exc:
@@ -107,13 +119,41 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 raise
             raise torch_exc from exc
         if not async_op:
-            return completed_work(finish(), call)
+            return self._made(completed_work(finish(), call))
         if not isinstance(handles, (list, tuple)):
             handles = [handles]
-        work = self._completer.add(stream, handles, finish, call)
-        if stream == _COLLECTIVE:
-            self._last_collective = work
+        return self._made(self._completer.add(stream, handles, finish, call))
+
+    def _made(self, work: dist.Work) -> dist.Work:
+        """``work``, also counted in the coalesced block being made, if any."""
+        if self._coalesced is not None:
+            self._coalesced.append(work)
         return work
+
+    def _run_cuda(self, call: str, start: Callable[[bool], Any], finish: Callable[[], list],
+                  stream: str, device: torch.device) -> dist.Work:
+        if self._gpu is None:
+            self._gpu = device
+        elif device != self._gpu:
+            raise ArgumentError(f"forestcc {call}: rank {self.rank()}'s group runs its CUDA calls "
+                                f"on {self._gpu} (its first CUDA tensor's), got a tensor on "
+                                f"{device}")
+        if stream != _COLLECTIVE:
+            with self._lock:
+                if self._launcher is None:
+                    self._launcher = CudaLauncher(f"pg{id(self):x}")
+            # Synchronous there: forestcc queues an async send/recv and enqueues its GPU copy
+            # later, which the event recorded after the call would not cover.
+            return self._made(self._launcher.add(stream, call, device, lambda: start(False),
+                                                 finish))
+        try:
+            work = enqueue_on_stream(call, device, lambda: start(True), finish)
+        except BaseException as exc:
+            torch_exc = translate(exc, call)
+            if torch_exc is exc:
+                raise
+            raise torch_exc from exc
+        return self._made(work)
 
     # -- point to point, barriers ----------------------------------------------------------
 
@@ -123,8 +163,8 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         t = one_tensor(tensors, "send")
         _check_tag(tag, "send")
         buf, _ = byte_buffer(t)
-        return self._run("send", lambda a: self._comm.send(host(buf), dstRank, async_op=True),
-                         lambda: [t], stream=_SEND)
+        return self._run("send", lambda a: self._comm.send(host(buf), dstRank, async_op=a),
+                         lambda: [t], stream=_SEND, device=t.device)
 
     def recv(self, tensors: Sequence[torch.Tensor], srcRank: int, tag: int = 0) -> ForestccWork:
         """Receive into the tensor what group rank ``srcRank`` sends (same number of bytes)."""
@@ -137,24 +177,35 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 copy_bytes_into(t, buf)
             return [t]
 
-        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=True),
-                         finish, stream=_RECV)
+        return self._run("recv", lambda a: self._comm.recv(host(buf), srcRank, async_op=a),
+                         finish, stream=_RECV, device=t.device)
 
     def recv_anysource(self, tensors: Sequence[torch.Tensor], tag: int = 0) -> ForestccWork:
         """Not supported: forestcc matches every receive with a named sender."""
         raise unsupported("recv_anysource", "receiving from any source (recv without src)")
 
     def barrier(self, opts: Any = None) -> ForestccWork:
-        """Complete once every rank of the group has entered the barrier."""
+        """Complete once every rank of the group has entered the barrier, on the host. In a
+        group that made CUDA calls, each rank first waits until the GPU finished them (raising
+        their error), as NCCL's barrier does."""
         async_op = True if opts is None else opts.asyncOp
+
+        def gpu_done():
+            if self._gpu is not None:
+                self._comm.synchronize()
+
         if not async_op:
-            return self._run("barrier", lambda a: self._comm.barrier(), list, False)
+            return self._run("barrier", lambda a: (gpu_done(), self._comm.barrier()), list, False)
         # forestcc's barrier(async_op=True) fails in its bindings (no arrays to keep); a
         # one-byte all_reduce is a barrier too: no rank's result is complete before every
         # rank's input arrived.
         token = torch.zeros(1, dtype=torch.uint8)
-        return self._run("barrier",
-                         lambda a: self._comm.all_reduce(host(token), op="max", async_op=a), list)
+
+        def start(a):
+            gpu_done()
+            return self._comm.all_reduce(host(token), op="max", async_op=a)
+
+        return self._run("barrier", start, list)
 
     def monitored_barrier(self, timeout: timedelta | None = None,
                           wait_all_ranks: bool = False) -> None:
@@ -196,12 +247,17 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
     # -- coalescing (torch's _coalescing_manager with a device) -------------------------------
 
     def _start_coalescing(self, device: Any = None) -> None:
-        """Nothing to prepare: coalesced calls come as one *_coalesced call."""
+        """Start collecting the Works of the calls made until :meth:`_end_coalescing` (they run
+        as they come; coalesced collectives come as one *_coalesced call)."""
+        self._coalesced = []
 
-    def _end_coalescing(self, device: Any = None) -> ForestccWork:
-        """The Work of the last collective (calls complete in order, so it completes last)."""
-        last = self._last_collective
-        return last if last is not None else completed_work([], "coalescing")
+    def _end_coalescing(self, device: Any = None) -> dist.Work:
+        """The Work of the calls made since :meth:`_start_coalescing` (sends and receives
+        among them complete in their own order, so every one is waited for)."""
+        works, self._coalesced = self._coalesced or [], None
+        if not works:
+            return completed_work([], "coalescing")
+        return works[0] if len(works) == 1 else GroupWork(works)
 
     # -- lifetime ----------------------------------------------------------------------------
 
@@ -215,6 +271,13 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         except Exception:  # noqa: BLE001 - an error of a queued call was reported to its Work
             pass
         self._completer.close()
+        if self._launcher is not None:
+            self._launcher.close()
+        if self._gpu is not None:
+            try:
+                self._comm.synchronize()
+            except Exception:  # noqa: BLE001 - reported by the calls' own waits
+                pass
 
     def abort(self) -> None:
         """Poison the communicator: every rank's pending and later calls fail."""

@@ -57,7 +57,8 @@ class Reduction:
     def buffer(self, t: torch.Tensor) -> torch.Tensor:
         """A contiguous tensor forestcc can reduce holding ``t``'s values; it shares ``t``'s
         memory when it can (then :meth:`write_back` copies nothing)."""
-        t = t.detach()
+        if t.requires_grad:
+            t = t.detach()
         if self.kind == "widened":
             return t.reshape(-1).to(self.dtype)
         if not t.is_contiguous():
@@ -66,13 +67,14 @@ class Reduction:
             return t.reshape(-1).view(torch.uint8)
         if self.kind == "pairs":
             return torch.view_as_real(t.reshape(-1)).reshape(-1)
-        return t.reshape(-1)
+        # reshape costs more than the rest of a small call: DDP's buckets are flat already
+        return t if t.ndim == 1 else t.reshape(-1)
 
-    def new_buffer(self, numel: int) -> torch.Tensor:
-        """An uninitialized buffer of ``numel`` elements of the tensor's kind, as a reduction
-        buffer (complex numbers count as one element)."""
+    def new_buffer(self, numel: int, device: torch.device) -> torch.Tensor:
+        """An uninitialized buffer of ``numel`` elements of the tensor's kind on ``device``, as a
+        reduction buffer (complex numbers count as one element)."""
         n = numel * 2 if self.kind == "pairs" else numel
-        return torch.empty(n, dtype=self.dtype)
+        return torch.empty(n, dtype=self.dtype, device=device)
 
     def finish(self, buf: torch.Tensor) -> None:
         """Apply the PREMUL_SUM factor to a reduced buffer."""
@@ -98,8 +100,11 @@ def resolve(op: Any, dtype: torch.dtype, call: str) -> Reduction:
     """The :class:`Reduction` for ``op`` (a ReduceOp, its RedOpType, or None for SUM) on
     tensors of ``dtype``; raises NotImplementedError / ArgumentTypeError naming ``call``."""
     kind_op = getattr(op, "op", op) if op is not None else dist.ReduceOp.SUM
-    if kind_op != dist.ReduceOp.PREMUL_SUM:
-        key = (kind_op, dtype)
+    # Keyed by the enum's int value: hashing and comparing pybind enums costs microseconds,
+    # a large part of a small call.
+    kind = kind_op.value
+    if kind != _PREMUL_SUM:
+        key = (kind, dtype)
         found = _CACHE.get(key)
         if found is None:
             found = _CACHE[key] = _resolve(op, kind_op, dtype, call)
@@ -108,6 +113,7 @@ def resolve(op: Any, dtype: torch.dtype, call: str) -> Reduction:
 
 
 _CACHE: dict = {}
+_PREMUL_SUM = dist.ReduceOp.PREMUL_SUM.value
 
 
 def _resolve(op: Any, kind_op: Any, dtype: torch.dtype, call: str) -> Reduction:

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from forestcc.torch.errors import translate
 
-__all__ = ["Completer", "ForestccWork", "Pending", "completed_work"]
+__all__ = ["Completer", "ForestccWork", "GroupWork", "Pending", "completed_work"]
 
 
 class Pending:
@@ -125,6 +125,57 @@ class ForestccWork(dist.Work):
     def __repr__(self) -> str:
         state = "completed" if self.is_completed() else "pending"
         return f"<forestcc.torch.ForestccWork {self._call} {state}>"
+
+
+class GroupWork(dist.Work):
+    """The Work of several calls (those made between ``_start_coalescing`` and
+    ``_end_coalescing``, e.g. torch's ``batch_isend_irecv`` on CUDA): ``wait()`` waits for each;
+    the future completes with every call's outputs, in call order."""
+
+    def __init__(self, works: Sequence[dist.Work]):
+        super().__init__()
+        self._works = list(works)
+
+    def wait(self, timeout: Any = None) -> bool:
+        """Wait for every call (CPU: block; CUDA: the current stream waits); raise the first
+        error."""
+        for w in self._works:
+            w.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        """Whether every call finished."""
+        return all(w.is_completed() for w in self._works)
+
+    def is_success(self) -> bool:
+        """Whether every call finished without an error."""
+        return all(w.is_success() for w in self._works)
+
+    def exception(self) -> BaseException | None:
+        """The first error among the calls, once known."""
+        for w in self._works:
+            exc = w.exception()
+            if exc is not None:
+                return exc
+        return None
+
+    def get_future(self) -> torch.futures.Future:
+        """A future of every call's output tensors, one list in call order."""
+        futures = [w.get_future() for w in self._works]
+        devices = {getattr(w, "device", None) for w in self._works}
+        if None in devices:  # calls on the CPU: complete when the last one does
+            both = torch.futures.collect_all(futures)
+            return both.then(lambda f: [t for fut in f.value() for t in fut.value()])
+        # CUDA calls: their futures are done once enqueued; wait() makes the current stream
+        # wait for each, and the new future is marked on that stream, after all of them.
+        values = [t for fut in futures for t in fut.wait()]
+        future = torch.futures.Future(devices=sorted(devices, key=str))
+        future.set_result(values)
+        return future
+
+    def synchronize(self) -> None:
+        """As :meth:`wait`."""
+        self.wait()
 
 
 def completed_work(value: list[torch.Tensor], call: str) -> ForestccWork:
