@@ -14,7 +14,7 @@
 #include "forestcc/communicator.hpp"
 #include "forestcc/config.hpp"
 #include "nccl/comm.hpp"
-#include "nccl/device_pointers.hpp"
+#include "nccl/cuda_driver.hpp"
 #include "nccl/groups.hpp"
 #include "nccl/result.hpp"
 
@@ -87,7 +87,7 @@ extern "C" ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncc
     *comm = nullptr;
     checkRanks(nranks, rank);
     return initRank(comm, nranks, toForestcc(commId), rank, forestcc::nccl::readConfig(config),
-                    forestcc::nccl::currentDevice());
+                    forestcc::nccl::cuda::currentDevice());
   });
 }
 
