@@ -237,6 +237,7 @@ void ncclComm::abort(const std::string& reason) {
 void ncclComm::finalize() {
   waitUntilConnected();
   collectives_->drain();
+  collectives_->synchronize();  // calls on GPU memory finished too (raises a kernel's failure)
   communicator_->bootstrap().barrier();  // no rank frees memory a peer may still read
   finalized_ = true;
 }

@@ -106,7 +106,7 @@ struct ncclComm {
   // inside it. Safe from any thread.
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
-  // Waits for queued work, for a non-blocking init to end, then (finalize) for every rank.
+  // Waits for queued work (on the GPU too), for a non-blocking init to end, then for every rank.
   void finalize();
   bool finalized() const { return finalized_; }
 
