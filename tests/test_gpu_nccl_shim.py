@@ -62,6 +62,39 @@ def test_device_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm)
     assert_ok(p, "collectives", 3)
 
 
+PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoall_sendrecv", "broadcast",
+                 "sendrecv"]
+
+
+def run_perf(tmp_path, n: int, name: str, **env: str):
+    folder = subprocess.run(["forestcc-config", "--nccl-perf"], capture_output=True, text=True,
+                            timeout=60, check=True).stdout.strip()
+    cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), f"{folder}/{name}_perf", "-M", "gpu",
+           "-b", "8", "-e", "1M", "-f", "32", "-n", "3", "-w", "1"]
+    return subprocess.run(cmd, env=clean_env(NCCL_PERF_ID_FILE=str(tmp_path / "id"), **env),
+                          capture_output=True, text=True, timeout=JOB_TIMEOUT)
+
+
+def assert_perf_table(p) -> None:
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]  # exit 1: some #wrong
+    assert "ranks on GPU memory (rank 0 on CUDA device 0)" in p.stdout, p.stdout[-3000:]
+    rows = [ln for ln in p.stdout.splitlines() if ln and not ln.startswith("#")]
+    assert len(rows) == 4, p.stdout[-3000:]  # 8 B, 256 B, 8 KiB, 256 KiB
+
+
+def test_perf_gpu_mode_on_a_stand_in_driver(device_check, tmp_path, no_new_shm):
+    """Runs everywhere: perf/nccl's -M gpu code (buffers, stream, copies) on the stand-in driver."""
+    assert_perf_table(run_perf(tmp_path, 2, "all_reduce",
+                               LD_LIBRARY_PATH=str(device_check / "host-driver")))
+
+
+@gpu_only
+@pytest.mark.parametrize("name", PERF_PROGRAMS)
+def test_perf_programs_on_gpu_memory(tmp_path, name):
+    # perf/nccl linked against the shim (forestcc-config --nccl-perf), 2 ranks on the one GPU
+    assert_perf_table(run_perf(tmp_path, 2, name))
+
+
 @gpu_only
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_every_collective_on_gpu_memory(device_check, tmp_path, n):

@@ -1,8 +1,9 @@
 /* A stand-in for the CUDA driver whose "device memory" is host memory (built with SONAME
- * libcuda.so.1, found through LD_LIBRARY_PATH), so that device_check.c's own logic (its buffers,
- * calls and reference results) runs in CI without a GPU: every allocation is malloc, every copy a
- * memcpy, every stream operation completes at once, and the shim is told that pointers are host
- * memory (no device ordinal), so it runs the calls on its host path. Not a CUDA driver. */
+ * libcuda.so.1, found through LD_LIBRARY_PATH), so that the GPU-memory code of device_check.c and
+ * of perf/nccl (-M gpu), their buffers, calls and reference results, runs in CI without a GPU:
+ * every allocation is malloc, every copy a memcpy, every stream operation completes at once, and
+ * the shim is told that pointers are host memory (no device ordinal), so it runs the calls on its
+ * host path. Not a CUDA driver. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,3 +35,9 @@ int cuPointerGetAttribute(void* data, int attribute, unsigned long long p) {
 int cuMemHostAlloc(void** p, size_t bytes, unsigned flags) { *p = malloc(bytes); return flags && *p ? 0 : 2; }
 int cuMemHostGetDevicePointer_v2(unsigned long long* d, void* p, unsigned flags) { *d = (uintptr_t)p; return (int)flags; }
 int cuStreamWaitValue32_v2(void* s, unsigned long long a, unsigned v, unsigned f) { return s && a && v && !f ? 0 : 0; }
+/* for perf/nccl's -M gpu */
+int cuDeviceGetCount(int* count) { *count = 1; return 0; }
+int cuMemcpy(unsigned long long dst, unsigned long long src, size_t bytes) {
+  memcpy((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, bytes);
+  return 0;
+}
