@@ -718,6 +718,12 @@ static void modeDevice(const char* dir, int cudaBuild) {
   if (!cudaBuild)
     EXPECT_ERROR(ncclAllReduce(gpu, gpu, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
                  "this forestcc build has no CUDA");
+  /* buffers on another device than the communicator's (6) */
+  void* gpu7 = (void*)0xdeae0000;
+  EXPECT_ERROR(ncclAllReduce(gpu7, gpu7, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
+               "the buffers are on CUDA device 7, but the communicator was made on device 6");
+  EXPECT_ERROR(ncclAllReduce(gpu, gpu7, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
+               "sendbuff is GPU memory (device 6) but recvbuff is GPU memory (device 7)");
   /* a group's sends and receives are all on the GPU or all on the host */
   CHECK(ncclGroupStart());
   CHECK(ncclSend(&x, 1, ncclFloat32, (rank + 1) % nranks, comm, NULL));
