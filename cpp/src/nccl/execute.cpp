@@ -96,6 +96,20 @@ Collectives::WorkPtr runReduce(ncclComm& comm, OpKind kind, const void* in, void
   }
 }
 
+// A PreMulSum operator's factor for this call: the value read at creation (HostImmediate), or a
+// device scalar read now, once the caller's stream has reached the call (from GPU memory, or from
+// host memory: the host-pointer extension).
+std::array<uint8_t, 8> factorOf(const ResolvedOp& r, const TypeInfo& info, const Placement& at) {
+  std::array<uint8_t, 8> factor = r.factor;
+  if (r.residence != ncclScalarDevice) return factor;
+  const int scalarDevice = cuda::deviceOf(r.scalar);
+  if (scalarDevice >= 0)
+    cuda::copyAfterStream(factor.data(), r.scalar, info.size, at.stream, scalarDevice);
+  else
+    std::memcpy(factor.data(), r.scalar, info.size);
+  return factor;
+}
+
 // PreMulSum: each rank's input times its scalar, into a staging buffer the collective then sums.
 // On GPU memory the shim has no kernel of its own, so the input makes a round trip through host
 // memory: every earlier call of the communicator finishes first (the staging buffer is free), the
@@ -106,14 +120,8 @@ Collectives::WorkPtr runPreMulSum(ncclComm& comm, const Operation& op, const Res
                                   size_t inCount, size_t outCount, const Placement& at) {
   const bool isRoot = comm.rank == op.root;
   const size_t bytes = inCount * info.size;
-  std::array<uint8_t, 8> factor = r.factor;
   if (at.device < 0) {
-    if (r.residence == ncclScalarDevice) {
-      if (cuda::deviceOf(r.scalar) >= 0)
-        cuda::copyAfterStream(factor.data(), r.scalar, info.size, at.stream, cuda::deviceOf(r.scalar));
-      else
-        std::memcpy(factor.data(), r.scalar, info.size);
-    }
+    const std::array<uint8_t, 8> factor = factorOf(r, info, at);
     std::vector<uint8_t> scaled(bytes);
     scaleElements(op.send, scaled.data(), inCount, op.type, factor.data());
     return runReduce(comm, op.kind, scaled.data(), op.recv, inCount, outCount, info.type, ReduceOp::Sum, op.root,
@@ -122,7 +130,7 @@ Collectives::WorkPtr runPreMulSum(ncclComm& comm, const Operation& op, const Res
   comm.collectives().synchronize();
   std::vector<uint8_t> host(bytes);
   cuda::copyAfterStream(host.data(), op.send, bytes, at.stream, at.device);
-  if (r.residence == ncclScalarDevice) cuda::copyAfterStream(factor.data(), r.scalar, info.size, at.stream, at.device);
+  const std::array<uint8_t, 8> factor = factorOf(r, info, at);
   scaleElements(host.data(), host.data(), inCount, op.type, factor.data());
   void* staged = comm.premulScratch.get(bytes, at.device);
   cuda::copyAfterStream(staged, host.data(), bytes, at.stream, at.device);

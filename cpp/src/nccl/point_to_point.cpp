@@ -3,10 +3,10 @@
 // pattern can deadlock; a mismatch fails both ranks of it). docs/nccl-shim.md, "Groups".
 //
 // On GPU memory the messages carry their device and the batch the caller's stream, once
-// Collectives::sendRecv takes them (a `device` on SendMessage/RecvMessage and CallOptions with the
-// stream): the shim detects that signature at compile time, so it builds against a core that moves
-// host memory only and refuses GPU messages there with a message, never handing the host protocol a
-// GPU pointer.
+// Collectives::sendRecv takes them (a `device` on SendMessage/RecvMessage and a stream argument
+// after `async`): the shim detects that signature at compile time, so it builds against a core that
+// moves host memory only and refuses GPU messages there with a message, never handing the host
+// protocol a GPU pointer.
 #include <map>
 #include <string>
 #include <type_traits>
@@ -29,15 +29,15 @@ template <class M>
 struct CarriesDevice<M, std::void_t<decltype(std::declval<M&>().device = 0)>> : std::true_type {};
 
 template <class C, class = void>
-struct TakesOptions : std::false_type {};
+struct TakesStream : std::false_type {};
 template <class C>
-struct TakesOptions<C, std::void_t<decltype(std::declval<C&>().sendRecv(std::declval<std::vector<SendMessage>>(),
-                                                                        std::declval<std::vector<RecvMessage>>(),
-                                                                        std::declval<const CallOptions&>()))>>
+struct TakesStream<C, std::void_t<decltype(std::declval<C&>().sendRecv(std::declval<std::vector<SendMessage>>(),
+                                                                      std::declval<std::vector<RecvMessage>>(), true,
+                                                                      static_cast<void*>(nullptr)))>>
     : std::true_type {};
 
 constexpr bool kDeviceBatches =
-    CarriesDevice<SendMessage>::value && CarriesDevice<RecvMessage>::value && TakesOptions<Collectives>::value;
+    CarriesDevice<SendMessage>::value && CarriesDevice<RecvMessage>::value && TakesStream<Collectives>::value;
 
 template <class M>
 void setDevice(M& message, int device) {
@@ -49,11 +49,9 @@ void setDevice(M& message, int device) {
 template <class C>
 Collectives::WorkPtr runOnDevice(C& coll, std::vector<SendMessage> sends, std::vector<RecvMessage> recvs,
                                  cudaStream_t stream) {
-  if constexpr (TakesOptions<C>::value) {
-    CallOptions options;
-    options.stream = stream;
-    options.async = true;  // its Work: ncclCommGetAsyncError polls it
-    return coll.sendRecv(std::move(sends), std::move(recvs), options);
+  if constexpr (TakesStream<C>::value) {
+    // async: its Work, which ncclCommGetAsyncError polls
+    return coll.sendRecv(std::move(sends), std::move(recvs), true, static_cast<void*>(stream));
   } else {
     (void)coll, (void)sends, (void)recvs, (void)stream;
     return nullptr;
