@@ -150,13 +150,21 @@ def test_the_shim_exports_every_nccl_symbol_torch_imports():
     assert wanted <= have, f"torch imports nccl symbols the shim lacks: {sorted(wanted - have)}"
 
 
-def run_torch(tmp_path, n: int, section: str):
+def run_torch(tmp_path, n: int, section: str, *args: str):
     rendezvous = tmp_path / f"torch-{section}-{n}"
     rendezvous.mkdir()
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label", sys.executable,
-           str(PROGRAMS / "gpu_shim_torch.py"), section, str(rendezvous)]
+           str(PROGRAMS / "gpu_shim_torch.py"), section, str(rendezvous), *args]
     env = clean_env(LD_PRELOAD=str(SHIM), FORESTCC_EXPECT_SHIM=str(SHIM))
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT * 2)
+
+
+@pytest.mark.timeout(JOB_TIMEOUT * 2 + 60)
+@pytest.mark.parametrize("section", ["collectives", "a2a_splits", "ddp"])
+def test_torch_program_on_gloo_stand_in(tmp_path, section, no_new_shm):
+    """Runs everywhere: gpu_shim_torch.py's checks and references with gloo on CPU tensors."""
+    pytest.importorskip("torch")
+    assert_ok(run_torch(tmp_path, 2, section, "--stand-in"), section, 2)
 
 
 @gpu_only

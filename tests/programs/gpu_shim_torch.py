@@ -3,6 +3,8 @@
 every rank on cuda:0 (the real NCCL refuses two ranks on one GPU; the shim runs them through CUDA
 IPC). Results are compared with a numpy reference (collectives) or with gloo on CPU copies (DDP).
 Prints "OK <section> <rank>" when every check of the section passed, "FAIL ..." for each that did not.
+``--stand-in`` (CI, no GPU) runs the same checks with gloo on CPU tensors, leaving out what only
+NCCL has (AVG, PREMUL_SUM, the shim's presence), so the program and its references keep working.
 
 Sections:
   collectives  all_reduce (dtypes x ops, AVG and PREMUL_SUM too), all_gather_into_tensor,
@@ -22,9 +24,10 @@ import torch
 import torch.distributed as dist
 
 SECTION, DIR = sys.argv[1], sys.argv[2]
+STAND_IN = "--stand-in" in sys.argv[3:]
 RANK = int(os.environ["FORESTCC_RANK"])
 SIZE = int(os.environ["FORESTCC_SIZE"])
-DEVICE = torch.device("cuda", 0)
+DEVICE = torch.device("cpu") if STAND_IN else torch.device("cuda", 0)
 TIMEOUT = datetime.timedelta(seconds=120)
 failures = 0
 
@@ -80,10 +83,13 @@ def on_gpu(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
 
 
 def collectives() -> None:
-    the_shim_is_loaded()
+    if not STAND_IN:
+        the_shim_is_loaded()
     dtypes = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64,
               torch.uint8]
-    ops = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.AVG]
+    ops = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MAX, dist.ReduceOp.MIN]
+    if not STAND_IN:
+        ops.append(dist.ReduceOp.AVG)  # NCCL's; gloo has none
     for dtype in dtypes:
         for op in ops:
             if op == dist.ReduceOp.AVG and not dtype.is_floating_point:
@@ -98,7 +104,7 @@ def collectives() -> None:
     expect("all_reduce float32 4M", big, reference(1 << 22, torch.float32, dist.ReduceOp.SUM))
 
     # PREMUL_SUM: a factor given as a number (NCCL's host scalar) and as a tensor (a device scalar)
-    for factor in (2.0, torch.tensor([2.0], device=DEVICE)):
+    for factor in () if STAND_IN else (2.0, torch.tensor([2.0], device=DEVICE)):
         x = on_gpu(inputs(RANK, 64, torch.float32, dist.ReduceOp.SUM), torch.float32)
         dist.all_reduce(x, op=dist._make_nccl_premul_sum(factor))
         expect(f"all_reduce PREMUL_SUM factor {type(factor).__name__}", x,
@@ -130,14 +136,23 @@ def collectives() -> None:
 
     # several collectives as one NCCL group (torch coalesces them: ncclGroupStart/End)
     tensors = [on_gpu(inputs(RANK, k + 5, torch.float32, dist.ReduceOp.SUM), torch.float32) for k in range(4)]
-    with dist._coalescing_manager(device=DEVICE):
+    if STAND_IN:
         for t in tensors:
             dist.all_reduce(t)
+    else:
+        with dist._coalescing_manager(device=DEVICE):
+            for t in tensors:
+                dist.all_reduce(t)
     for k, t in enumerate(tensors):
         expect(f"coalesced all_reduce {k}", t, reference(k + 5, torch.float32, dist.ReduceOp.SUM))
 
-    dist.barrier(device_ids=[0])
-    torch.cuda.synchronize()
+    dist.barrier(device_ids=None if STAND_IN else [0])
+    synchronize()
+
+
+def synchronize() -> None:
+    if not STAND_IN:
+        torch.cuda.synchronize()
 
 
 def a2a_splits() -> None:
@@ -157,7 +172,7 @@ def a2a_splits() -> None:
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     expect("batch_isend_irecv ring", y, np.full(100, float((RANK - 1) % SIZE)))
-    torch.cuda.synchronize()
+    synchronize()
 
 
 def ddp() -> None:
@@ -166,7 +181,7 @@ def ddp() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     cpu_model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     cpu_model.load_state_dict(model.state_dict())
-    gpu = torch.nn.parallel.DistributedDataParallel(model.to(DEVICE), device_ids=[0])
+    gpu = torch.nn.parallel.DistributedDataParallel(model.to(DEVICE), device_ids=None if STAND_IN else [0])
     ref = torch.nn.parallel.DistributedDataParallel(cpu_model, process_group=gloo)
     gen = torch.Generator().manual_seed(100 + RANK)  # each rank its own batch
     for step in range(3):
@@ -184,14 +199,17 @@ def ddp() -> None:
             for p, q in zip(gpu.module.parameters(), ref.module.parameters()):
                 p -= 0.1 * p.grad
                 q -= 0.1 * q.grad
-    torch.cuda.synchronize()
-    dist.destroy_process_group(gloo)
+    synchronize()
 
 
 def main() -> int:
-    torch.cuda.set_device(DEVICE)
-    dist.init_process_group("nccl", init_method=f"file://{DIR}/pg", rank=RANK, world_size=SIZE, timeout=TIMEOUT)
+    if not STAND_IN:
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group("gloo" if STAND_IN else "nccl", init_method=f"file://{DIR}/pg", rank=RANK,
+                            world_size=SIZE, timeout=TIMEOUT)
     {"collectives": collectives, "a2a_splits": a2a_splits, "ddp": ddp}[SECTION]()
+    # every rank is done before any tears down (the file store goes with the last rank)
+    dist.barrier(device_ids=None if STAND_IN else [0])
     dist.destroy_process_group()
     if failures:
         return 1
