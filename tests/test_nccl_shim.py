@@ -308,6 +308,13 @@ def test_gpu_pointers_mixed_with_host_pointers_are_refused(programs, tmp_path, n
     assert_ok(p, "device", 2)
 
 
+def test_cuda_loaded_after_the_first_calls_is_seen(programs, tmp_path, no_new_shm):
+    # a communicator made after the program loaded CUDA recognises GPU pointers
+    p = run_check(programs, tmp_path, 2, "device-late",
+                  FORESTCC_TEST_LIBCUDA=str(programs / "libcuda_fake.so"))
+    assert_ok(p, "device-late", 2)
+
+
 def test_the_knobs_are_in_the_config_table():
     p = subprocess.run(["forestcc", "config"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

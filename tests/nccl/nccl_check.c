@@ -12,6 +12,7 @@
  *   nccl_check mismatch <dir>      ranks disagreeing on a count get an error, not a wrong answer
  *   nccl_check forwarded <dir>     FORESTCC_NCCL_FORCE=AllReduce with fake_nccl.so as the fallback
  *   nccl_check device <dir> [no-cuda-build]  GPU pointers (fake_libcuda.so preloaded): mixed calls refused
+ *   nccl_check device-late <dir>   the fake driver loaded after the first calls is still seen
  *
  * <dir> is a directory shared by the ranks: rank 0 writes the ncclUniqueId there and the others
  * read it (the "broadcast the id" step every NCCL program has, done here without MPI). */
@@ -744,6 +745,23 @@ static void modeDevice(const char* dir, int cudaBuild) {
   CHECK(ncclCommDestroy(comm));
 }
 
+/* CUDA loaded only after the first calls (FORESTCC_TEST_LIBCUDA names fake_libcuda.so): a
+ * communicator made afterwards sees GPU pointers (the shim looks for the driver again at init),
+ * so a host/GPU mix is refused rather than read as host memory. */
+static void modeDeviceLate(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  float x = 1, y = -1;
+  CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL)); /* before CUDA is loaded */
+  if (!dlopen(getenv("FORESTCC_TEST_LIBCUDA"), RTLD_NOW | RTLD_GLOBAL)) FAIL("cannot load the fake driver: %s", dlerror());
+  ncclComm_t later;
+  CHECK(ncclCommSplit(comm, 0, rank, &later, NULL));
+  void* gpu = (void*)0xdead0000;
+  EXPECT_ERROR(ncclAllReduce(gpu, &y, 1, ncclFloat32, ncclSum, later, NULL), ncclInvalidUsage,
+               "sendbuff is GPU memory (device 6) but recvbuff is host memory");
+  CHECK(ncclCommDestroy(later));
+  CHECK(ncclCommDestroy(comm));
+}
+
 /* The ranks pass different counts: an error on every rank, never a wrong answer. */
 static void modeMismatch(const char* dir) {
   ncclComm_t comm = worldComm(dir);
@@ -767,6 +785,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "forced")) modeForced(argv[2]);
   else if (!strcmp(mode, "mismatch")) modeMismatch(argv[2]);
   else if (!strcmp(mode, "forwarded")) modeForwarded(argv[2]);
+  else if (!strcmp(mode, "device-late")) modeDeviceLate(argv[2]);
   else if (!strcmp(mode, "device")) modeDevice(argv[2], !(argc > 3 && !strcmp(argv[3], "no-cuda-build")));
   else {
     fprintf(stderr, "unknown mode %s\n", mode);

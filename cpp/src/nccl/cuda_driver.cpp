@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -57,12 +58,27 @@ Driver load() {
   return d;
 }
 
-// Looked up once, at the first call that needs it (after the program made its communicators, so
-// after it loaded CUDA if it uses GPUs at all): a dlopen per call would cost more than a small
-// collective. Without the driver then, every pointer is host memory.
+// Looked up at the first call that needs it and again at each communicator's init
+// (currentDevice) while it was not found: a program that uses GPUs loads CUDA before it makes the
+// communicators its GPU calls go to, and a dlopen per call would cost more than a small collective.
+// Without the driver, every pointer is host memory. A found driver stays (it is never unloaded).
+std::mutex loadMutex;
+std::atomic<const Driver*> found{nullptr};
+
+void lookForDriver() {
+  std::lock_guard<std::mutex> lock(loadMutex);
+  if (found.load(std::memory_order_acquire)) return;
+  Driver d = load();
+  if (d.pointerGetAttribute) found.store(new Driver(d), std::memory_order_release);
+}
+
 const Driver& driver() {
-  static const Driver loaded = load();
-  return loaded;
+  static const Driver none;
+  static std::once_flag first;
+  if (const Driver* d = found.load(std::memory_order_acquire)) return *d;
+  std::call_once(first, lookForDriver);
+  const Driver* d = found.load(std::memory_order_acquire);
+  return d ? *d : none;
 }
 
 [[noreturn]] void fail(const Driver& d, const char* call, int error) {
@@ -132,6 +148,7 @@ int currentDevice() {
   // two inits, and init is no hot path.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
   if (!lib) return -1;
+  lookForDriver();  // loaded since the last look: later calls see GPU pointers
   auto get = reinterpret_cast<int (*)(int*)>(dlsym(lib, "cuCtxGetDevice"));
   int device = -1;
   if (!get || get(&device) != 0) device = -1;
