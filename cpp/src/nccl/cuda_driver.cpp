@@ -59,13 +59,13 @@ Driver load() {
 }
 
 // Looked up at the first call that needs it and again at each communicator's init
-// (currentDevice) while it was not found: a program that uses GPUs loads CUDA before it makes the
+// (lookForTheDriver) while it was not found: a program that uses GPUs loads CUDA before it makes the
 // communicators its GPU calls go to, and a dlopen per call would cost more than a small collective.
 // Without the driver, every pointer is host memory. A found driver stays (it is never unloaded).
 std::mutex loadMutex;
 std::atomic<const Driver*> found{nullptr};
 
-void lookForDriver() {
+void loadIfPresent() {
   std::lock_guard<std::mutex> lock(loadMutex);
   if (found.load(std::memory_order_acquire)) return;
   Driver d = load();
@@ -76,7 +76,7 @@ const Driver& driver() {
   static const Driver none;
   static std::once_flag first;
   if (const Driver* d = found.load(std::memory_order_acquire)) return *d;
-  std::call_once(first, lookForDriver);
+  std::call_once(first, loadIfPresent);
   const Driver* d = found.load(std::memory_order_acquire);
   return d ? *d : none;
 }
@@ -130,7 +130,7 @@ unsigned long long address(const void* p) { return reinterpret_cast<unsigned lon
 
 }  // namespace
 
-bool driverLoaded() { return driver().pointerGetAttribute != nullptr; }
+void lookForTheDriver() { loadIfPresent(); }
 
 int deviceOf(const void* p) {
   if (!p) return -1;
@@ -148,7 +148,6 @@ int currentDevice() {
   // two inits, and init is no hot path.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
   if (!lib) return -1;
-  lookForDriver();  // loaded since the last look: later calls see GPU pointers
   auto get = reinterpret_cast<int (*)(int*)>(dlsym(lib, "cuCtxGetDevice"));
   int device = -1;
   if (!get || get(&device) != 0) device = -1;

@@ -12,8 +12,9 @@
 
 namespace forestcc::nccl::cuda {
 
-// True when the process has loaded the CUDA driver (then GPU pointers can exist).
-bool driverLoaded();
+// Looks for the driver again if it was not found before (called at each communicator's init: a
+// program may load CUDA after its first calls; a dlopen per call would cost too much).
+void lookForTheDriver();
 // The CUDA device of GPU memory at `p`, or -1 for host memory (and for any pointer while the
 // driver is not loaded).
 int deviceOf(const void* p);

@@ -42,6 +42,7 @@ void checkRanks(int nranks, int rank) {
 // config is non-blocking). On a blocking failure nothing is returned to the caller.
 ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank,
                       const forestcc::nccl::CommConfig& config, int device) {
+  forestcc::nccl::cuda::lookForTheDriver();  // CUDA loaded since the last init: GPU pointers are seen
   auto comm = std::make_unique<ncclComm>(rank, nranks, config);
   comm->device = device;
   auto connect = [nranks, id, rank](ncclComm& c) {
