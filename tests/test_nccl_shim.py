@@ -90,11 +90,11 @@ def programs(tmp_path_factory) -> Path:
 
 
 def run_check(programs: Path, tmp_path: Path, n: int, mode: str, program: str = "nccl_check",
-              **env: str) -> subprocess.CompletedProcess:
+              args: tuple = (), **env: str) -> subprocess.CompletedProcess:
     rendezvous = tmp_path / f"{mode}-{n}"
     rendezvous.mkdir()
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label",
-           str(programs / program), mode, str(rendezvous)]
+           str(programs / program), mode, str(rendezvous), *args]
     return subprocess.run(cmd, env=clean_env(**env), capture_output=True, text=True,
                           timeout=JOB_TIMEOUT)
 
@@ -298,9 +298,21 @@ def test_the_shim_itself_is_refused_as_its_fallback(programs, tmp_path, no_new_s
     assert "is forestcc's own shim, not an NCCL library" in p.stdout, p.stdout[-3000:]
 
 
-def test_gpu_pointers_are_refused_with_a_message(programs, tmp_path, no_new_shm):
-    p = run_check(programs, tmp_path, 2, "device", LD_PRELOAD=str(programs / "libcuda_fake.so"))
+def test_gpu_pointers_mixed_with_host_pointers_are_refused(programs, tmp_path, no_new_shm):
+    # a fake driver makes 0xdead0000 "GPU memory" (nccl_check.c, modeDevice); without CUDA in the
+    # build a call on GPU memory only is refused too (no fallback)
+    from forestcc import _C
+    args = () if _C.built_with_cuda() else ("no-cuda-build",)
+    p = run_check(programs, tmp_path, 2, "device", args=args,
+                  LD_PRELOAD=str(programs / "libcuda_fake.so"))
     assert_ok(p, "device", 2)
+
+
+def test_cuda_loaded_after_the_first_calls_is_seen(programs, tmp_path, no_new_shm):
+    # a communicator made after the program loaded CUDA recognises GPU pointers
+    p = run_check(programs, tmp_path, 2, "device-late",
+                  FORESTCC_TEST_LIBCUDA=str(programs / "libcuda_fake.so"))
+    assert_ok(p, "device-late", 2)
 
 
 def test_the_knobs_are_in_the_config_table():

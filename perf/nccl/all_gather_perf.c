@@ -1,6 +1,4 @@
 /* all_gather_perf: ncclAllGather, nccl-tests' table (size: the gathered buffer). busbw = algbw * (n-1)/n. */
-#include <string.h>
-
 #include "perf_common.h"
 
 static size_t one(size_t count, int n) { (void)n; return count; }
@@ -11,8 +9,8 @@ static ncclResult_t run(float* send, float* recv, size_t count, int inPlace, int
                         ncclComm_t comm) {
   (void)root; (void)n;
   float* mine = recv + rank * count;  /* NCCL's in-place form: the input is this rank's block */
-  if (inPlace == 2) memcpy(mine, send, count * sizeof(float));
-  return ncclAllGather(inPlace ? mine : send, recv, count, ncclFloat32, comm, NULL);
+  if (inPlace == 2) perfCopy(mine, send, count * sizeof(float));
+  return ncclAllGather(inPlace ? mine : send, recv, count, ncclFloat32, comm, perfStream());
 }
 
 static double expected(size_t i, size_t count, int root, int rank, int n) {

@@ -1,6 +1,5 @@
 /* all_reduce_perf: ncclAllReduce (sum), nccl-tests' table. busbw = algbw * 2(n-1)/n. */
 #include <math.h>
-#include <string.h>
 
 #include "perf_common.h"
 
@@ -10,8 +9,8 @@ static double factor(int n) { return 2.0 * (n - 1) / n; }
 static ncclResult_t run(float* send, float* recv, size_t count, int inPlace, int root, int rank, int n,
                         ncclComm_t comm) {
   (void)root; (void)rank; (void)n;
-  if (inPlace == 2) memcpy(recv, send, count * sizeof(float));
-  return ncclAllReduce(inPlace ? recv : send, recv, count, ncclFloat32, ncclSum, comm, NULL);
+  if (inPlace == 2) perfCopy(recv, send, count * sizeof(float));
+  return ncclAllReduce(inPlace ? recv : send, recv, count, ncclFloat32, ncclSum, comm, perfStream());
 }
 
 static double expected(size_t i, size_t count, int root, int rank, int n) {

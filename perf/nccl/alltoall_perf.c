@@ -1,6 +1,4 @@
 /* alltoall_perf: ncclAlltoAll, nccl-tests' table. busbw = algbw * (n-1)/n. */
-#include <string.h>
-
 #include "perf_common.h"
 
 static size_t all(size_t count, int n) { return count * n; }
@@ -9,8 +7,8 @@ static double factor(int n) { return (double)(n - 1) / n; }
 static ncclResult_t run(float* send, float* recv, size_t count, int inPlace, int root, int rank, int n,
                         ncclComm_t comm) {
   (void)root; (void)rank;
-  if (inPlace == 2) memcpy(recv, send, count * n * sizeof(float));
-  return ncclAlltoAll(inPlace ? recv : send, recv, count, ncclFloat32, comm, NULL);
+  if (inPlace == 2) perfCopy(recv, send, count * n * sizeof(float));
+  return ncclAlltoAll(inPlace ? recv : send, recv, count, ncclFloat32, comm, perfStream());
 }
 
 /* block p of the output is block `rank` of rank p's input */

@@ -10,8 +10,8 @@ static ncclResult_t run(float* send, float* recv, size_t count, int inPlace, int
                         ncclComm_t comm) {
   (void)inPlace; (void)root; (void)rank;
   ncclResult_t r = ncclGroupStart();
-  for (int p = 0; p < n && r == ncclSuccess; ++p) r = ncclSend(send + p * count, count, ncclFloat32, p, comm, NULL);
-  for (int p = 0; p < n && r == ncclSuccess; ++p) r = ncclRecv(recv + p * count, count, ncclFloat32, p, comm, NULL);
+  for (int p = 0; p < n && r == ncclSuccess; ++p) r = ncclSend(send + p * count, count, ncclFloat32, p, comm, perfStream());
+  for (int p = 0; p < n && r == ncclSuccess; ++p) r = ncclRecv(recv + p * count, count, ncclFloat32, p, comm, perfStream());
   ncclResult_t end = ncclGroupEnd();
   return r != ncclSuccess ? r : end;
 }

@@ -1,7 +1,8 @@
 /* The shared part of the NCCL-API benchmarks in perf/nccl/ (README.md there): flags, the
  * communicator, timing and nccl-tests' table. Each <collective>_perf.c describes one collective
  * with a PerfCollective and calls perfMain. Written against the NCCL API only, so the same
- * programs measure forestcc's shim and a real NCCL. */
+ * programs measure forestcc's shim and a real NCCL, on host memory (forestcc's extension) or, with
+ * -M gpu, on GPU memory (the CUDA driver, loaded with dlopen: no CUDA toolkit needed to build). */
 #ifndef FORESTCC_NCCL_PERF_COMMON_H
 #define FORESTCC_NCCL_PERF_COMMON_H
 
@@ -27,6 +28,10 @@ typedef struct {
 } PerfCollective;
 
 double perfInput(int rank, size_t i);
+/* The stream every call goes on: NULL on host memory, the benchmark's own with -M gpu. */
+cudaStream_t perfStream(void);
+/* memcpy between the benchmark's buffers (host memory, or GPU memory with -M gpu). */
+void perfCopy(void* dst, const void* src, size_t bytes);
 int perfMain(int argc, char** argv, const PerfCollective* coll);
 
 #endif

@@ -1,6 +1,4 @@
 /* reduce_scatter_perf: ncclReduceScatter (sum), nccl-tests' table. busbw = algbw * (n-1)/n. */
-#include <string.h>
-
 #include "perf_common.h"
 
 static size_t one(size_t count, int n) { (void)n; return count; }
@@ -12,9 +10,9 @@ static double factor(int n) { return (double)(n - 1) / n; }
 static ncclResult_t run(float* send, float* recv, size_t count, int inPlace, int root, int rank, int n,
                         ncclComm_t comm) {
   (void)root;
-  if (inPlace == 2) memcpy(recv, send, count * n * sizeof(float));
-  if (inPlace) return ncclReduceScatter(recv, recv + rank * count, count, ncclFloat32, ncclSum, comm, NULL);
-  ncclResult_t r = ncclReduceScatter(send, recv + rank * count, count, ncclFloat32, ncclSum, comm, NULL);
+  if (inPlace == 2) perfCopy(recv, send, count * n * sizeof(float));
+  if (inPlace) return ncclReduceScatter(recv, recv + rank * count, count, ncclFloat32, ncclSum, comm, perfStream());
+  ncclResult_t r = ncclReduceScatter(send, recv + rank * count, count, ncclFloat32, ncclSum, comm, perfStream());
   return r;
 }
 

@@ -9,8 +9,8 @@ static ncclResult_t run(float* send, float* recv, size_t count, int inPlace, int
                         ncclComm_t comm) {
   (void)inPlace; (void)root;
   ncclResult_t r = ncclGroupStart();
-  if (r == ncclSuccess) r = ncclSend(send, count, ncclFloat32, (rank + 1) % n, comm, NULL);
-  if (r == ncclSuccess) r = ncclRecv(recv, count, ncclFloat32, (rank + n - 1) % n, comm, NULL);
+  if (r == ncclSuccess) r = ncclSend(send, count, ncclFloat32, (rank + 1) % n, comm, perfStream());
+  if (r == ncclSuccess) r = ncclRecv(recv, count, ncclFloat32, (rank + n - 1) % n, comm, perfStream());
   ncclResult_t end = ncclGroupEnd();
   return r != ncclSuccess ? r : end;
 }

@@ -11,7 +11,8 @@
  *   nccl_check forced <dir>        FORESTCC_NCCL_FORCE without a fallback: refused, never run
  *   nccl_check mismatch <dir>      ranks disagreeing on a count get an error, not a wrong answer
  *   nccl_check forwarded <dir>     FORESTCC_NCCL_FORCE=AllReduce with fake_nccl.so as the fallback
- *   nccl_check device <dir>        GPU pointers (fake_libcuda.so preloaded) refused without a fallback
+ *   nccl_check device <dir> [no-cuda-build]  GPU pointers (fake_libcuda.so preloaded): mixed calls refused
+ *   nccl_check device-late <dir>   the fake driver loaded after the first calls is still seen
  *
  * <dir> is a directory shared by the ranks: rank 0 writes the ncclUniqueId there and the others
  * read it (the "broadcast the id" step every NCCL program has, done here without MPI). */
@@ -702,23 +703,62 @@ static void modeForwarded(const char* dir) {
   CHECK(ncclCommDestroy(comm));
 }
 
-/* With fake_libcuda.so preloaded, 0xdead0000 is "GPU memory": refused (no fallback here), with a
- * message; host buffers still run natively, and ncclCommCuDevice reports the current device. */
-static void modeDevice(const char* dir) {
+/* With fake_libcuda.so preloaded, 0xdead0000 is "GPU memory" on device 6: a call with one GPU and
+ * one host buffer is refused with a message; one on GPU memory only is refused too when forestcc
+ * was built without CUDA (argv[3] "no-cuda-build"; no fallback here); a scalar in GPU memory must
+ * be ncclScalarDevice, and is read when the call runs (the fake driver cannot copy: its error
+ * comes back); host buffers still run natively, and ncclCommCuDevice reports the current device. */
+static void modeDevice(const char* dir, int cudaBuild) {
   ncclComm_t comm = worldComm(dir);
   void* gpu = (void*)0xdead0000;
   float x = 1, y = -1;
-  EXPECT_ERROR(ncclAllReduce(gpu, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "GPU memory");
-  EXPECT_ERROR(ncclAllGather(&x, gpu, 1, ncclFloat32, comm, NULL), ncclInvalidUsage, "GPU memory");
+  EXPECT_ERROR(ncclAllReduce(gpu, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
+               "sendbuff is GPU memory (device 6) but recvbuff is host memory");
+  EXPECT_ERROR(ncclAllGather(&x, gpu, 1, ncclFloat32, comm, NULL), ncclInvalidUsage,
+               "sendbuff is host memory but recvbuff is GPU memory (device 6)");
+  if (!cudaBuild)
+    EXPECT_ERROR(ncclAllReduce(gpu, gpu, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
+                 "this forestcc build has no CUDA");
+  /* buffers on another device than the communicator's (6) */
+  void* gpu7 = (void*)0xdeae0000;
+  EXPECT_ERROR(ncclAllReduce(gpu7, gpu7, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
+               "the buffers are on CUDA device 7, but the communicator was made on device 6");
+  EXPECT_ERROR(ncclAllReduce(gpu, gpu7, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage,
+               "sendbuff is GPU memory (device 6) but recvbuff is GPU memory (device 7)");
+  /* a group's sends and receives are all on the GPU or all on the host */
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(&x, 1, ncclFloat32, (rank + 1) % nranks, comm, NULL));
+  CHECK(ncclRecv(gpu, 1, ncclFloat32, (rank + nranks - 1) % nranks, comm, NULL));
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "all on the GPU or all on the host");
   if (y != -1) FAIL("a refused call wrote its output");
   ncclRedOp_t op;
-  EXPECT_ERROR(ncclRedOpCreatePreMulSum(&op, gpu, ncclFloat32, ncclScalarDevice, comm), ncclInvalidUsage,
-               "scalar is in GPU memory");
+  EXPECT_ERROR(ncclRedOpCreatePreMulSum(&op, gpu, ncclFloat32, ncclScalarHostImmediate, comm), ncclInvalidArgument,
+               "pass ncclScalarDevice for a scalar in GPU memory");
+  CHECK(ncclRedOpCreatePreMulSum(&op, gpu, ncclFloat32, ncclScalarDevice, comm));
+  EXPECT_ERROR(ncclAllReduce(&x, &y, 1, ncclFloat32, op, comm, NULL), ncclUnhandledCudaError, "CUDA driver");
+  CHECK(ncclRedOpDestroy(op, comm));
   CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL));
   if (y != nranks) FAIL("host all_reduce beside the fake driver: %g", y);
   int device = -1;
   CHECK(ncclCommCuDevice(comm, &device));
   if (device != 6) FAIL("ncclCommCuDevice: %d, expected the current device 6", device);
+  CHECK(ncclCommDestroy(comm));
+}
+
+/* CUDA loaded only after the first calls (FORESTCC_TEST_LIBCUDA names fake_libcuda.so): a
+ * communicator made afterwards sees GPU pointers (the shim looks for the driver again at init),
+ * so a host/GPU mix is refused rather than read as host memory. */
+static void modeDeviceLate(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  float x = 1, y = -1;
+  CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL)); /* before CUDA is loaded */
+  if (!dlopen(getenv("FORESTCC_TEST_LIBCUDA"), RTLD_NOW | RTLD_GLOBAL)) FAIL("cannot load the fake driver: %s", dlerror());
+  ncclComm_t later;
+  CHECK(ncclCommSplit(comm, 0, rank, &later, NULL));
+  void* gpu = (void*)0xdead0000;
+  EXPECT_ERROR(ncclAllReduce(gpu, &y, 1, ncclFloat32, ncclSum, later, NULL), ncclInvalidUsage,
+               "sendbuff is GPU memory (device 6) but recvbuff is host memory");
+  CHECK(ncclCommDestroy(later));
   CHECK(ncclCommDestroy(comm));
 }
 
@@ -745,7 +785,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "forced")) modeForced(argv[2]);
   else if (!strcmp(mode, "mismatch")) modeMismatch(argv[2]);
   else if (!strcmp(mode, "forwarded")) modeForwarded(argv[2]);
-  else if (!strcmp(mode, "device")) modeDevice(argv[2]);
+  else if (!strcmp(mode, "device-late")) modeDeviceLate(argv[2]);
+  else if (!strcmp(mode, "device")) modeDevice(argv[2], !(argc > 3 && !strcmp(argv[3], "no-cuda-build")));
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

@@ -97,6 +97,7 @@ ncclComm::~ncclComm() {
   background_.reset();
   for (auto& r : registrations) delete static_cast<char*>(r.first);
   paired.reset();  // before the forestcc communicator whose bootstrap it was paired over
+  deviceWork_.reset();  // its poll uses the runner, which goes with the collectives
   collectives_.reset();
   communicator_.reset();
 }
@@ -236,6 +237,7 @@ void ncclComm::abort(const std::string& reason) {
 void ncclComm::finalize() {
   waitUntilConnected();
   collectives_->drain();
+  collectives_->synchronize();  // calls on GPU memory finished too (raises a kernel's failure)
   communicator_->bootstrap().barrier();  // no rank frees memory a peer may still read
   finalized_ = true;
 }
@@ -255,8 +257,34 @@ void ncclComm::waitForBackground() {
 }
 
 ncclResult_t ncclComm::asyncError() {
+  std::shared_ptr<forestcc::Work> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (background_ && !background_->ended()) return ncclInProgress;
+    if (asyncError_ == ncclSuccess) work = deviceWork_;
+  }
+  // Outside mu_: the poll reaps the runner's finished calls (its own lock) and may poison the
+  // communicator. It never blocks: an unfinished call reads as no error yet.
+  if (work && work->completed()) {
+    std::string failure;
+    ncclResult_t result = ncclSuccess;
+    try {
+      work->wait();  // finished: rethrows its error, if any, at once
+    } catch (const forestcc::Error& e) {
+      result = forestcc::nccl::resultOf(e.code());
+      failure = e.what();
+    } catch (const std::exception& e) {
+      result = ncclUnhandledCudaError;
+      failure = e.what();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (deviceWork_ == work) deviceWork_.reset();
+    if (result != ncclSuccess && asyncError_ == ncclSuccess) {
+      asyncError_ = result;
+      lastError_ = "a call on GPU memory failed: " + failure;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (background_ && !background_->ended()) return ncclInProgress;
   if (asyncError_ == ncclSuccess && communicator_) {
     try {
       communicator_->checkHealthy();
@@ -266,6 +294,11 @@ ncclResult_t ncclComm::asyncError() {
     }
   }
   return asyncError_;
+}
+
+void ncclComm::noteDeviceWork(std::shared_ptr<forestcc::Work> work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deviceWork_ = std::move(work);
 }
 
 void ncclComm::noteError(ncclResult_t result, const std::string& text, bool sticky) {

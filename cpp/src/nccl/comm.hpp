@@ -18,6 +18,7 @@
 #include "forestcc/communicator.hpp"
 #include "nccl/include/nccl.h"
 #include "nccl/comm_config.hpp"
+#include "nccl/device_scratch.hpp"
 #include "nccl/red_ops.hpp"
 
 namespace forestcc::nccl {
@@ -105,7 +106,7 @@ struct ncclComm {
   // inside it. Safe from any thread.
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
-  // Waits for queued work, for a non-blocking init to end, then (finalize) for every rank.
+  // Waits for queued work (on the GPU too), for a non-blocking init to end, then for every rank.
   void finalize();
   bool finalized() const { return finalized_; }
 
@@ -115,6 +116,10 @@ struct ncclComm {
   void waitForBackground();
 
   ncclResult_t asyncError();
+  // The last call enqueued on GPU memory (calls of a communicator finish in order): asyncError
+  // polls it, without blocking, so that a kernel's failure shows there as NCCL's asynchronous
+  // errors do.
+  void noteDeviceWork(std::shared_ptr<forestcc::Work> work);
   void noteError(ncclResult_t result, const std::string& text, bool sticky);
   std::string lastError();
 
@@ -123,6 +128,9 @@ struct ncclComm {
   std::mutex registrationsMutex;
   std::unique_ptr<forestcc::nccl::PairedComm> paired;  // the fallback's communicator, when forwarding
   int device = -1;  // ncclCommCuDevice: the CUDA device at init, -1 without CUDA
+  // GPU memory lent to calls on GPU memory (device_scratch.hpp): a Reduce's output away from the
+  // root, a PreMulSum's scaled input.
+  forestcc::nccl::DeviceScratch reduceScratch, premulScratch;
   bool suspended = false;  // ncclCommSuspend (reported by ncclCommMemStats)
   uint64_t splits = 0;                                  // ncclCommSplit calls so far (tags their messages)
 
@@ -150,4 +158,5 @@ struct ncclComm {
   int inside_ = 0;                     // calls holding a Use or a Hold
   ncclResult_t asyncError_ = ncclSuccess;
   std::string lastError_;
+  std::shared_ptr<forestcc::Work> deviceWork_;  // guarded by mu_
 };

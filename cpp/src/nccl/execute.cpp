@@ -1,11 +1,14 @@
-// One NCCL operation on forestcc's C++ collective API. Most map one to one; a PreMulSum operator
-// reduces through a staging buffer (the scaled input).
+// One NCCL operation on forestcc's C++ collective API, on host or GPU memory. Most map one to one;
+// a PreMulSum operator reduces through a staging buffer (the scaled input). On GPU memory the call
+// is enqueued on the caller's stream and returns (forestcc's CUDA runner, docs/gpu.md).
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "forestcc/collective_api.hpp"
 #include "nccl/comm.hpp"
+#include "nccl/cuda_driver.hpp"
 #include "nccl/data_types.hpp"
 #include "nccl/operation.hpp"
 #include "nccl/result.hpp"
@@ -49,30 +52,102 @@ void bufferCounts(const Operation& op, size_t* in, size_t* out) {
   }
 }
 
-Tensor tensor(const void* p, size_t count, DataType t) { return Tensor(p, count, t); }
+// Where one call runs: its buffers' memory and stream.
+struct Placement {
+  int device = -1;  // -1: host memory
+  cudaStream_t stream = nullptr;
+  Tensor tensor(const void* p, size_t count, DataType t) const {
+    Tensor x(p, count, t);
+    x.device = device;
+    return x;
+  }
+  CallOptions options() const {
+    CallOptions o;
+    o.stream = stream;
+    o.async = device >= 0;  // its Work: ncclCommGetAsyncError polls the last one (noteDeviceWork)
+    return o;
+  }
+};
 
-// Runs a reducing collective with `op` on buffers of forestcc type `t` (the staged or the caller's).
-void runReduce(Collectives& coll, OpKind kind, const void* in, void* out, size_t inCount, size_t outCount,
-               DataType t, ReduceOp op, int root, bool isRoot) {
+// A reducing collective with `op` on buffers of forestcc type `t` (the staged or the caller's).
+Collectives::WorkPtr runReduce(ncclComm& comm, OpKind kind, const void* in, void* out, size_t inCount,
+                               size_t outCount, DataType t, ReduceOp op, int root, bool isRoot, const Placement& at) {
+  Collectives& coll = comm.collectives();
   switch (kind) {
-    case OpKind::AllReduce: coll.allReduce(tensor(in, inCount, t), tensor(out, outCount, t), op); return;
-    case OpKind::ReduceScatter: coll.reduceScatter(tensor(in, inCount, t), tensor(out, outCount, t), op); return;
+    case OpKind::AllReduce: return coll.allReduce(at.tensor(in, inCount, t), at.tensor(out, outCount, t), op, at.options());
+    case OpKind::ReduceScatter:
+      return coll.reduceScatter(at.tensor(in, inCount, t), at.tensor(out, outCount, t), op, at.options());
     case OpKind::Reduce: {
       // forestcc's reduce takes an output on every rank (a rank's partial result may pass through
       // it); NCCL lets ranks other than the root pass none, so they lend scratch.
-      if (isRoot) return void(coll.reduce(tensor(in, inCount, t), tensor(out, outCount, t), root, op));
-      thread_local std::vector<uint8_t> scratch;
-      scratch.resize(inCount * elementSize(t));
-      coll.reduce(tensor(in, inCount, t), tensor(scratch.data(), inCount, t), root, op);
-      return;
+      if (isRoot) return coll.reduce(at.tensor(in, inCount, t), at.tensor(out, outCount, t), root, op, at.options());
+      void* scratch;
+      const size_t bytes = inCount * elementSize(t);
+      thread_local std::vector<uint8_t> hostScratch;
+      if (at.device >= 0) {
+        scratch = comm.reduceScratch.get(bytes, at.device);
+      } else {
+        hostScratch.resize(bytes);
+        scratch = hostScratch.data();
+      }
+      return coll.reduce(at.tensor(in, inCount, t), at.tensor(scratch, inCount, t), root, op, at.options());
     }
     default: throw NcclError(ncclInternalError, "runReduce: not a reduction");
   }
 }
 
+// A PreMulSum operator's factor for this call: the value read at creation (HostImmediate), or a
+// device scalar read now, once the caller's stream has reached the call (from GPU memory, or from
+// host memory: the host-pointer extension).
+std::array<uint8_t, 8> factorOf(const ResolvedOp& r, const TypeInfo& info, const Placement& at) {
+  std::array<uint8_t, 8> factor = r.factor;
+  if (r.residence != ncclScalarDevice) return factor;
+  const int scalarDevice = cuda::deviceOf(r.scalar);
+  if (scalarDevice >= 0)
+    cuda::copyAfterStream(factor.data(), r.scalar, info.size, at.stream, scalarDevice);
+  else
+    std::memcpy(factor.data(), r.scalar, info.size);
+  return factor;
+}
+
+// PreMulSum: each rank's input times its scalar, into a staging buffer the collective then sums.
+// On GPU memory the shim has no kernel of its own, so the input makes a round trip through host
+// memory: every earlier call of the communicator finishes first (the staging buffer is free), the
+// caller's stream too (the input and a device scalar are written), the scalar is read (a device
+// scalar when the call runs, as NCCL reads it), the scaled input is copied back and the sum is
+// enqueued. Correct, and synchronous with the host: a slow path for a rare operator.
+Collectives::WorkPtr runPreMulSum(ncclComm& comm, const Operation& op, const ResolvedOp& r, const TypeInfo& info,
+                                  size_t inCount, size_t outCount, const Placement& at) {
+  const bool isRoot = comm.rank == op.root;
+  const size_t bytes = inCount * info.size;
+  if (at.device < 0) {
+    const std::array<uint8_t, 8> factor = factorOf(r, info, at);
+    std::vector<uint8_t> scaled(bytes);
+    scaleElements(op.send, scaled.data(), inCount, op.type, factor.data());
+    return runReduce(comm, op.kind, scaled.data(), op.recv, inCount, outCount, info.type, ReduceOp::Sum, op.root,
+                     isRoot, at);
+  }
+  comm.collectives().synchronize();
+  std::vector<uint8_t> host(bytes);
+  cuda::copyAfterStream(host.data(), op.send, bytes, at.stream, at.device);
+  const std::array<uint8_t, 8> factor = factorOf(r, info, at);
+  scaleElements(host.data(), host.data(), inCount, op.type, factor.data());
+  void* staged = comm.premulScratch.get(bytes, at.device);
+  cuda::copyAfterStream(staged, host.data(), bytes, at.stream, at.device);
+  return runReduce(comm, op.kind, staged, op.recv, inCount, outCount, info.type, ReduceOp::Sum, op.root, isRoot, at);
+}
+
+// The device of a buffer the rank passes (`elements` > 0), -1 for host memory, or none (-2).
+constexpr int kNoBuffer = -2;
+int bufferDevice(const void* p, size_t elements) { return elements && p ? cuda::deviceOf(p) : kNoBuffer; }
+
+std::string describeMemory(int device) {
+  return device >= 0 ? "GPU memory (device " + std::to_string(device) + ")" : "host memory";
+}
+
 }  // namespace
 
-void checkOperation(const Operation& op, const char* call) {
+int checkOperation(const Operation& op, const char* call) {
   if (!op.comm) badArgument("comm is NULL");
   // Refused by the call itself, also where it would run in the background (non-blocking config).
   if (op.comm->finalized()) refuse("the communicator was finalized (ncclCommFinalize)");
@@ -88,7 +163,17 @@ void checkOperation(const Operation& op, const char* call) {
   bufferCounts(op, &in, &out);
   if (in && !op.send) badArgument("sendbuff is NULL with " + std::to_string(in) + " elements to send");
   if (out && !op.recv) badArgument("recvbuff is NULL with " + std::to_string(out) + " elements to receive");
+  // Both buffers on one side: forestcc runs a call on the host or on the GPU, not across.
+  const int sendDevice = bufferDevice(op.send, in), recvDevice = bufferDevice(op.recv, out);
+  if (sendDevice != kNoBuffer && recvDevice != kNoBuffer && sendDevice != recvDevice)
+    refuse("sendbuff is " + describeMemory(sendDevice) + " but recvbuff is " + describeMemory(recvDevice) +
+           ": pass both on the same GPU, or both in host memory");
+  const int device = sendDevice != kNoBuffer ? sendDevice : recvDevice;
+  if (device >= 0 && op.comm->device >= 0 && device != op.comm->device)
+    refuse("the buffers are on CUDA device " + std::to_string(device) + ", but the communicator was made on device " +
+           std::to_string(op.comm->device) + " (ncclCommCuDevice)");
   // GPU buffers are not refused here: the group they are in may forward (forwarding.cpp decides).
+  return device < 0 ? -1 : device;
 }
 
 void runNatively(const Operation& op) {
@@ -99,39 +184,48 @@ void runNatively(const Operation& op) {
   const bool isRoot = comm.rank == op.root;
   size_t inCount = 0, outCount = 0;
   bufferCounts(op, &inCount, &outCount);
+  const Placement at{op.device, op.stream};
+  Collectives::WorkPtr work;
 
   if (reduces(op.kind)) {
     const ResolvedOp r = comm.redOps.resolve(op.op, op.type, operationName(op.kind));
-    if (r.preMultiply) {
-      std::vector<uint8_t> scaled(inCount * info.size);
-      scaleElements(op.send, scaled.data(), inCount, op.type, r.factor.data());
-      runReduce(coll, op.kind, scaled.data(), op.recv, inCount, outCount, t, ReduceOp::Sum, op.root, isRoot);
-      return;
+    work = r.preMultiply ? runPreMulSum(comm, op, r, info, inCount, outCount, at)
+                         : runReduce(comm, op.kind, op.send, op.recv, inCount, outCount, t, r.op, op.root, isRoot, at);
+  } else {
+    switch (op.kind) {
+      case OpKind::Broadcast:
+        // forestcc broadcasts in place: the root's data goes to recvbuff first (on the stream,
+        // before the broadcast, on GPU memory).
+        if (isRoot && op.send != op.recv && op.count) {
+          if (at.device >= 0)
+            cuda::copyOnStream(op.recv, op.send, op.count * info.size, at.stream, at.device);
+          else
+            std::memmove(op.recv, op.send, op.count * info.size);
+        }
+        work = coll.broadcast(at.tensor(op.recv, outCount, t), op.root, at.options());
+        break;
+      case OpKind::AllGather:
+        work = coll.allGather(at.tensor(op.send, inCount, t), at.tensor(op.recv, outCount, t), at.options());
+        break;
+      case OpKind::AlltoAll:
+        work = coll.allToAll(at.tensor(op.send, inCount, t), at.tensor(op.recv, outCount, t), at.options());
+        break;
+      case OpKind::Gather:
+        work = coll.gather(at.tensor(op.send, inCount, t), isRoot ? at.tensor(op.recv, outCount, t) : Tensor::absent(),
+                           op.root, at.options());
+        break;
+      case OpKind::Scatter:
+        work = coll.scatter(isRoot ? at.tensor(op.send, inCount, t) : Tensor::absent(),
+                            at.tensor(op.recv, outCount, t), op.root, at.options());
+        break;
+      // A batch of one (groups.cpp runs a group's as one batch): a message to oneself needs its
+      // pair in the same group, which the batch says.
+      case OpKind::Send:
+      case OpKind::Recv: runPointToPoint(comm, {&op}); return;
+      default: throw NcclError(ncclInternalError, "runNatively: unhandled operation");
     }
-    runReduce(coll, op.kind, op.send, op.recv, inCount, outCount, t, r.op, op.root, isRoot);
-    return;
   }
-
-  switch (op.kind) {
-    case OpKind::Broadcast:
-      // forestcc broadcasts in place: the root's data goes to recvbuff first.
-      if (isRoot && op.send != op.recv && op.count) std::memmove(op.recv, op.send, op.count * info.size);
-      coll.broadcast(tensor(op.recv, outCount, t), op.root);
-      return;
-    case OpKind::AllGather: coll.allGather(tensor(op.send, inCount, t), tensor(op.recv, outCount, t)); return;
-    case OpKind::AlltoAll: coll.allToAll(tensor(op.send, inCount, t), tensor(op.recv, outCount, t)); return;
-    case OpKind::Gather:
-      coll.gather(tensor(op.send, inCount, t), isRoot ? tensor(op.recv, outCount, t) : Tensor::absent(), op.root);
-      return;
-    case OpKind::Scatter:
-      coll.scatter(isRoot ? tensor(op.send, inCount, t) : Tensor::absent(), tensor(op.recv, outCount, t), op.root);
-      return;
-    // A batch of one (groups.cpp runs a group's as one batch): a message to oneself needs its
-    // pair in the same group, which the batch says.
-    case OpKind::Send: coll.sendRecv({SendMessage{op.peer, op.send, op.count * info.size}}, {}); return;
-    case OpKind::Recv: coll.sendRecv({}, {RecvMessage{op.peer, op.recv, op.count * info.size}}); return;
-    default: throw NcclError(ncclInternalError, "runNatively: unhandled operation");
-  }
+  if (work) comm.noteDeviceWork(std::move(work));
 }
 
 }  // namespace forestcc::nccl

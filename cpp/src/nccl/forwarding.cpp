@@ -13,7 +13,6 @@
 #include "forestcc/cuda.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
-#include "nccl/device_pointers.hpp"
 #include "nccl/result.hpp"
 
 namespace forestcc::nccl {
@@ -111,11 +110,18 @@ F* symbol(const char* name) {
   return reinterpret_cast<F*>(p);
 }
 
-// Whether this rank wants a real communicator: a fallback to load and something to send it.
+// Whether this rank wants a real communicator: a fallback to load and something to send it. A
+// build with CUDA runs GPU memory natively, so it pairs only when asked (a force list, or a
+// fallback named in FORESTCC_NCCL_FALLBACK): a real communicator costs GPU memory at every init,
+// and the real NCCL refuses several ranks on one GPU, which the shim runs.
 std::string reasonNotToPair() {
-  if (forceList().empty() && cudaDeviceCount() == 0)
-    return "no fallback communicator: no CUDA device is visible and FORESTCC_NCCL_FORCE is empty, so the "
-           "fallback NCCL was not loaded";
+  const bool named = !configString("FORESTCC_NCCL_FALLBACK").empty();
+  const bool gpuNeedsIt = !builtWithCuda() && cudaDeviceCount() > 0;
+  if (forceList().empty() && !named && !gpuNeedsIt)
+    return std::string("no fallback communicator: FORESTCC_NCCL_FORCE is empty, FORESTCC_NCCL_FALLBACK is not set, "
+                       "and ") +
+           (builtWithCuda() ? "this forestcc build runs GPU memory itself" : "no CUDA device is visible") +
+           ", so the fallback NCCL was not loaded";
   return library().handle ? "" : library().error;
 }
 
@@ -180,8 +186,8 @@ bool mustForward(const Operation& op, std::string* why) {
     *why = std::string("FORESTCC_NCCL_FORCE lists ") + operationName(op.kind);
     return true;
   }
-  if (isDevicePointer(op.send) || isDevicePointer(op.recv)) {
-    *why = "its buffers are GPU memory, and forestcc runs NCCL calls on host memory only until its CUDA path exists";
+  if (op.device >= 0 && !builtWithCuda()) {
+    *why = "its buffers are GPU memory, and this forestcc build has no CUDA (built with FORESTCC_CUDA=OFF)";
     return true;
   }
   return false;

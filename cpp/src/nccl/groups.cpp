@@ -50,22 +50,6 @@ ncclResult_t startDeferredInits() {
   return result == ncclSuccess && inProgress ? ncclInProgress : result;
 }
 
-// A group's sends and receives on one communicator: one forestcc point-to-point batch, whose
-// exchanges with every peer progress at once (collectives/point_to_point.hpp: one rendezvous per
-// peer, however many messages; no pattern can deadlock; a mismatch fails both ranks of it).
-void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
-  std::vector<SendMessage> sends;
-  std::vector<RecvMessage> recvs;
-  for (const Operation* op : ops) {
-    const size_t bytes = op->count * typeInfo(op->type, operationName(op->kind)).size;
-    if (op->kind == OpKind::Send)
-      sends.push_back(SendMessage{op->peer, op->send, bytes});
-    else
-      recvs.push_back(RecvMessage{op->peer, op->recv, bytes});
-  }
-  comm.collectives().sendRecv(std::move(sends), std::move(recvs));
-}
-
 // One communicator's share of a group, on this thread.
 void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
   std::vector<const Operation*> p2p;
@@ -150,6 +134,7 @@ void runEachComm(const std::vector<ncclComm*>& comms,
 // background (runInBackground), returning ncclInProgress.
 ncclResult_t launch(std::vector<Operation> ops, const char* call) {
   if (ops.empty()) return ncclSuccess;
+  checkBatches(ops);  // refused by the call itself, also where the group would run in the background
   std::vector<ncclComm*> comms;
   bool allNonBlocking = true;
   for (const Operation& op : ops) {
@@ -199,9 +184,9 @@ bool insideGroup() { return group.depth > 0; }
 
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
 
-ncclResult_t submit(const Operation& op, const char* call) {
+ncclResult_t submit(Operation op, const char* call) {
   try {
-    checkOperation(op, call);
+    op.device = checkOperation(op, call);
   } catch (const std::exception& e) {
     if (group.depth > 0 && group.failure.empty()) group.failure = std::string(call) + ": " + e.what();
     throw;

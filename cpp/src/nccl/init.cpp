@@ -14,7 +14,7 @@
 #include "forestcc/communicator.hpp"
 #include "forestcc/config.hpp"
 #include "nccl/comm.hpp"
-#include "nccl/device_pointers.hpp"
+#include "nccl/cuda_driver.hpp"
 #include "nccl/groups.hpp"
 #include "nccl/result.hpp"
 
@@ -42,6 +42,7 @@ void checkRanks(int nranks, int rank) {
 // config is non-blocking). On a blocking failure nothing is returned to the caller.
 ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank,
                       const forestcc::nccl::CommConfig& config, int device) {
+  forestcc::nccl::cuda::lookForTheDriver();  // CUDA loaded since the last init: GPU pointers are seen
   auto comm = std::make_unique<ncclComm>(rank, nranks, config);
   comm->device = device;
   auto connect = [nranks, id, rank](ncclComm& c) {
@@ -87,7 +88,7 @@ extern "C" ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncc
     *comm = nullptr;
     checkRanks(nranks, rank);
     return initRank(comm, nranks, toForestcc(commId), rank, forestcc::nccl::readConfig(config),
-                    forestcc::nccl::currentDevice());
+                    forestcc::nccl::cuda::currentDevice());
   });
 }
 

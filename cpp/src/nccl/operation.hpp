@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "nccl/include/nccl.h"
+
+struct ncclComm;
 
 namespace forestcc::nccl {
 
@@ -29,6 +32,7 @@ struct Operation {
   int peer = -1;  // send / recv
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  int device = -1;  // the CUDA device of its buffers (checkOperation), -1: host memory
   const char* needsFallback = nullptr;  // why only the fallback can run it (an NCCL algorithm selection)
 };
 
@@ -36,12 +40,18 @@ const char* operationName(OpKind kind);  // "AllReduce", ... (FORESTCC_NCCL_FORC
 bool reduces(OpKind kind);
 bool pointToPoint(OpKind kind);
 
-// Checks the arguments that need no peer (types, ops, roots, peers, pointers) and throws with a
-// message naming the argument; `call` is the entry point's name for the message.
-void checkOperation(const Operation& op, const char* call);
+// Checks the arguments that need no peer (types, ops, roots, peers, pointers, where the buffers
+// live) and throws with a message naming the argument; `call` is the entry point's name for the
+// message. Returns the CUDA device of the buffers the rank passes, -1 for host memory.
+int checkOperation(const Operation& op, const char* call);
 // Runs it on forestcc, on this thread (a send or recv alone: see groups.cpp for several).
 void runNatively(const Operation& op);
+// Runs sends and receives of one communicator as one point-to-point batch (point_to_point.cpp).
+void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops);
+// Refuses a group whose sends and receives on one communicator mix host and GPU memory (a batch is
+// one or the other), before anything runs or is forwarded.
+void checkBatches(const std::vector<Operation>& ops);
 // Runs a call made outside a group, or keeps it for ncclGroupEnd.
-ncclResult_t submit(const Operation& op, const char* call);
+ncclResult_t submit(Operation op, const char* call);
 
 }  // namespace forestcc::nccl

@@ -6,7 +6,7 @@
 
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
-#include "nccl/device_pointers.hpp"
+#include "nccl/cuda_driver.hpp"
 #include "nccl/result.hpp"
 
 namespace forestcc::nccl {
@@ -28,13 +28,13 @@ ncclRedOp_t RedOpTable::create(const void* scalar, ncclDataType_t type, ncclScal
   if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
     badArgument("residence " + std::to_string(static_cast<int>(residence)) +
                 " is neither ncclScalarDevice nor ncclScalarHostImmediate");
-  // A scalar in GPU memory needs the CUDA path; host memory passed as "device" is read at each
-  // call, as NCCL reads a device scalar when the collective runs (the host-pointer extension).
-  if (residence == ncclScalarDevice && isDevicePointer(scalar))
-    refuse("the scalar is in GPU memory; this forestcc build runs collectives on host memory only "
-           "(pass the scalar with ncclScalarHostImmediate, or host memory)");
+  // A device scalar is read when each call runs, as NCCL reads it (execute.cpp, runPreMulSum: from
+  // GPU memory after the caller's stream, or from host memory, the host-pointer extension).
+  if (residence == ncclScalarHostImmediate && cuda::deviceOf(scalar) >= 0)
+    badArgument("the scalar is GPU memory but residence is ncclScalarHostImmediate (a host value read now); "
+                "pass ncclScalarDevice for a scalar in GPU memory");
   Custom c{type, residence, scalar, {}};
-  std::memcpy(c.immediate.data(), scalar, info.size);
+  if (residence == ncclScalarHostImmediate) std::memcpy(c.immediate.data(), scalar, info.size);
   std::lock_guard<std::mutex> lock(mu_);
   if (next_ == ncclMaxRedOp) refuse("too many PreMulSum operators on this communicator");
   const int id = next_++;
@@ -73,10 +73,7 @@ ResolvedOp RedOpTable::resolve(ncclRedOp_t op, ncclDataType_t type, const char* 
   r.preMultiply = r.custom = true;
   r.residence = it->second.residence;
   r.scalar = it->second.scalar;
-  if (it->second.residence == ncclScalarDevice)
-    std::memcpy(r.factor.data(), it->second.scalar, typeInfo(type, call).size);
-  else
-    r.factor = it->second.immediate;
+  r.factor = it->second.immediate;  // a device scalar's value is read by the call (runPreMulSum)
   return r;
 }
 

@@ -17,10 +17,10 @@ namespace forestcc::nccl {
 struct ResolvedOp {
   ReduceOp op = ReduceOp::Sum;
   bool preMultiply = false;
-  std::array<uint8_t, 8> factor{};
+  std::array<uint8_t, 8> factor{};  // HostImmediate: the value (a Device scalar is read by the call)
   bool custom = false;  // made by ncclRedOpCreatePreMulSum (the fallback needs its own copy)
   ncclScalarResidence_t residence = ncclScalarHostImmediate;
-  const void* scalar = nullptr;  // residence Device: read at each call
+  const void* scalar = nullptr;  // residence Device: read at each call (host or GPU memory)
 };
 
 class RedOpTable {

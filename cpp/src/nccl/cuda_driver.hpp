@@ -1,0 +1,34 @@
+// The few CUDA driver calls the shim makes itself, through the driver the process has already
+// loaded (dlopen with RTLD_NOLOAD): the shim must load, and run on host memory, in processes
+// without CUDA, and a program with GPU buffers has loaded the driver. Collectives on GPU memory
+// run in forestcc's CUDA runner (docs/gpu.md); these calls only serve what is NCCL-specific: where a
+// pointer lives, a device scalar of a PreMulSum operator, the root's copy of an out-of-place
+// broadcast, the GPU memory ncclMemAlloc returns and the shim lends calls. Failures throw NcclError(ncclUnhandledCudaError) naming the call.
+#pragma once
+
+#include <cstddef>
+
+#include "nccl/include/nccl.h"
+
+namespace forestcc::nccl::cuda {
+
+// Looks for the driver again if it was not found before (called at each communicator's init: a
+// program may load CUDA after its first calls; a dlopen per call would cost too much).
+void lookForTheDriver();
+// The CUDA device of GPU memory at `p`, or -1 for host memory (and for any pointer while the
+// driver is not loaded).
+int deviceOf(const void* p);
+// The device of the calling thread's current context, -1 without CUDA or without a context.
+int currentDevice();
+// Copies `bytes` between any two pointers (host or GPU: unified addressing) once the work
+// enqueued on `stream` so far has finished; returns when the copy is done. `device`: a device
+// whose primary context is made current if the thread has none.
+void copyAfterStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, int device);
+// Enqueues a copy of `bytes` between GPU buffers on `stream` and returns.
+void copyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, int device);
+
+// GPU memory on `device` (cuMemAlloc: shareable through CUDA IPC, so peers map it), and its release.
+void* allocate(size_t bytes, int device);
+void release(void* p, int device);
+
+}  // namespace forestcc::nccl::cuda
