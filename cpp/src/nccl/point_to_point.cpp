@@ -2,14 +2,13 @@
 // point-to-point batch (Collectives::sendRecv: one rendezvous per peer, however many messages; no
 // pattern can deadlock; a mismatch fails both ranks of it). docs/nccl-shim.md, "Groups".
 //
-// On GPU memory the messages carry their device and the batch the caller's stream, once
-// Collectives::sendRecv takes them (a `device` on SendMessage/RecvMessage and a stream argument
-// after `async`): the shim detects that signature at compile time, so it builds against a core that
-// moves host memory only and refuses GPU messages there with a message, never handing the host
-// protocol a GPU pointer.
+// On GPU memory the messages carry their device and the batch the caller's stream; the call is
+// synchronous on the host (the rendezvous with each peer) and returns once the copies are enqueued
+// on the stream, so work the program enqueues next on that stream sees the received data. (An
+// async batch would enqueue its copies later, from the engine's thread: too late for NCCL's
+// stream semantics.)
 #include <map>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,41 +21,6 @@
 namespace forestcc::nccl {
 
 namespace {
-
-template <class M, class = void>
-struct CarriesDevice : std::false_type {};
-template <class M>
-struct CarriesDevice<M, std::void_t<decltype(std::declval<M&>().device = 0)>> : std::true_type {};
-
-template <class C, class = void>
-struct TakesStream : std::false_type {};
-template <class C>
-struct TakesStream<C, std::void_t<decltype(std::declval<C&>().sendRecv(std::declval<std::vector<SendMessage>>(),
-                                                                      std::declval<std::vector<RecvMessage>>(), true,
-                                                                      static_cast<void*>(nullptr)))>>
-    : std::true_type {};
-
-constexpr bool kDeviceBatches =
-    CarriesDevice<SendMessage>::value && CarriesDevice<RecvMessage>::value && TakesStream<Collectives>::value;
-
-template <class M>
-void setDevice(M& message, int device) {
-  if constexpr (CarriesDevice<M>::value) message.device = device;
-}
-
-// The batch on GPU memory: enqueued on `stream` (every message of a group on one communicator
-// shares the first call's stream, as NCCL runs a group on its streams together).
-template <class C>
-Collectives::WorkPtr runOnDevice(C& coll, std::vector<SendMessage> sends, std::vector<RecvMessage> recvs,
-                                 cudaStream_t stream) {
-  if constexpr (TakesStream<C>::value) {
-    // async: its Work, which ncclCommGetAsyncError polls
-    return coll.sendRecv(std::move(sends), std::move(recvs), true, static_cast<void*>(stream));
-  } else {
-    (void)coll, (void)sends, (void)recvs, (void)stream;
-    return nullptr;
-  }
-}
 
 // The device of a batch's messages (-1: host memory). Only non-empty messages say where they live
 // (an empty buffer may be any pointer): the first one decides, and every other must agree.
@@ -98,22 +62,12 @@ void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
   for (const Operation* op : ops) {
     const size_t bytes = op->count * typeInfo(op->type, operationName(op->kind)).size;
     if (op->kind == OpKind::Send) {
-      sends.push_back(SendMessage{op->peer, op->send, bytes});
-      setDevice(sends.back(), device);
+      sends.push_back(SendMessage{op->peer, op->send, bytes, device});
     } else {
-      recvs.push_back(RecvMessage{op->peer, op->recv, bytes});
-      setDevice(recvs.back(), device);
+      recvs.push_back(RecvMessage{op->peer, op->recv, bytes, device});
     }
   }
-  if (device < 0) {
-    comm.collectives().sendRecv(std::move(sends), std::move(recvs));
-    return;
-  }
-  if (!kDeviceBatches)
-    refuse("send/recv of GPU memory: this forestcc build's point-to-point batch (Collectives::sendRecv) moves host "
-           "memory only");
-  if (auto work = runOnDevice(comm.collectives(), std::move(sends), std::move(recvs), stream))
-    comm.noteDeviceWork(std::move(work));
+  comm.collectives().sendRecv(std::move(sends), std::move(recvs), false, device < 0 ? nullptr : stream);
 }
 
 }  // namespace forestcc::nccl
