@@ -242,8 +242,10 @@ class Interpreter {
   // get_reduce ops that each add one more peer's chunk into the same destination (a direct
   // all_reduce's reduce-scatter: dst = op(srcs, peer 1); dst = op(dst, peer 2); ...) read and
   // write dst once per peer. The length of such a chain starting at ops[step] (1: no chain); the
-  // chain runs as one pass over every peer's chunk (getReduceFused) with the same result, element
-  // for element, as the ops one after another: the same order of operands.
+  // chain runs as one pass over every peer's chunk (getReduceFused), combining the operands in
+  // the same order as the ops one after another. 16- and 8-bit floats, accumulated in float,
+  // are rounded once for the chain instead of once per op (the result is at least as close);
+  // every rank that reduces the same chunk through the same plan gets the same bits.
   FORESTCC_HOST_DEVICE uint32_t getReduceChain(const plan::Op* ops, uint32_t step, uint32_t n) const {
     const plan::Op& first = ops[step];
     if (first.code != plan::OpCode::GetReduce) return 1;
