@@ -174,7 +174,9 @@ char* openPeerMemory(const MemoryHandle& h) {
   for (auto it = table.begin(); it != table.end();) {
     const Opened& o = it->second;
     if (sameOwner(it->first, h) && o.exporterBase < exporterBase + known && exporterBase < o.exporterBase + o.known) {
-      if (o.ownsMapping) staleMappings.push_back(o.mapping);
+      // Its import (its own, or the neighbour's it was found in): closed once nothing uses it.
+      if (std::find(staleMappings.begin(), staleMappings.end(), o.mapping) == staleMappings.end())
+        staleMappings.push_back(o.mapping);
       it = table.erase(it);
     } else {
       ++it;
