@@ -62,6 +62,13 @@ def test_device_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm)
     assert_ok(p, "collectives", 3)
 
 
+def test_realloc_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm):
+    """Runs everywhere: device_check p2p-realloc's calls and references on host "GPU memory"."""
+    p = run_device_check(device_check, tmp_path, 3, "p2p-realloc",
+                         LD_LIBRARY_PATH=str(device_check / "host-driver"))
+    assert_ok(p, "p2p-realloc", 3)
+
+
 PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoall_sendrecv", "broadcast",
                  "sendrecv"]
 
@@ -107,6 +114,14 @@ def test_send_recv_groups_on_gpu_memory(device_check, tmp_path, n):
     # needs Collectives::sendRecv on GPU memory (branch gpu-p2p); before it the shim refuses
     # with "send/recv of GPU memory: this forestcc build's point-to-point batch ..."
     assert_ok(run_device_check(device_check, tmp_path, n, "p2p"), "p2p", n)
+
+
+@gpu_only
+@pytest.mark.parametrize("n", [2, 3])
+def test_send_recv_on_buffers_freed_and_allocated_again(device_check, tmp_path, n):
+    # a peer's new allocation at a freed one's addresses: its stale import here must not be used
+    # (perf/nccl's programs allocated per size once; "cudaMemcpyAsync: invalid argument")
+    assert_ok(run_device_check(device_check, tmp_path, n, "p2p-realloc"), "p2p-realloc", n)
 
 
 @gpu_only
