@@ -62,6 +62,13 @@ def test_device_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm)
     assert_ok(p, "collectives", 3)
 
 
+def test_realloc_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm):
+    """Runs everywhere: device_check p2p-realloc's calls and references on host "GPU memory"."""
+    p = run_device_check(device_check, tmp_path, 3, "p2p-realloc",
+                         LD_LIBRARY_PATH=str(device_check / "host-driver"))
+    assert_ok(p, "p2p-realloc", 3)
+
+
 PERF_PROGRAMS = ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoall_sendrecv", "broadcast",
                  "sendrecv"]
 
@@ -107,6 +114,14 @@ def test_send_recv_groups_on_gpu_memory(device_check, tmp_path, n):
     # needs Collectives::sendRecv on GPU memory (branch gpu-p2p); before it the shim refuses
     # with "send/recv of GPU memory: this forestcc build's point-to-point batch ..."
     assert_ok(run_device_check(device_check, tmp_path, n, "p2p"), "p2p", n)
+
+
+@gpu_only
+@pytest.mark.parametrize("n", [2, 3])
+def test_send_recv_on_buffers_freed_and_allocated_again(device_check, tmp_path, n):
+    # a peer's new allocation at a freed one's addresses: its stale import here must not be used
+    # (perf/nccl's programs allocated per size once; "cudaMemcpyAsync: invalid argument")
+    assert_ok(run_device_check(device_check, tmp_path, n, "p2p-realloc"), "p2p-realloc", n)
 
 
 @gpu_only
@@ -165,6 +180,42 @@ def test_torch_program_on_gloo_stand_in(tmp_path, section, no_new_shm):
     """Runs everywhere: gpu_shim_torch.py's checks and references with gloo on CPU tensors."""
     pytest.importorskip("torch")
     assert_ok(run_torch(tmp_path, 2, section, "--stand-in"), section, 2)
+
+
+# the_shim_is_loaded() of gpu_shim_torch.py in one process, the wheel's libnccl.so.2 loaded as
+# libtorch_cuda.so loads it; prints the failure count
+_INTERPOSITION = """
+import ctypes, runpy, sys
+sys.argv = ["gpu_shim_torch.py", "collectives", "unused"]
+order = {order!r}
+for path in order:
+    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+program = runpy.run_path({program!r}, run_name="not_main")
+check = program["the_shim_is_loaded"]
+check()
+print("FAILURES", check.__globals__["failures"])  # run_path returns a copy of the globals
+"""
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["preloaded", "loaded-after-the-wheel"])
+def test_torch_program_checks_interposition(preload):
+    """Runs everywhere: gpu_shim_torch.py's check passes when LD_PRELOAD puts the shim first in the
+    global scope although the wheel's libnccl.so.2 is mapped too, and fails when the shim is merely
+    loaded after the wheel (mapped, but torch's NCCL calls would bind to the wheel's library)."""
+    pytest.importorskip("torch")
+    if not WHEEL_LIBRARY.exists():
+        pytest.skip(f"the nvidia-nccl wheel's {WHEEL_LIBRARY} is not installed")
+    order = [str(WHEEL_LIBRARY)] if preload else [str(WHEEL_LIBRARY), str(SHIM)]
+    env = clean_env(FORESTCC_EXPECT_SHIM=str(SHIM), FORESTCC_RANK="0", FORESTCC_SIZE="1",
+                    **({"LD_PRELOAD": str(SHIM)} if preload else {}))
+    code = _INTERPOSITION.format(order=order, program=str(PROGRAMS / "gpu_shim_torch.py"))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    if preload:
+        assert "FAILURES 0" in p.stdout and "FAIL rank" not in p.stdout, p.stdout[-3000:]
+    else:
+        assert "FAILURES 0" not in p.stdout and "ncclGetVersion in the global scope is at" in p.stdout, p.stdout[-3000:]
+        assert "the shim does not interpose" in p.stdout, p.stdout[-3000:]
 
 
 @gpu_only

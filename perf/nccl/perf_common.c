@@ -328,11 +328,24 @@ int perfMain(int argc, char** argv, const PerfCollective* c) {
   double busSum = 0;
   int rows = 0;
   long wrongTotal = 0;
+  /* One send and one receive buffer for every size, as nccl-tests allocates them (of the largest
+   * size, once): a size's call uses their beginning. Memory freed and allocated again between
+   * sizes would time the allocator and the peers' re-opening of it (CUDA IPC), not the call. */
+  const size_t per = c->sendCount(1, n) > c->recvCount(1, n) ? c->sendCount(1, n) : c->recvCount(1, n);
+  size_t maxSend = 0, maxRecv = 0;
   for (size_t bytes = minBytes; bytes <= maxBytes;) {
-    size_t count = bytes / sizeof(float) / (c->sendCount(1, n) > c->recvCount(1, n) ? c->sendCount(1, n) : c->recvCount(1, n));
-    size_t total = count * (c->sendCount(1, n) > c->recvCount(1, n) ? c->sendCount(1, n) : c->recvCount(1, n));
-    float* send = perfAlloc(c->sendCount(count, n) + 1);
-    float* recv = perfAlloc(c->recvCount(count, n) + 1);
+    const size_t count = bytes / sizeof(float) / per;
+    if (c->sendCount(count, n) > maxSend) maxSend = c->sendCount(count, n);
+    if (c->recvCount(count, n) > maxRecv) maxRecv = c->recvCount(count, n);
+    size_t next = factor > 1 ? (size_t)(bytes * factor) : bytes + step;
+    if (next <= bytes) break;
+    bytes = next;
+  }
+  float* send = perfAlloc(maxSend + 1);
+  float* recv = perfAlloc(maxRecv + 1);
+  for (size_t bytes = minBytes; bytes <= maxBytes;) {
+    size_t count = bytes / sizeof(float) / per;
+    size_t total = count * per;
     float* input = calloc(c->sendCount(count, n) + 1, sizeof(float));
     for (size_t i = 0; i < c->sendCount(count, n); ++i) input[i] = (float)perfInput(rank, i);
     perfCopy(send, input, c->sendCount(count, n) * sizeof(float));
@@ -354,12 +367,12 @@ int perfMain(int argc, char** argv, const PerfCollective* c) {
     busSum += algOut * bus + (c->inPlace ? algIn * bus : 0);
     rows += c->inPlace ? 2 : 1;
     wrongTotal += (out.wrong > 0 ? out.wrong : 0) + (in.wrong > 0 ? in.wrong : 0);
-    perfFree(send);
-    perfFree(recv);
     size_t next = factor > 1 ? (size_t)(bytes * factor) : bytes + step;
     if (next <= bytes) break;
     bytes = next;
   }
+  perfFree(send);
+  perfFree(recv);
   if (rank == 0) {
     printf("# Out of bounds values : 0 OK\n");
     printf("# Avg bus bandwidth    : %g \n", rows ? busSum / rows : 0.0);

@@ -15,6 +15,9 @@
  *   device_check p2p <dir>          groups of ncclSend/ncclRecv on GPU buffers: a ring both ways and
  *                                   an all-to-all with uneven splits (zeros too), as torch's
  *                                   all_to_all_single
+ *   device_check p2p-realloc <dir>  send/recv rings on buffers allocated per size and freed after it
+ *                                   (a peer's new allocation at a freed one's addresses), with an
+ *                                   all_reduce of a buffer kept throughout between sizes
  *   device_check abort <dir>        rank 0 calls an all_reduce the others never join; ncclCommAbort
  *                                   from another thread ends it with an error, never a hang
  *   device_check async-error <dir>  (2+ ranks, short FORESTCC_TIMEOUT) rank 1's kernel is held
@@ -498,6 +501,52 @@ static void modeP2p(const char* dir) {
   CHECK(ncclCommDestroy(comm));
 }
 
+/* perf/nccl's old pattern: buffers allocated per size and freed after it, a ring of send/recv on
+ * them and an all_reduce of a buffer kept throughout (the runner's imports beside the
+ * point-to-point ones). A peer's new allocation can take a freed one's addresses, whose import
+ * here is then stale. */
+static void modeP2pRealloc(const char* dir) {
+  startCuda();
+  ncclComm_t comm = worldComm(dir);
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  static const size_t counts[] = {2, 64, 2048, 65536, 3, 100};
+  void* kept = NULL;
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; ++k) {
+    size_t count = counts[k];
+    double* host = malloc(count * sizeof(double));
+    for (size_t i = 0; i < count; ++i) host[i] = p2pValue(rank, (int)k, i);
+    void* src = gpuAlloc((count + 1) * sizeof(double));
+    void* dst = gpuAlloc((count + 1) * sizeof(double));
+    toGpu(src, host, count * sizeof(double));
+    for (int round = 0; round < 2; ++round) {
+      CHECK(ncclGroupStart());
+      CHECK(ncclSend(src, count, ncclFloat64, next, comm, stream));
+      CHECK(ncclRecv(dst, count, ncclFloat64, prev, comm, stream));
+      CHECK(ncclGroupEnd());
+    }
+    syncStream();
+    fromGpu(host, dst, count * sizeof(double));
+    for (size_t i = 0; i < count; ++i)
+      if (host[i] != p2pValue(prev, (int)k, i)) {
+        FAIL("size %zu: element %zu from rank %d is %g", count, i, prev, host[i]);
+        break;
+      }
+    if (!kept) kept = gpuAlloc(2 * sizeof(double)); /* after the first size's buffers, as perf's */
+    double one[2] = {1.0, (double)k};
+    toGpu(kept, one, sizeof one);
+    CHECK(ncclAllReduce(kept, kept, 2, ncclFloat64, ncclSum, comm, stream));
+    syncStream();
+    fromGpu(one, kept, sizeof one);
+    if (one[0] != nranks || one[1] != (double)k * nranks)
+      FAIL("size %zu: the all_reduce gave %g, %g, expected %d, %g", count, one[0], one[1], nranks, (double)k * nranks);
+    free(host);
+    gpuFree(src);
+    gpuFree(dst);
+  }
+  gpuFree(kept);
+  CHECK(ncclCommDestroy(comm));
+}
+
 /* ---- abort and asynchronous errors --------------------------------------------------------------- */
 
 static ncclComm_t abortComm;
@@ -566,6 +615,7 @@ int main(int argc, char** argv) {
   const char* mode = startProgram(argc, argv);
   if (!strcmp(mode, "collectives")) modeCollectives(argv[2], !(argc > 3 && !strcmp(argv[3], "host-driver")));
   else if (!strcmp(mode, "p2p")) modeP2p(argv[2]);
+  else if (!strcmp(mode, "p2p-realloc")) modeP2pRealloc(argv[2]);
   else if (!strcmp(mode, "abort")) modeAbort(argv[2]);
   else if (!strcmp(mode, "async-error")) modeAsyncError(argv[2]);
   else {

@@ -400,7 +400,15 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         for (size_t i = 0; i < sent.size(); ++i) {
           if (!sent[i].size) continue;
           if (sent[i].kind == MemoryKind::Cuda) {
-            cuda_ipc::copyOnStream(in.messages[i]->data, cuda_ipc::openPeerMemory(sent[i]), sent[i].size, stream, what);
+            char* from = cuda_ipc::openPeerMemory(sent[i]);
+            try {
+              cuda_ipc::copyOnStream(in.messages[i]->data, from, sent[i].size, stream, what);
+            } catch (const Error& e) {
+              // Which import CUDA refused: the sender's memory as this process opened it.
+              throw Error(e.code(), std::string(e.what()) + " (copying from the sender's GPU memory: " +
+                                        cuda_ipc::describeImport(sent[i]) + ")",
+                          s.rank, in.peer);
+            }
             continue;
           }
           Connection& d = s.connection(in.peer, sent[i]);

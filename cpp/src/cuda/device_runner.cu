@@ -106,8 +106,17 @@ class CudaRunner : public DeviceRunner {
   void waitFor(const InFlight& f);
   void raiseRecorded(const InFlight& f);
   void checkCaptured();
+  // Copies `bytes` of host memory to the device, or clears device memory, on setup_ and waits for
+  // that stream only.
+  void upload(void* dst, const void* src, size_t bytes, const char* what);
+  void clear(void* dst, size_t bytes, const char* what);
 
   Executor& ex_;
+  // The runner's own stream for its setup (clearing its memory, uploading plans). The host waits
+  // for this stream alone, never for the device: the caller's stream may hold work that waits for
+  // something outside this call (a cuStreamWaitValue on a flag, a peer's event), and a call must
+  // reach its host rendezvous however far behind its stream is.
+  cudaStream_t setup_ = nullptr;
   int device_ = 0;
   uint8_t uuid_[16] = {};           // this runner's CUDA device
   uint64_t dirty_ = 0;              // bytes of launchScratch_ that may be non-zero after the last launch
@@ -143,11 +152,12 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "GPU memory given, but no CUDA device is visible", s.rank);
   }
   check(cudaGetDevice(&device_), s.rank, "cudaGetDevice");
+  check(cudaStreamCreateWithFlags(&setup_, cudaStreamNonBlocking), s.rank, "creating the runner's stream");
   check(cudaMalloc(&semaphores_, kSemaphoreWords * sizeof(uint64_t)), s.rank, "allocating device semaphores");
-  check(cudaMemset(semaphores_, 0, kSemaphoreWords * sizeof(uint64_t)), s.rank, "clearing device semaphores");
+  clear(semaphores_, kSemaphoreWords * sizeof(uint64_t), "clearing device semaphores");
   const uint64_t expectedBytes = uint64_t(s.size) * kMaxPlanChannelsPerPeer * sizeof(uint64_t);
   check(cudaMalloc(&expected_, expectedBytes), s.rank, "allocating device counters");
-  check(cudaMemset(expected_, 0, expectedBytes), s.rank, "clearing device counters");
+  clear(expected_, expectedBytes, "clearing device counters");
   // The host memory the kernels read and write: the abort flag, failure records, block offsets.
   constexpr size_t kFailuresAt = 64;
   const size_t offsetsAt = kFailuresAt + (sizeof(DeviceFailure) * (kFailureSlots + 1) + 63) / 64 * 64;
@@ -173,7 +183,17 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
   std::memcpy(uuid_, prop.uuid.bytes, sizeof(uuid_));
   std::memcpy(s.control->deviceMailbox.deviceUuid, uuid_, sizeof(uuid_));
   s.control->deviceMailbox.semaphores = h;
-  check(cudaDeviceSynchronize(), s.rank, "clearing device memory");
+}
+
+void CudaRunner::upload(void* dst, const void* src, size_t bytes, const char* what) {
+  if (!bytes) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, setup_), state().rank, what);
+  check(cudaStreamSynchronize(setup_), state().rank, what);
+}
+
+void CudaRunner::clear(void* dst, size_t bytes, const char* what) {
+  check(cudaMemsetAsync(dst, 0, bytes, setup_), state().rank, what);
+  check(cudaStreamSynchronize(setup_), state().rank, what);
 }
 
 CudaRunner::~CudaRunner() {
@@ -197,6 +217,7 @@ CudaRunner::~CudaRunner() {
   cudaFree(semaphores_);
   cudaFree(expected_);
   cudaFreeHost(hostMapped_);
+  if (setup_) cudaStreamDestroy(setup_);
 }
 
 char* CudaRunner::grow(DeviceBuffer& b, uint64_t bytes, bool capturing, const char* what) {
@@ -237,10 +258,9 @@ CudaRunner::Image& CudaRunner::image(const CompiledPlan& p) {
                                              std::to_string(img.peers.size()) + " peers; on GPU memory a plan may reach " +
                                              std::to_string(kMaxDevicePeers), s.rank);
   check(cudaMalloc(&img.ops, std::max<size_t>(1, ops.size()) * sizeof(plan::Op)), s.rank, "allocating a device plan");
-  check(cudaMemcpy(img.ops, ops.data(), ops.size() * sizeof(plan::Op), cudaMemcpyHostToDevice), s.rank, "copying a plan");
+  upload(img.ops, ops.data(), ops.size() * sizeof(plan::Op), "copying a plan");
   check(cudaMalloc(&img.opBegin, begin.size() * sizeof(uint32_t)), s.rank, "allocating a device plan");
-  check(cudaMemcpy(img.opBegin, begin.data(), begin.size() * sizeof(uint32_t), cudaMemcpyHostToDevice), s.rank,
-        "copying a plan");
+  upload(img.opBegin, begin.data(), begin.size() * sizeof(uint32_t), "copying a plan");
   return images_.emplace(&p, img).first->second;
 }
 
@@ -266,8 +286,7 @@ void CudaRunner::buildChannels(const CompiledPlan& p, Image& img) {
     out.push_back(d);
   }
   check(cudaMalloc(&img.channels, out.size() * sizeof(DeviceChannel)), s.rank, "allocating device channels");
-  check(cudaMemcpy(img.channels, out.data(), out.size() * sizeof(DeviceChannel), cudaMemcpyHostToDevice), s.rank,
-        "copying device channels");
+  upload(img.channels, out.data(), out.size() * sizeof(DeviceChannel), "copying device channels");
 }
 
 // Every peer of the plan entered this call (its host enqueued it), with this rank's stamp and on

@@ -2,11 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "forestcc/error.hpp"
 
@@ -115,53 +119,123 @@ constexpr uint64_t kDriverPage = 2ull << 20;  // cudaMalloc's page: what one IPC
 
 struct Opened {
   uint64_t exporterBase;  // the allocation's base in the owner's address space
-  uint64_t size;
-  char* base;             // and in this process
+  uint64_t known;         // bytes from exporterBase that handles named: the allocation has at least these
+  char* base;             // the allocation's base in this process
+  char* mapping;          // what cudaIpcOpenMemHandle returned for the page: closed with it
+  bool ownsMapping;       // opened here (else found at its distance from an allocation opened before)
 };
+using Key = std::tuple<uint64_t, int, uint64_t>;  // (node, owner pid, allocation id)
 
-// (node, owner pid, allocation id) -> the opened allocation. Never destroyed: mappings live as
-// long as the process.
+// The opened allocations. Kept open while the process lives, unless a peer freed one (below).
 std::mutex& openedMutex() {
   static std::mutex* mu = new std::mutex;
   return *mu;
 }
-std::map<std::tuple<uint64_t, int, uint64_t>, Opened>& opened() {
-  static auto* table = new std::map<std::tuple<uint64_t, int, uint64_t>, Opened>;
+std::map<Key, Opened>& opened() {
+  static auto* table = new std::map<Key, Opened>;
   return *table;
+}
+
+bool sameOwner(const Key& k, const MemoryHandle& h) { return std::get<0>(k) == h.nodeHash && std::get<1>(k) == h.ownerPid; }
+
+// Whether [p, p + bytes) lies in memory this process has mapped (nullopt: the driver cannot say).
+std::optional<bool> mappedHere(const char* p, uint64_t bytes) {
+  static AddressRange range = driverFunction<AddressRange>("cuMemGetAddressRange");
+  if (!range) return std::nullopt;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (range(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return false;
+  return reinterpret_cast<uint64_t>(p) + bytes <= base + size;
 }
 
 }  // namespace
 
+// A peer that frees an allocation and allocates again can get the same addresses, with a new
+// allocation id (perf/nccl's programs do, between sizes). The old allocation's import is then
+// stale: its memory is gone from the owner, yet the import still holds the addresses, so CUDA
+// refuses to map the new allocation ("already mapped"), and an address found at a distance from
+// the stale import is no memory of the owner's now ("invalid argument" on a copy from it). An
+// allocation of the owner's that overlaps the new one cannot be alive (live allocations never
+// overlap): it is forgotten, and its import closed unless an allocation still alive was found in
+// it. An address found at a distance from a neighbour must be memory this process has mapped.
 char* openPeerMemory(const MemoryHandle& h) {
   std::lock_guard<std::mutex> g(openedMutex());
   auto& table = opened();
   const uint64_t exporterBase = h.address - h.cudaOffset;
+  const uint64_t known = h.cudaOffset + h.size;
   const auto key = std::make_tuple(h.nodeHash, h.ownerPid, h.cudaBufferId);
   auto found = table.find(key);
-  if (found != table.end()) return found->second.base + h.cudaOffset;
+  if (found != table.end()) {
+    found->second.known = std::max(found->second.known, known);
+    return found->second.base + h.cudaOffset;
+  }
+  // Freed allocations of the owner's under the new one.
+  std::vector<char*> staleMappings;
+  for (auto it = table.begin(); it != table.end();) {
+    const Opened& o = it->second;
+    if (sameOwner(it->first, h) && o.exporterBase < exporterBase + known && exporterBase < o.exporterBase + o.known) {
+      // Its import (its own, or the neighbour's it was found in): closed once nothing uses it.
+      if (std::find(staleMappings.begin(), staleMappings.end(), o.mapping) == staleMappings.end())
+        staleMappings.push_back(o.mapping);
+      it = table.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (char* mapping : staleMappings) {
+    const bool inUse = std::any_of(table.begin(), table.end(), [&](const auto& e) { return e.second.mapping == mapping; });
+    if (inUse) continue;  // a live neighbour's memory: the owner's page is still there
+    if (cudaIpcCloseMemHandle(mapping) != cudaSuccess) cudaGetLastError();
+  }
   cudaIpcMemHandle_t ipc;
   std::memcpy(&ipc, h.cudaIpc, sizeof ipc);
   void* base = nullptr;
   cudaError_t e = cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess);
-  if (e == cudaErrorAlreadyMapped) {
-    cudaGetLastError();
-    // A page this allocation shares with one opened before: the same offset from it here.
-    for (const auto& [k, o] : table)
-      if (std::get<0>(k) == h.nodeHash && std::get<1>(k) == h.ownerPid &&
-          o.exporterBase / kDriverPage == exporterBase / kDriverPage) {
-        base = o.base + (static_cast<int64_t>(exporterBase) - static_cast<int64_t>(o.exporterBase));
-        e = cudaSuccess;
-        break;
-      }
+  if (e == cudaSuccess) {
+    table[key] = Opened{exporterBase, known, static_cast<char*>(base), static_cast<char*>(base), true};
+    return static_cast<char*>(base) + h.cudaOffset;
   }
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(ErrorCode::System, "cannot open rank " + std::to_string(h.ownerRank) +
-                                       "'s GPU memory (cudaIpcOpenMemHandle: " + cudaGetErrorString(e) + ")",
+  cudaGetLastError();
+  const std::string whose = "cannot open rank " + std::to_string(h.ownerRank) + "'s GPU memory (" +
+                            std::to_string(h.size) + " bytes at offset " + std::to_string(h.cudaOffset) +
+                            " of its allocation " + std::to_string(h.cudaBufferId) + ")";
+  if (e != cudaErrorAlreadyMapped)
+    throw Error(ErrorCode::System, whose + ": cudaIpcOpenMemHandle: " + cudaGetErrorString(e), -1, h.ownerRank);
+  // A page this allocation shares with one opened before: the same distance from it here. A
+  // neighbour from which the address is mapped memory here is preferred; the first one else.
+  std::optional<Opened> chosen;
+  for (const auto& [k, o] : table) {
+    if (!sameOwner(k, h) || o.exporterBase / kDriverPage != exporterBase / kDriverPage) continue;
+    char* here = o.base + (static_cast<int64_t>(exporterBase) - static_cast<int64_t>(o.exporterBase));
+    const Opened candidate{exporterBase, known, here, o.mapping, false};
+    if (mappedHere(here + h.cudaOffset, std::max<uint64_t>(h.size, 1)).value_or(true)) {
+      chosen = candidate;
+      break;
+    }
+    if (!chosen) chosen = candidate;
+  }
+  if (!chosen)
+    throw Error(ErrorCode::System,
+                whose + ": CUDA says its page is mapped here already (cudaIpcOpenMemHandle: already mapped), but "
+                        "no allocation of that rank opened here lies on that page",
                 -1, h.ownerRank);
-  }
-  table[key] = Opened{exporterBase, h.size + h.cudaOffset, static_cast<char*>(base)};
-  return static_cast<char*>(base) + h.cudaOffset;
+  table[key] = *chosen;
+  return chosen->base + h.cudaOffset;
+}
+
+std::string describeImport(const MemoryHandle& h) {
+  std::lock_guard<std::mutex> g(openedMutex());
+  auto& table = opened();
+  auto found = table.find(std::make_tuple(h.nodeHash, h.ownerPid, h.cudaBufferId));
+  if (found == table.end()) return "not opened here";
+  const Opened& o = found->second;
+  char* p = o.base + h.cudaOffset;
+  std::string text = std::string(o.ownsMapping ? "opened here" : "found at its distance from another allocation opened here") +
+                     ", at " + std::to_string(reinterpret_cast<uint64_t>(p)) + " here (owner's " +
+                     std::to_string(h.address) + ")";
+  const std::optional<bool> mapped = mappedHere(p, std::max<uint64_t>(h.size, 1));
+  if (mapped) text += *mapped ? ", mapped here" : ", not an allocation CUDA knows here (cuMemGetAddressRange)";
+  return text;
 }
 
 #else  // a build without CUDA: no pointer is device memory
@@ -175,6 +249,8 @@ void exportMemory(const void*, uint64_t, MemoryHandle&, const char* what) {
 char* openPeerMemory(const MemoryHandle&) {
   throw Error(ErrorCode::InvalidUsage, "this forestcc was built without CUDA");
 }
+
+std::string describeImport(const MemoryHandle&) { return "not opened here (built without CUDA)"; }
 
 #endif
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "forestcc/memory.hpp"
 
@@ -22,13 +23,17 @@ void exportMemory(const void* data, uint64_t bytes, MemoryHandle& h, const char*
 
 // The address in this process of the peer memory `h` describes. Each allocation is opened once
 // per process, whatever the communicator (CUDA refuses a second open), and stays open while the
-// process lives: a caching allocator (PyTorch's, CuPy's) keeps its allocations anyway, and a
-// peer's freed allocation is never opened again (a new one has a new id).
+// process lives or until the peer's new allocation overlaps it (the peer freed it: a program that
+// frees and allocates between calls, as perf/nccl's do between sizes, gets its new memory at the
+// old addresses, and the stale import is closed so that the new one can be opened).
 //
 // Small cudaMalloc allocations share the driver's 2 MiB pages, and CUDA maps a page once per
 // process: opening a second allocation of a page that is open already fails ("already mapped").
 // The second one then lies at the same distance from the first in both processes (the whole page
 // is mapped), which is where this finds it.
 char* openPeerMemory(const MemoryHandle& h);
+
+// How `h`'s allocation was opened here, for an error message (a copy from it that CUDA refused).
+std::string describeImport(const MemoryHandle& h);
 
 }  // namespace forestcc::cuda_ipc
