@@ -95,7 +95,7 @@ def test_mixed_devices_refused_and_mismatch_raised():
         assert ln.startswith(("LOCAL ArgumentTypeError forestcc all_gather_into_tensor: ",
                               "LOCAL ArgumentTypeError forestcc allgather: ")), ln
         assert "is on cpu but" in ln or "is on cuda:0 but" in ln, ln
-        assert "all on the CPU or all on the same GPU" in ln, ln
+        assert "must all be on the CPU or all on the same GPU" in ln, ln
     assert res.lines("AFTER") == ["AFTER [2.0, 2.0]"] * 2, tail(res)
     errors = res.lines("ERROR ")
     assert len(errors) == 2, tail(res)

@@ -105,6 +105,44 @@ def test_import_without_torch_fails_only_when_used():
     assert len(lines) == 2 and all("forestcc.torch needs PyTorch" in ln for ln in lines), p.stdout
 
 
+PREMUL_SUM_CODE = """
+import torch, torch.distributed as dist
+from forestcc.torch import reductions
+PREMUL = dist.ReduceOp.PREMUL_SUM
+
+class Pickled:  # torch 2.11's ReduceOp: no .factor; the factor is in its pickle state
+    op = PREMUL
+    def __getstate__(self):
+        return (PREMUL, 0.25)
+
+class Hidden:  # a ReduceOp that shows the factor neither way
+    op = PREMUL
+
+print("REAL", reductions.resolve(dist._make_nccl_premul_sum(0.5), torch.float32, "allreduce").factor)
+print("PICKLED", reductions.resolve(Pickled(), torch.float32, "allreduce").factor)
+try:
+    reductions.resolve(Hidden(), torch.float32, "allreduce")
+except NotImplementedError as e:
+    print("REFUSED", e)
+print("SUPPORTED", reductions.PREMUL_SUM_SUPPORTED)
+"""
+
+
+def test_premul_sum_factor_from_every_torch():
+    """The PREMUL_SUM factor read as ``op.factor`` (recent torch), from the op's pickle state
+    (torch 2.11, which the GPU machine has), and refused naming the torch version where it is
+    shown neither way."""
+    p = subprocess.run([sys.executable, "-c", PREMUL_SUM_CODE], check=False, env=clean_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert "REAL 0.5" in out and "PICKLED 0.25" in out and "SUPPORTED True" in out, p.stdout
+    refused = [ln for ln in out if ln.startswith("REFUSED ")]
+    assert len(refused) == 1 and refused[0].startswith("REFUSED forestcc allreduce: "
+                                                        "ReduceOp.PREMUL_SUM with torch "), out
+    assert "is not supported by the forestcc backend" in refused[0], refused
+
+
 def test_every_public_function_has_a_docstring():
     """Read from the sources (importing torch here would cost seconds): every module, every name
     in ``__all__`` and every public method of those classes has a docstring."""

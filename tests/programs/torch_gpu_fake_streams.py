@@ -96,8 +96,24 @@ _CALLS = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_al
           "broadcast", "reduce", "gather", "scatter", "send", "recv"}
 
 
+class DoneHandle:
+    """forestcc's handle of a call that already finished (what a GPU call's handle is once the
+    stream ran it)."""
+
+    def __init__(self, result):
+        self._result = result
+
+    def is_completed(self):
+        return True
+
+    def wait(self):
+        return self._result
+
+
 class InOrder:
-    """A forestcc communicator whose calls finish before they return, as on a stream."""
+    """A forestcc communicator whose calls finish before they return, as on a stream. A call
+    returns what forestcc's would: a handle when asked for ``async_op``, else its result (None,
+    or the output array: not a handle)."""
 
     def __init__(self, comm):
         self._comm = comm
@@ -108,8 +124,10 @@ class InOrder:
             return attr
 
         def call(*args, **kwargs):
+            async_op = kwargs.get("async_op", False)
             kwargs["async_op"] = False
-            attr(*args, **kwargs)
+            result = attr(*args, **kwargs)
+            return DoneHandle(result) if async_op else result
 
         return call
 

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 import forestcc.torch  # noqa: F401 - registers the backend
+from forestcc.torch.reductions import PREMUL_SUM_SUPPORTED
 from forestcc.torch.tensors import as_bytes
 
 QUICK = "--quick" in sys.argv
@@ -130,6 +131,15 @@ def all_reduce_avg_and_premul_sum():
         f, gl = both(run)
         same(f"all_reduce AVG {dtype}", f, gl, exact=False)
         t = data(R, (7,), dtype)
+        if not PREMUL_SUM_SUPPORTED:  # a torch that hides the factor: refused, naming it
+            try:
+                dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5), group=FCC)
+            except NotImplementedError as e:
+                named = f"torch {torch.__version__}" in str(e)
+                same(f"PREMUL_SUM refused {dtype}", torch.tensor(named), torch.tensor(True))
+            else:
+                failures.append(f"FAIL rank {R} PREMUL_SUM {dtype}: not refused")
+            continue
         dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5), group=FCC)
         ref = data(R, (7,), dtype)
         dist.all_reduce(ref, group=GLOO)  # gloo has no PREMUL_SUM: its SUM, scaled

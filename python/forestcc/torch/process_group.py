@@ -144,8 +144,8 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                     self._launcher = CudaLauncher(f"pg{id(self):x}")
             # Synchronous there: forestcc queues an async send/recv and enqueues its GPU copy
             # later, which the event recorded after the call would not cover.
-            return self._made(self._launcher.add(stream, call, device, lambda: start(False),
-                                                 finish))
+            return self._made(self._launcher.add(stream, call, device,
+                                                 lambda: _no_handle(start(False)), finish))
         try:
             work = enqueue_on_stream(call, device, lambda: start(True), finish)
         except BaseException as exc:
@@ -289,3 +289,10 @@ def _check_tag(tag: int, call: str) -> None:
     if tag != 0:
         raise ArgumentError(f"forestcc {call}: tag must be 0 (forestcc matches the messages of two "
                             f"ranks in the order they are posted), got {tag}")
+
+
+def _no_handle(result: Any) -> list:
+    """The handles of a synchronous send/recv: none. forestcc returns None (send) or the output
+    array (recv) there, not a handle for the Work to poll."""
+    del result
+    return []

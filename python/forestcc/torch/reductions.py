@@ -10,6 +10,10 @@ float8_e4m3fn and float8_e5m2 with sum, prod, min, max and avg. The other torch 
 - ``int16`` and ``uint16``: reduced in a 32-bit copy (sums and products wrap as in 16 bits).
 
 ``BAND``, ``BOR`` and ``BXOR`` are not supported (NotImplementedError).
+
+The PREMUL_SUM factor is read with :func:`premul_sum_factor`: recent torch versions have
+``ReduceOp.factor``; older ones (2.11) show it to Python only in the op's pickle state. A torch
+that shows it neither way gets PREMUL_SUM refused (:data:`PREMUL_SUM_SUPPORTED` is False).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import torch.distributed as dist
 
 from forestcc.torch.errors import ArgumentTypeError, unsupported
 
-__all__ = ["Reduction", "resolve"]
+__all__ = ["PREMUL_SUM_SUPPORTED", "Reduction", "premul_sum_factor", "resolve"]
 
 _NATIVE = {torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
            torch.float32, torch.float64}
@@ -119,7 +123,7 @@ _PREMUL_SUM = dist.ReduceOp.PREMUL_SUM.value
 def _resolve(op: Any, kind_op: Any, dtype: torch.dtype, call: str) -> Reduction:
     factor = None
     if kind_op == dist.ReduceOp.PREMUL_SUM:
-        factor = op.factor
+        factor = premul_sum_factor(op, call)
         name = "sum"
         if not (dtype.is_floating_point or dtype.is_complex):
             raise ArgumentTypeError(f"forestcc {call}: ReduceOp.PREMUL_SUM needs a floating-point "
@@ -144,3 +148,37 @@ def _resolve(op: Any, kind_op: Any, dtype: torch.dtype, call: str) -> Reduction:
     if dtype in _WIDENED:
         return Reduction(name, _WIDENED[dtype], "widened", factor)
     raise unsupported(call, f"reducing dtype {dtype}")
+
+
+def premul_sum_factor(op: Any, call: str) -> Any:
+    """The factor (a number or a one-element tensor) of the PREMUL_SUM ReduceOp ``op``, as
+    ``call`` received it. torch 2.13 has ``op.factor``; torch 2.11 has no such attribute, but
+    its ReduceOp pickles as ``(RedOpType, factor)``, so ``__getstate__`` gives the factor there."""
+    factor = getattr(op, "factor", None)
+    if factor is not None:
+        return factor
+    try:  # (every Python object has a __getstate__; only torch's pickling gives this tuple)
+        state = op.__getstate__()
+    except (AttributeError, TypeError, RuntimeError):
+        state = None
+    if isinstance(state, tuple) and len(state) == 2 and state[1] is not None:
+        return state[1]
+    raise unsupported(call, f"ReduceOp.PREMUL_SUM with torch {torch.__version__} (its ReduceOp "
+                            f"shows the factor to Python neither as .factor nor in its pickle "
+                            f"state; use a SUM and scale the result)")
+
+
+def _premul_sum_readable() -> bool:
+    """Whether this torch shows a PREMUL_SUM op's factor to a Python backend."""
+    make = getattr(dist, "_make_nccl_premul_sum", None)
+    if make is None:
+        return False
+    try:
+        return float(premul_sum_factor(make(0.25), "probe")) == 0.25
+    except NotImplementedError:
+        return False
+
+
+#: Whether PREMUL_SUM works with this torch (otherwise it raises NotImplementedError naming the
+#: torch version): what tests check, rather than a version number.
+PREMUL_SUM_SUPPORTED = _premul_sum_readable()
