@@ -26,7 +26,6 @@ not wait for itself; ``work.wait()`` then first blocks until the call was enqueu
 """
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from forestcc.torch.errors import translate
+from forestcc.torch.lanes import Lanes
 
 __all__ = ["CudaLauncher", "CudaWork", "enqueue_on_stream"]
 
@@ -167,54 +167,24 @@ class CudaLauncher:
     they were added, each on the stream that was current when it was added."""
 
     def __init__(self, name: str):
-        self._name = name
-        self._queues: dict[str, queue.SimpleQueue] = {}
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._closed = False
+        self._lanes = Lanes(f"{name}-cuda", _launch)
 
     def add(self, lane: str, call: str, device: torch.device, start: Callable[[], Any],
             finish: Callable[[], list]) -> CudaWork:
         """Queue a call; its Work is complete (on the host) once the call was enqueued."""
         stream = torch.cuda.current_stream(device)
         work = CudaWork(call, device, stream)
-        self._queue(lane).put((work, start, finish))
+        self._lanes.put(lane, (work, start, finish))
         return work
 
     def close(self) -> None:
         """Stop the threads once they made what was queued."""
-        with self._lock:
-            self._closed = True
-            for q in self._queues.values():
-                q.put(None)
-            threads, self._threads = self._threads, []
-        for t in threads:
-            if t is not threading.current_thread():
-                t.join()
-
-    def _queue(self, lane: str) -> queue.SimpleQueue:
-        with self._lock:
-            if self._closed:
-                raise dist.DistBackendError(f"forestcc {self._name}: the process group was shut "
-                                            f"down")
-            q = self._queues.get(lane)
-            if q is None:
-                q = queue.SimpleQueue()
-                t = threading.Thread(target=_launch, args=(q,), daemon=True,
-                                     name=f"forestcc-{self._name}-cuda-{lane}")
-                t.start()
-                self._threads.append(t)
-                self._queues[lane] = q
-        return q
+        self._lanes.close()
 
 
-def _launch(q: queue.SimpleQueue) -> None:
-    while True:
-        item = q.get()
-        if item is None:
-            return
-        work, start, finish = item
-        try:
-            enqueue_on_stream(work._call, work._device, start, finish, work._stream, work)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiters
-            work._set_failed(translate(exc, work._call))
+def _launch(item: tuple) -> None:
+    work, start, finish = item
+    try:
+        enqueue_on_stream(work._call, work._device, start, finish, work._stream, work)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiters
+        work._set_failed(translate(exc, work._call))

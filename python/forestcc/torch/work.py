@@ -14,7 +14,6 @@ raise when the future holds an error.
 """
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from forestcc.torch.errors import translate
+from forestcc.torch.lanes import Lanes
 
 __all__ = ["Completer", "ForestccWork", "GroupWork", "Pending", "completed_work"]
 
@@ -187,51 +187,16 @@ class Completer:
     """Completes queued calls in the background, one daemon thread per forestcc queue."""
 
     def __init__(self, name: str):
-        self._name = name
-        self._queues: dict[str, queue.SimpleQueue] = {}
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._closed = False
+        self._lanes = Lanes(name, Pending.complete)
 
     def add(self, stream: str, handles: Sequence[Any], finish: Callable[[], list[torch.Tensor]],
             call: str) -> ForestccWork:
         """The Work of a call whose ``handles`` were queued on forestcc queue ``stream``;
         ``finish()`` runs once they completed and returns the output tensors."""
         pending = Pending(handles, finish, call)
-        self._queue(stream).put(pending)
+        self._lanes.put(stream, pending)
         return ForestccWork(call, pending)
 
     def close(self) -> None:
         """Stop the threads once they completed what was queued."""
-        with self._lock:
-            self._closed = True
-            for q in self._queues.values():
-                q.put(None)
-            threads, self._threads = self._threads, []
-        for t in threads:
-            if t is not threading.current_thread():
-                t.join()
-
-    def _queue(self, stream: str) -> queue.SimpleQueue:
-        q = self._queues.get(stream)
-        if q is None:
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError(f"forestcc {self._name}: the process group was shut down")
-                q = self._queues.get(stream)
-                if q is None:
-                    q = queue.SimpleQueue()
-                    t = threading.Thread(target=_complete, args=(q,), daemon=True,
-                                         name=f"forestcc-{self._name}-{stream}")
-                    t.start()
-                    self._threads.append(t)
-                    self._queues[stream] = q
-        return q
-
-
-def _complete(q: queue.SimpleQueue) -> None:
-    while True:
-        pending = q.get()
-        if pending is None:
-            return
-        pending.complete()
+        self._lanes.close()
