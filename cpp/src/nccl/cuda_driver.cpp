@@ -30,6 +30,7 @@ struct Driver {
   int (*memcpyAsync)(unsigned long long dst, unsigned long long src, size_t bytes, void* stream) = nullptr;
   int (*getErrorString)(int error, const char** text) = nullptr;
   bool complete = false;  // every function above was found
+  int (*ctxGetDevice)(int* device) = nullptr;  // optional: without it, no current device
 };
 
 template <class F>
@@ -55,6 +56,7 @@ Driver load() {
   find(lib, "cuMemcpy", &d.memcpy, &d.complete);
   find(lib, "cuMemcpyAsync", &d.memcpyAsync, &d.complete);
   find(lib, "cuGetErrorString", &d.getErrorString, &d.complete);
+  d.ctxGetDevice = reinterpret_cast<decltype(d.ctxGetDevice)>(dlsym(lib, "cuCtxGetDevice"));
   return d;
 }
 
@@ -144,14 +146,11 @@ int deviceOf(const void* p) {
 }
 
 int currentDevice() {
-  // Asked at each communicator's init, not through driver(): the program may load CUDA between
-  // two inits, and init is no hot path.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
-  if (!lib) return -1;
-  auto get = reinterpret_cast<int (*)(int*)>(dlsym(lib, "cuCtxGetDevice"));
+  // Not a hot path (communicator init, ncclMemAlloc): looks for a driver loaded since the last look.
+  if (!found.load(std::memory_order_acquire)) loadIfPresent();
+  const Driver& d = driver();
   int device = -1;
-  if (!get || get(&device) != 0) device = -1;
-  dlclose(lib);  // drops the reference RTLD_NOLOAD took; the program's own stays
+  if (!d.ctxGetDevice || d.ctxGetDevice(&device) != 0) return -1;
   return device;
 }
 
@@ -169,10 +168,6 @@ void copyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream,
   InDevice in(d, device);
   if (int e = d.memcpyAsync(address(dst), address(src), bytes, stream)) fail(d, "cuMemcpyAsync", e);
 }
-
-}  // namespace forestcc::nccl::cuda
-
-namespace forestcc::nccl::cuda {
 
 void* allocate(size_t bytes, int device) {
   const Driver& d = usable("allocating GPU memory");
