@@ -31,6 +31,7 @@ class Communicator {
   const std::string& nodeName(int rank) const;
   double timeoutSeconds() const;
   double spinMicroseconds() const;  // how long a wait busy-polls (FORESTCC_SPIN_US, auto resolved)
+  double yieldMicroseconds() const;  // how long it then yields before it sleeps (FORESTCC_YIELD_US)
   Bootstrap& bootstrap();
 
   // Registers [data, data+size) for channels. Host memory inside a forestcc shared allocation is

@@ -1,7 +1,9 @@
 // Waiting on shared memory: spin first (a spin flag costs ~0.07 us; waking an idle core ~30 us, so
 // an early sleep would ruin latency), then yield the core (ranks may outnumber cores), then sleep
-// with a growing interval. Every wait has a deadline, watches the communicator's abort flag and
-// checks that the peer process is alive, so a lost signal or a dead peer becomes an error.
+// on the rank's doorbell (transport/doorbell.hpp; signals ring it) for a growing interval, so a
+// signal that does not ring is still seen within kMaxSleepNs. Every wait has a deadline, watches
+// the communicator's abort flag and checks that the peer process is alive, so a lost signal or a
+// dead peer becomes an error.
 #pragma once
 
 #include <immintrin.h>
@@ -13,6 +15,7 @@
 
 #include "forestcc/error.hpp"
 #include "transport/control_block.hpp"
+#include "transport/doorbell.hpp"
 #include "transport/shm/shm_segment.hpp"
 
 namespace forestcc {
@@ -24,10 +27,12 @@ constexpr long kMaxSleepNs = 200000;
 struct WaitPolicy {
   double timeoutSeconds;
   double spinMicroseconds;
+  double yieldMicroseconds;
   int rank;
   int peer;
   int peerPid;                         // 0: no liveness check
   const ControlHeader* control;        // this rank's abort flag
+  Doorbell* doorbell = nullptr;        // this rank's: sleeps end when a signal rings it
 };
 
 enum class WaitOutcome { Ready, Timeout, PeerDead, Aborted };
@@ -42,8 +47,8 @@ struct NoWatch {
   void operator()() const {}
 };
 
-// Waits until ready() (spin, yield, then sleep). Between sleeps, about every 50 ms, it checks
-// the abort flag, the peer's liveness, pending signals (checkInterrupt) and calls watch(), which
+// Waits until ready() (spin, yield, then sleep on the rank's doorbell). Between sleeps, about every
+// 50 ms, it checks the abort flag, the peer's liveness, pending signals (checkInterrupt) and calls watch(), which
 // may throw: the executor uses it to notice a peer that entered this call with other arguments.
 template <class Ready, class Watch = NoWatch>
 WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{}) {
@@ -60,7 +65,7 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{
     }
     if (clock::now() >= spinEnd) break;
   }
-  const auto yieldEnd = spinEnd + std::chrono::milliseconds(2);
+  const auto yieldEnd = spinEnd + std::chrono::nanoseconds(static_cast<int64_t>(p.yieldMicroseconds * 1e3));
   const auto deadline = start + std::chrono::nanoseconds(static_cast<int64_t>(p.timeoutSeconds * 1e9));
   auto nextLivenessCheck = start + std::chrono::milliseconds(50);
   long sleepNs = 10000;
@@ -81,8 +86,12 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{
     if (now < yieldEnd) {
       sched_yield();
     } else {
-      timespec ts{0, sleepNs};
-      nanosleep(&ts, nullptr);
+      if (p.doorbell) {
+        sleepOnDoorbell(*p.doorbell, ready, sleepNs);
+      } else {
+        timespec ts{0, sleepNs};
+        nanosleep(&ts, nullptr);
+      }
       sleepNs = sleepNs < kMaxSleepNs ? sleepNs * 2 : kMaxSleepNs;
     }
   }

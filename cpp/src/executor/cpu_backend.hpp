@@ -14,6 +14,7 @@
 #include "executor/copy_kernels.hpp"
 #include "executor/executor.hpp"
 #include "executor/reduce_kernels.hpp"
+#include "transport/doorbell.hpp"
 
 namespace forestcc::executor {
 
@@ -139,8 +140,12 @@ struct CpuBackend {
 
   void signal(int channel) {
     const ExecChannel& ch = call.plan->channels[channel];
-    if (ch.outbound) __atomic_fetch_add(ch.outbound, 1, __ATOMIC_RELEASE);
-    else ch.link->signal(SemaphoreSet::Plan, ch.pair);
+    if (ch.outbound) {
+      __atomic_fetch_add(ch.outbound, 1, __ATOMIC_RELEASE);
+      if (ch.doorbell) ringDoorbell(*ch.doorbell);
+    } else {
+      ch.link->signal(SemaphoreSet::Plan, ch.pair);
+    }
   }
 
   void flush(int channel) {

@@ -97,6 +97,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.pair = m;
       ch.inbound = s.inboundWord(SemaphoreSet::Plan, peer, m);
       ch.outbound = s.inboundWord(SemaphoreSet::Plan, peer, m ^ 1);
+      ch.doorbell = &s.control->doorbell;
       ch.expected = &expected_[static_cast<size_t>(s.rank) * kMaxPlanChannelsPerPeer + m];
     } else {
       const int i = pairIndex[peer]++;
@@ -107,6 +108,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       ch.link = &s.link(peer);
       ch.inbound = s.inboundWord(SemaphoreSet::Plan, peer, i);
       ch.outbound = ch.link->signalWord(SemaphoreSet::Plan, i);
+      ch.doorbell = ch.link->peerDoorbell();
       ch.expected = &expected_[static_cast<size_t>(peer) * kMaxPlanChannelsPerPeer + i];
       if (p.scratchBanks == 2)
         for (int b = 0; b < 2; ++b) {

@@ -31,6 +31,7 @@ void bindCommunicator(py::module_& m) {
       .def_property_readonly("local_ranks", &Communicator::localRanks)
       .def_property_readonly("timeout", &Communicator::timeoutSeconds)
       .def_property_readonly("spin_us", &Communicator::spinMicroseconds)
+      .def_property_readonly("yield_us", &Communicator::yieldMicroseconds)
       .def("node_of", &Communicator::nodeOf, py::arg("rank"))
       .def("node_name", &Communicator::nodeName, py::arg("rank"))
       .def("register_memory", [](Communicator& c, uintptr_t address, size_t nbytes) {

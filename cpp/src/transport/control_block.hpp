@@ -38,6 +38,16 @@ inline void storeAbort(ControlHeader& h, int rank, const std::string& reason, Er
   h.messageReady.store(1, std::memory_order_release);
 }
 
+// Wakes a rank's sleeping waiters. A waiter that has spun and yielded without its signal counts
+// itself in `sleepers` and sleeps on the futex `rings`; whoever signals the rank then bumps `rings`
+// and wakes it (transport/doorbell.hpp), so a rank that shares its CPU with others gives it up
+// while it waits, yet wakes as soon as its signal lands. Its own cache line: sleepers change
+// while signallers read it.
+struct alignas(64) Doorbell {
+  std::atomic<uint32_t> rings;
+  std::atomic<uint32_t> sleepers;
+};
+
 constexpr uint64_t kControlMagic = 0x4c52544343434f46ull;  // "FOCCCTRL"
 constexpr int kSemaphoreSlots = 4096;
 
@@ -132,6 +142,7 @@ struct alignas(4096) ScratchBanks {
 
 struct ControlBlock {
   ControlHeader header;
+  Doorbell doorbell;
   SemaphoreSlot slots[kSemaphoreSlots];
   SemaphoreSlot planSlots[kMaxLocalRanks][kMaxPlanChannelsPerPeer];
   SemaphoreSlot sendReady[kMaxLocalRanks];  // inbound: that rank posted a send to this one

@@ -1,5 +1,6 @@
 #include "transport/shm/node_connection.hpp"
 
+#include "transport/doorbell.hpp"
 #include "transport/stamp_seqlock.hpp"
 
 namespace forestcc {
@@ -54,6 +55,7 @@ void NodeConnection::signal(SemaphoreSet set, int index) {
   // Writes on shm and cma connections are complete when they return; the release orders them
   // before the flag.
   __atomic_fetch_add(signalWord(set, index), 1, __ATOMIC_RELEASE);
+  ringDoorbell(block_->doorbell);
 }
 
 uint64_t* NodeConnection::inboundWord(SemaphoreSet set, int index) {

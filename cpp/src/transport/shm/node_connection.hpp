@@ -56,6 +56,7 @@ class NodeConnection : public Connection {
   int peer() const override { return peer_.peer; }
 
   uint64_t* signalWord(SemaphoreSet set, int index) override;
+  Doorbell* peerDoorbell() override { return &block_->doorbell; }
   void signal(SemaphoreSet set, int index) override;
   uint64_t* inboundWord(SemaphoreSet set, int index) override;
 

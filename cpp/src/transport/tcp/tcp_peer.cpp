@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "forestcc/error.hpp"
+#include "transport/doorbell.hpp"
 #include "transport/stamp_seqlock.hpp"
 #include "transport/tcp/exposure.hpp"
 
@@ -407,8 +408,10 @@ void TcpPeer::apply(const WireHeader& h, const std::string& body) {
   switch (h.type) {
     case MessageType::Signal: {
       uint64_t* word = inboundWord(static_cast<SemaphoreSet>(h.set), static_cast<int>(h.a));
-      if (word) __atomic_fetch_add(word, 1, __ATOMIC_RELEASE);
-      else
+      if (word) {
+        __atomic_fetch_add(word, 1, __ATOMIC_RELEASE);
+        ringDoorbell(local_.control->doorbell);
+      } else
         storeAbort(local_.control->header, local_.rank,
                    rankPrefix(local_.rank) + who_ + " signalled semaphore " + std::to_string(h.a) + " of set " +
                        std::to_string(h.set) + ", which does not exist",
