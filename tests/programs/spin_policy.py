@@ -1,5 +1,5 @@
-"""Prints "SPIN <rank> <spin us> <yield us>": what FORESTCC_SPIN_US=auto and FORESTCC_YIELD_US=auto
-resolved to."""
+"""Prints "SPIN <rank> <spin us> <yield us>": the wait policy the communicator resolved
+(FORESTCC_SPIN_US, FORESTCC_YIELD_US)."""
 import forestcc
 
 comm = forestcc.init()

@@ -23,7 +23,7 @@ std::string nodeId();           // FORESTCC_NODE_ID (empty: use the hostname)
 std::string rendezvousDir();    // FORESTCC_RDZV_DIR
 std::string shmPrefix();        // FORESTCC_SHM_PREFIX
 double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait yields; -1: auto
-double yieldMicroseconds();     // FORESTCC_YIELD_US: yield time before a wait sleeps; -1: auto
+double yieldMicroseconds();     // FORESTCC_YIELD_US: yield time before a wait sleeps
 double streamingBytes();        // FORESTCC_STREAMING_BYTES: calls this large copy with streaming stores
 std::string transports();       // FORESTCC_TRANSPORT: "auto" or a list of transport names
 int tcpStreams();               // FORESTCC_TCP_STREAMS: sockets per pair of ranks over tcp

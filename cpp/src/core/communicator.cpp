@@ -200,13 +200,12 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap) : state_(std::m
     if (r == s.rank) s.localRank = static_cast<int>(s.localRanks.size());
     s.localRanks.push_back(r);
   }
-  // auto: spin (then yield) while every rank that may share this rank's CPUs can have one; when
-  // they outnumber them, a spinning or yielding rank would hold the CPU the rank it waits for
-  // needs, so it sleeps almost at once (its doorbell wakes it). Measured with 4 ranks on 2 cores
-  // and a 1.2 MB all_reduce: 2 ms of yielding cost 3.5-4.4 ms of CPU per call, 20 us 0.5-0.9 ms.
-  const bool sharing = (s.spinUs < 0 || s.yieldUs < 0) && sharesCpus(s);
-  if (s.spinUs < 0) s.spinUs = sharing ? 1 : 50;
-  if (s.yieldUs < 0) s.yieldUs = sharing ? 20 : 2000;
+  if (s.spinUs < 0) {
+    // auto: spin while every rank that may share this rank's CPUs can have one; when they
+    // outnumber them, a spinning rank would hold the CPU the rank it waits for needs, so yield
+    // almost at once.
+    s.spinUs = sharesCpus(s) ? 1 : 50;
+  }
   // Connect every peer now (mapping same-node peers' control blocks, opening sockets to other
   // nodes'), so abort() reaches all of them.
   s.makeConnections(std::move(tcp));

@@ -25,11 +25,11 @@ const std::vector<ConfigEntry>& configTable() {
        "when the ranks on this node outnumber the CPUs they may run on (their affinity masks: "
        "taskset, cpusets, launcher binding), since a spinning rank would hold the CPU the rank it "
        "waits for needs."},
-      {"FORESTCC_YIELD_US", "float", "auto",
+      {"FORESTCC_YIELD_US", "float", "20",
        "Microseconds a wait yields the core after its spin, before it sleeps until a signal rings "
-       "its rank's doorbell; auto: 2000, or 20 when the ranks on this node outnumber the CPUs "
-       "they may run on (a yielding rank stays runnable and takes CPU time the rank it waits for "
-       "needs; a sleeping one does not, and the doorbell wakes it when the signal lands)."},
+       "its rank's doorbell. Short, because a yielding rank stays runnable: when the node's CPUs "
+       "are busy (more ranks than CPUs, or other jobs) it takes CPU time the rank it waits for "
+       "needs; a sleeping one does not, and the doorbell wakes it when the signal lands."},
       {"FORESTCC_STREAMING_BYTES", "float", "50331648",
        "Collectives whose data on this node (every local rank's input and output; one buffer in "
        "place) reaches this many bytes copy with streaming (non-temporal) stores, which skip the "
@@ -101,9 +101,7 @@ std::string shmPrefix() { return configString("FORESTCC_SHM_PREFIX"); }
 double spinMicroseconds() {
   return configString("FORESTCC_SPIN_US") == "auto" ? -1 : parseFloat("FORESTCC_SPIN_US");
 }
-double yieldMicroseconds() {
-  return configString("FORESTCC_YIELD_US") == "auto" ? -1 : parseFloat("FORESTCC_YIELD_US");
-}
+double yieldMicroseconds() { return parseFloat("FORESTCC_YIELD_US"); }
 double streamingBytes() { return parseFloat("FORESTCC_STREAMING_BYTES"); }
 std::string transports() { return configString("FORESTCC_TRANSPORT"); }
 int tcpStreams() {

@@ -28,7 +28,7 @@ struct Communicator::State {
   int size = 1;
   double timeout = 300;
   double spinUs = 50;
-  double yieldUs = 2000;
+  double yieldUs = 20;
   std::vector<PeerInfo> peers;  // every rank's, from the rendezvous (transport.hpp)
   std::vector<int> nodeOf;
   std::vector<int> localRanks;
