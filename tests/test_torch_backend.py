@@ -73,6 +73,8 @@ def test_mismatch_and_timeout_raise_on_every_rank(no_new_shm):
     assert "DistBackendError" in err and "timed out after 3 s" in err and "rank 1" in err, err
     (poisoned,) = res.lines("POISONED")
     assert "poisoned" in poisoned and "rank 0 reported" in poisoned, poisoned
+    (monitored,) = res.lines("MONITORED")
+    assert "rank 1 failed to pass monitored_barrier" in monitored, monitored
 
 
 def test_dead_rank_becomes_an_error_not_a_hang():

@@ -5,7 +5,9 @@ argv: CASE
              then the same on a fresh group with async_op=True: Work.wait() raises, exception()
              holds the error; then, on a group made with timeout=3 s, rank 1 stays away from an
              all_reduce: rank 0 raises after 3 s naming rank 1 and rank 1, arriving later, finds
-             the group poisoned. Prints "ERROR", "ASYNC_ERROR", "TIMEOUT" and "POISONED" lines.
+             the group poisoned; then rank 1 stays away from a monitored barrier with a 3 s
+             timeout: rank 0 raises naming it. Prints "ERROR", "ASYNC_ERROR", "TIMEOUT",
+             "POISONED" and "MONITORED" lines.
   dead_rank  the last rank is SIGKILLed after a first all_reduce; the others' next all_reduce
              raises DistBackendError naming it. Prints "ERROR ...".
 """
@@ -60,6 +62,16 @@ if case == "mismatch":
             print("NO ERROR", flush=True)
         except dist.DistBackendError as e:
             report("POISONED", e)
+    if R != 1:
+        try:
+            dist.group.WORLD.monitored_barrier(timedelta(seconds=3), wait_all_ranks=True)
+            print("NO ERROR", flush=True)
+        except RuntimeError as e:
+            if R == 0:
+                report("MONITORED", e)
+        store.set(f"monitored {R} done", "1")
+    else:  # arrive only once every other rank has given up on it
+        store.wait([f"monitored {r} done" for r in range(N) if r != 1], timedelta(seconds=120))
 elif case == "dead_rank":
     dist.all_reduce(torch.ones(8))
     if R == N - 1:

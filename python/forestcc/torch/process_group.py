@@ -223,7 +223,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
             self._store.set(f"{key}/{me}", b"1")
             try:
                 self._store.wait([f"{key}/done"], timeout)
-            except Exception as exc:
+            except RuntimeError as exc:  # torch's DistStoreError (a timeout) is one
                 raise RuntimeError(f"forestcc monitored_barrier: rank {me} did not hear from "
                                    f"rank 0 within {timeout}: {exc}") from exc
             return
@@ -233,7 +233,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
                 # once one rank is missing the time is up: only look for the others
                 left = timeout if not missing else timedelta(milliseconds=1)
                 self._store.wait([f"{key}/{r}"], left)
-            except Exception:
+            except RuntimeError:  # torch's DistStoreError: not there in time
                 missing.append(r)
                 if not wait_all_ranks:
                     break
