@@ -277,17 +277,18 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
         from .box_rotation import rotation_forest
         forest = rotation_forest(graph, k)
         if forest is not None:
-            trees, k_used, natural_k, cut, achieved, stats = forest
+            trees, k_used, natural_k, cut, achieved, stats, used = forest
             if collective != "all_gather":  # routes were built on `graph`; evaluate as the user runs them
                 if collective == "reduce_scatter":
                     trees = [Tree(t.root, t.multiplicity, t.arcs, tuple(r[::-1] for r in t.routes))
                              for t in trees]
                 achieved = None
-            return _finish(topo, graph, collective, trees, k_used, natural_k, cut, "box-rotation",
+            return _finish(topo, graph, collective, trees, k_used, natural_k, cut, used,
                            stats, factor, achieved)
         if method == "box-rotation":
-            raise TopologyError(f"{topo.name}: box rotation needs identical boxes with one rail "
-                                "per compute node")
+            raise TopologyError(f"{topo.name}: the box construction needs boxes with the same "
+                                "rails, one rank per rail, each box joined by its own switches, "
+                                "and did not reach the cut bound here")
     src, dst, cap, _ = _integer_capacities(graph)
     compute = [n.is_compute for n in graph.nodes]
     result = _graph_module().generate_forest(len(graph.nodes), compute, src, dst, cap, k or 0)
