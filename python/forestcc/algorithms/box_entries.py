@@ -62,26 +62,24 @@ def plan_entries(topo, shape, tau: Fraction, k: int) -> EntryPlan | None:
     base = k * outside // m              # units per rail under the rotation alone
     plan: EntryPlan = {}
     for b in shape.box_ids:
-        quotas = _quotas(shape, sums, b, tau, k, n, base)
-        if quotas is None:
+        bounds = _quotas(shape, sums, b, tau, k, n, base)
+        if bounds is None:
             return None
+        quotas, high, capacity = bounds
         if all(q == base for q in quotas.values()):
             continue
-        units = _assign_extras(shape, b, quotas, base, k)
-        if units is None:
-            return None
-        capacity = {r: math.floor(k * tau * sums[shape.members[b][r]][1]) - k * (m - 1)
-                    for r in shape.rails}
-        forwards = _forwarding(units, shape.rails, capacity)
+        forwards = _entries_and_forwarding(shape, b, quotas, high, base, k, capacity)
         if forwards is None:
             return None
         plan[b] = forwards
     return plan
 
 
-def _quotas(shape, sums, b, tau, k, n, base) -> dict[int, int] | None:
-    """Units entering box b per rail: the rotation's share raised to what each GPU's fabric
-    leaves to its NIC, then further where the fabric cannot forward the rest."""
+def _quotas(shape, sums, b, tau, k, n, base):
+    """(units entering box b per rail, the most each rail's NIC takes, what each rail's fabric can
+    forward), or None: the rotation's
+    share raised to what each GPU's fabric leaves to its NIC, then further where the fabric
+    cannot forward the rest."""
     m = len(shape.rails)
     outside = n - m
     low, high, fab_out = {}, {}, {}
@@ -89,9 +87,10 @@ def _quotas(shape, sums, b, tau, k, n, base) -> dict[int, int] | None:
         fab_in, out, nic_in, _ = sums[shape.members[b][r]]
         low[r] = max(base, math.ceil(k * (n - 1) - k * tau * fab_in))
         high[r] = min(k * outside, math.floor(k * tau * nic_in))
-        fab_out[r] = math.floor(k * tau * out) - k * (m - 1)
-        if low[r] > high[r] or fab_out[r] < 0:
-            return None
+        fab_out[r] = max(0, math.floor(k * tau * out) - k * (m - 1))
+        if low[r] > high[r]:
+            return None  # the rail cannot take the rotation's share, or the box's own shards
+            # would have to leave it and come back: neither is a pattern of entries
     quotas = dict(low)
     # Every unit entering through the NIC spares one fabric delivery: raise the quotas of the
     # rails with the most NIC room until the fabric can forward what remains.
@@ -104,13 +103,38 @@ def _quotas(shape, sums, b, tau, k, n, base) -> dict[int, int] | None:
         step = min(room, max(1, missing // m))
         quotas[r] += step
         missing -= step
-    return quotas
+    return quotas, high, fab_out
 
 
-def _assign_extras(shape, b, quotas, base, k):
+def _entries_and_forwarding(shape, b, quotas, high, base, k, capacity, attempts=16):
+    """Extra entries, then who forwards to whom. When some entries cannot forward all that their
+    units leave to them (a GPU with a weak fabric link), the shortfall goes to more extra entries
+    on the rails with the most NIC room and fabric capacity, which the weak units take first."""
+    m = len(shape.rails)
+    quotas = dict(quotas)
+    for _ in range(attempts):
+        units = _assign_extras(shape, b, quotas, base, k, capacity)
+        if units is None:
+            return None
+        forwards, shortfall = _forwarding(units, shape.rails, capacity)
+        if forwards is not None:
+            return forwards
+        more = max(1, -(-shortfall // max(1, m - 2)))
+        while more > 0:
+            r = max(shape.rails, key=lambda r: (high[r] > quotas[r], capacity[r]))
+            if quotas[r] >= high[r]:
+                return None
+            step = min(more, high[r] - quotas[r])
+            quotas[r] += step
+            more -= step
+    return None
+
+
+def _assign_extras(shape, b, quotas, base, k, capacity):
     """Every unit from outside box b keeps its rotation rail; the extras go, one per unit and pass,
-    to the rail with the most quota left (ties: the least used sending NIC), units taken root by
-    root with unit 0 first, so that a root's units differ in as few trees as possible."""
+    to the rail with the most quota left (ties: the least used sending NIC). Units whose rotation
+    rail has the least fabric capacity per entering unit go first; among equals, root by root
+    with unit 0 first, so that a root's units differ in as few trees as possible."""
     m = len(shape.rails)
     position = {x: i for i, x in enumerate(shape.box_ids)}
     left = {r: quotas[r] - base for r in shape.rails}
@@ -123,6 +147,8 @@ def _assign_extras(shape, b, quotas, base, k):
                 root = shape.members[b0][r0]
                 entries[(root, u)] = [shape.rails[(r0_index + shift) % m]]
                 order.append((root, u, b0))
+    strength = {r: capacity[r] / max(1, quotas[r]) for r in shape.rails}
+    order.sort(key=lambda unit: strength[entries[(unit[0], unit[1])][0]])
     sent: dict[tuple[int, int], int] = defaultdict(int)
     while any(left.values()):
         progress = False
@@ -153,9 +179,9 @@ def _forwarding(units, rails, capacity):
         by_pattern[tuple(sorted(units[unit]))].append(unit)
     demands = {(p, t): len(members) for p, members in by_pattern.items()
                for t in rails if t not in p}
-    flows = _max_flow_split(demands, capacity)
+    flows, shortfall = _max_flow_split(demands, capacity)
     if flows is None:
-        return None
+        return None, shortfall
     out = {}
     for p, members in by_pattern.items():
         forwards = [dict() for _ in members]
@@ -169,12 +195,12 @@ def _forwarding(units, rails, capacity):
                     i += 1
         for unit, fwd in zip(members, forwards):
             out[unit] = (tuple(units[unit]), fwd)
-    return out
+    return out, 0
 
 
 def _max_flow_split(demands, capacity):
-    """{(pattern, target): {rail in pattern: units}} meeting every demand within the rails'
-    capacities, or None. Augmenting paths on the bipartite graph (patterns x targets) -> rails;
+    """({(pattern, target): {rail in pattern: units}}, 0) meeting every demand within the rails'
+    capacities, or (None, units that could not be placed). Augmenting paths on the bipartite graph (patterns x targets) -> rails;
     the graph has a few hundred nodes at most."""
     flow = {key: defaultdict(int) for key in demands}
     used = defaultdict(int)
@@ -183,7 +209,7 @@ def _max_flow_split(demands, capacity):
         while left[key] > 0:
             path = _augmenting_path(key, flow, used, capacity)
             if path is None:
-                return None
+                return None, sum(left.values())
             amount = left[key]
             for (d, g), sign in path:
                 if sign < 0:
@@ -193,7 +219,7 @@ def _max_flow_split(demands, capacity):
                 flow[d][g] += sign * amount
             used[path[-1][0][1]] += amount
             left[key] -= amount
-    return flow
+    return flow, 0
 
 
 def _augmenting_path(start, flow, used, capacity):

@@ -286,9 +286,9 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
             return _finish(topo, graph, collective, trees, k_used, natural_k, cut, used,
                            stats, factor, achieved)
         if method == "box-rotation":
-            raise TopologyError(f"{topo.name}: the box construction needs boxes with the same "
-                                "rails, one rank per rail, each box joined by its own switches, "
-                                "and did not reach the cut bound here")
+            raise TopologyError(f"{topo.name}: box rotation (with or without extra entries) needs "
+                                "boxes with the same rails, one rank per rail, each box joined by "
+                                "its own switches, and did not reach the cut bound here")
     src, dst, cap, _ = _integer_capacities(graph)
     compute = [n.is_compute for n in graph.nodes]
     result = _graph_module().generate_forest(len(graph.nodes), compute, src, dst, cap, k or 0)
