@@ -184,7 +184,7 @@ def _forwarding(units, rails, capacity):
         return None, shortfall
     out = {}
     for p, members in by_pattern.items():
-        forwards = [dict() for _ in members]
+        forwards: list[dict[int, int]] = [{} for _ in members]
         for t in rails:
             if t in p:
                 continue
@@ -200,8 +200,8 @@ def _forwarding(units, rails, capacity):
 
 def _max_flow_split(demands, capacity):
     """({(pattern, target): {rail in pattern: units}}, 0) meeting every demand within the rails'
-    capacities, or (None, units that could not be placed). Augmenting paths on the bipartite graph (patterns x targets) -> rails;
-    the graph has a few hundred nodes at most."""
+    capacities, or (None, units that could not be placed). Augmenting paths on the bipartite
+    graph (pattern, target) -> rails, which has a few hundred nodes at most."""
     flow = {key: defaultdict(int) for key in demands}
     used = defaultdict(int)
     left = dict(demands)
@@ -209,7 +209,7 @@ def _max_flow_split(demands, capacity):
         while left[key] > 0:
             path = _augmenting_path(key, flow, used, capacity)
             if path is None:
-                return None, sum(left.values())
+                break  # go on with the others: the shortfall is what the flow cannot place
             amount = left[key]
             for (d, g), sign in path:
                 if sign < 0:
@@ -219,7 +219,8 @@ def _max_flow_split(demands, capacity):
                 flow[d][g] += sign * amount
             used[path[-1][0][1]] += amount
             left[key] -= amount
-    return flow, 0
+    shortfall = sum(left.values())
+    return (None, shortfall) if shortfall else (flow, 0)
 
 
 def _augmenting_path(start, flow, used, capacity):
