@@ -17,7 +17,13 @@ from forestcc.algorithms.box_rotation import box_shape, rotation_forest
 from forestcc.algorithms.forest import cut_ratio, throughput_bound
 from forestcc.topology import Node, Topology, TopologyError, bidirectional
 from forestcc.topology.presets import a100_fat_tree
-from forestcc.topology.variants import one_box_slower, remove_links, scale_links
+from forestcc.topology.variants import (
+    gpu_links,
+    one_box_slower,
+    one_gpu_slower,
+    remove_links,
+    scale_links,
+)
 
 
 def rail_cluster(boxes: int, gpus: int, leaves: int = 1, uplink: Fraction = Fraction(1)) -> Topology:
@@ -43,14 +49,6 @@ def rail_cluster(boxes: int, gpus: int, leaves: int = 1, uplink: Fraction = Frac
     return Topology(f"rails-{boxes}x{gpus}", nodes, links)
 
 
-def on_gpu_fabric(gpu: str):
-    return lambda l: gpu in (l.src, l.dst) and "nvswitch" in l.src + l.dst
-
-
-def on_gpu_nic(gpu: str):
-    return lambda l: gpu in (l.src, l.dst) and "leaf" in l.src + l.dst
-
-
 @st.composite
 def degraded(draw, boxes: int, gpus: int, most: int | None = None):
     """A rail cluster where GPUs' NVLink runs at a random fraction of its speed, or failed
@@ -64,12 +62,12 @@ def degraded(draw, boxes: int, gpus: int, most: int | None = None):
         fabric = draw(st.sampled_from([1, 1, 1, Fraction(3, 4), Fraction(1, 2), Fraction(1, 4),
                                        Fraction(1, 12), None]))
         if fabric is None:
-            topo = remove_links(topo, on_gpu_fabric(gpu))
+            topo = remove_links(topo, gpu_links(topo, gpu, "nvlink"))
         elif fabric != 1:
-            topo = scale_links(topo, on_gpu_fabric(gpu), fabric)
+            topo = scale_links(topo, gpu_links(topo, gpu, "nvlink"), fabric)
         nic = draw(st.sampled_from([1, 1, 1, 1, Fraction(1, 2), 2]))
         if nic != 1:
-            topo = scale_links(topo, on_gpu_nic(gpu), nic)
+            topo = scale_links(topo, gpu_links(topo, gpu, "nic"), nic)
     return topo
 
 
@@ -106,9 +104,9 @@ def test_the_degraded_clusters_take_every_path():
         topo = rail_cluster(4, 4)
         for factor, gpu in ((box0, "b0.gpu1"), (box1, "b2.gpu3")):
             if factor is None:
-                topo = remove_links(topo, on_gpu_fabric(gpu))
+                topo = remove_links(topo, gpu_links(topo, gpu, "nvlink"))
             elif factor != 1:
-                topo = scale_links(topo, on_gpu_fabric(gpu), factor)
+                topo = scale_links(topo, gpu_links(topo, gpu, "nvlink"), factor)
         seen.add(exact(topo).method)
     assert seen == {"box-rotation", "box-entries", "generic"}
 
@@ -130,7 +128,7 @@ def test_several_slow_boxes_and_a_weak_gpu():
         topo = one_box_slower(topo, box, "nvlink")
     # one GPU of box 5 at half its NVLink binds like the slow boxes' GPUs (a slower one would set
     # a larger bound of its own, and the slow boxes would no longer need extra entries)
-    topo = scale_links(topo, on_gpu_fabric("b5.gpu2"), Fraction(1, 2))
+    topo = one_gpu_slower(topo, "b5.gpu2", "nvlink", Fraction(1, 2))
     forest = exact(topo)
     assert forest.method == "box-entries" and forest.stats["boxes_with_extra_entries"] == 4
 
@@ -138,7 +136,7 @@ def test_several_slow_boxes_and_a_weak_gpu():
 def test_a_weak_gpu_gets_helpers_for_what_it_cannot_forward():
     # GPU 3 of box 0 at a quarter of its NVLink saturates its NIC; the units it enters alone it
     # cannot forward to all seven others, so other rails take extra entries for them
-    topo = scale_links(a100_fat_tree(16, 16), on_gpu_fabric("b0.gpu3"), Fraction(1, 4))
+    topo = one_gpu_slower(a100_fat_tree(16, 16), "b0.gpu3", "nvlink", Fraction(1, 4))
     shape = box_shape(topo)
     tau = throughput_bound(topo)[1]
     plan = plan_entries(topo, shape, cut_ratio(topo, tau), 4)
@@ -170,7 +168,7 @@ def test_a_box_whose_own_shards_must_leave_it_is_left_to_the_generic_path():
 
 def test_one_slow_nic_in_a_box_is_left_to_the_generic_path():
     # rail 1 of box 0 cannot take the rotation's share of entries; entries only ever add
-    topo = scale_links(rail_cluster(4, 4), on_gpu_nic("b0.gpu1"), Fraction(1, 2))
+    topo = one_gpu_slower(rail_cluster(4, 4), "b0.gpu1", "nic", Fraction(1, 2))
     assert _plan(topo) is None
     assert exact(topo).method == "generic"
 
@@ -182,3 +180,16 @@ def test_a_blocking_network_fails_the_evaluation_and_falls_back():
     assert _plan(topo) == {}  # no box needs extra entries: the NICs are not what binds
     assert rotation_forest(topo, None) is None
     assert exact(topo).method == "generic"
+
+
+def test_gpu_links_selects_one_gpu_and_names_a_bad_one():
+    topo = rail_cluster(2, 2)
+    nvlink = [l for l in topo.links if gpu_links(topo, "b1.gpu0", "nvlink")(l)]
+    nic = [l for l in topo.links if gpu_links(topo, "b1.gpu0", "nic")(l)]
+    assert sorted((l.src, l.dst) for l in nvlink) == [("b1.gpu0", "b1.nvswitch"), ("b1.nvswitch", "b1.gpu0")]
+    assert sorted((l.src, l.dst) for l in nic) == [("b1.gpu0", "leaf0.0"), ("leaf0.0", "b1.gpu0")]
+    worn = one_gpu_slower(topo, "b1.gpu0", "nvlink", Fraction(11, 12))
+    assert worn.capacities()[("b1.gpu0", "b1.nvswitch")] == 275
+    for bad in ("b9.gpu0", "b1.nvswitch"):
+        with pytest.raises(TopologyError, match=repr(bad)):
+            gpu_links(topo, bad, "nvlink")
