@@ -10,8 +10,13 @@ joining equal rails of different boxes. The tree of the rank (box b0, rail r0):
 Every network link out of (b0, r) then carries B-1 tree entries, one per other box, and every
 link into (b, r) B-1 as well: the all_gather traffic of the box cut spread evenly over all NICs.
 That is exactly the bound when the box cut is the tight one, as in large rail-optimized clusters.
+Boxes need not be identical. A box whose GPUs bind through their own fabric (half its NVLink, an
+older generation, one GPU with failed NVLinks) needs more of the network than one entry per tree:
+``box_entries`` decides, per such box, which trees enter it through extra rails and which entry
+forwards to which GPU, from the exact cut bound; every other box keeps the plain rotation.
+
 The forest is accepted only when the independent evaluation meets the cut bound, so the rotation is
-a shortcut that uses the boxes' symmetry, never an approximation passed off as the optimum.
+a shortcut that uses the boxes' structure, never an approximation passed off as the optimum.
 """
 from __future__ import annotations
 

@@ -260,10 +260,12 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
     k: trees per root (counted with multiplicity). None picks the smallest k at which the optimum is
     reached exactly; a smaller k costs throughput, reported as ``Forest.loss``.
     method: "generic" (cut bound, switch removal, Edmonds packing: any topology with balanced
-    switches), "box-rotation" (a direct construction for boxes with one rank per rail; accepted only
-    when the independent evaluation meets the bound), or "auto": box-rotation first wherever the
-    topology has that shape (whatever its size: when it applies it is optimal and orders of
-    magnitude faster), the generic path when it does not apply or does not reach the bound.
+    switches), "box-rotation" (a direct construction for boxes with one rank per rail, entering a
+    box through several rails where its fabric binds: ``Forest.method`` then says "box-entries";
+    accepted only when the independent evaluation meets the bound), or "auto": box-rotation first
+    wherever the topology has that shape (whatever its size: when it applies it is optimal and
+    orders of magnitude faster), the generic path when it does not apply or does not reach the
+    bound.
     """
     _check_collective(topo, collective)
     _check_switches_balanced(topo)
