@@ -145,9 +145,9 @@ def test_a_weak_gpu_gets_helpers_for_what_it_cannot_forward():
     assert exact(topo).method == "box-entries"
 
 
-def _plan(topo: Topology):
+def _plan(topo: Topology, k: int = 8):
     _, cut = throughput_bound(topo)
-    return plan_entries(topo, box_shape(topo), cut_ratio(topo, cut), 8)
+    return plan_entries(topo, box_shape(topo), cut_ratio(topo, cut), k)
 
 
 def test_a_rank_linked_into_another_box_is_left_to_the_generic_path():
@@ -166,11 +166,20 @@ def test_a_box_whose_own_shards_must_leave_it_is_left_to_the_generic_path():
         generate_forest(topo, method="box-rotation")
 
 
-def test_one_slow_nic_in_a_box_is_left_to_the_generic_path():
-    # rail 1 of box 0 cannot take the rotation's share of entries; entries only ever add
-    topo = one_gpu_slower(rail_cluster(4, 4), "b0.gpu1", "nic", Fraction(1, 2))
-    assert _plan(topo) is None
-    assert exact(topo).method == "generic"
+@pytest.mark.parametrize("nic", [Fraction(1, 2), None])
+def test_one_slow_or_missing_nic_moves_entries_to_other_rails(nic):
+    # rail 1 of box 0 cannot take the rotation's share of entries, nor send its share of box 0's
+    # trees out: those units move to rails with room, on both sides
+    topo = rail_cluster(4, 4)
+    if nic is None:
+        topo = remove_links(topo, gpu_links(topo, "b0.gpu1", "nic"))
+    else:
+        topo = one_gpu_slower(topo, "b0.gpu1", "nic", nic)
+    forest = exact(topo)
+    assert forest.method == "box-entries"
+    plan = _plan(topo, forest.k)
+    assert any(len(units) < 12 * forest.k for units in plan.values())  # partial: moved units
+    assert exact(topo, "generic").bound_time == forest.bound_time
 
 
 def test_a_blocking_network_fails_the_evaluation_and_falls_back():

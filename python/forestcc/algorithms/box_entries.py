@@ -52,8 +52,9 @@ def _link_sums(topo, shape):
 
 
 def plan_entries(topo, shape, tau: Fraction, k: int) -> EntryPlan | None:
-    """Extra entries and forwarding for every box whose GPUs need more than one entry per tree
-    ({} when none does: the plain rotation), or None when some box's quotas cannot be met."""
+    """Extra entries and forwarding for every box whose GPUs need more than one entry per tree,
+    and moved entries where a sending NIC cannot carry the rotation's share ({} when nothing
+    needs either: the plain rotation), or None when some box's quotas cannot be met."""
     sums = _link_sums(topo, shape)
     if sums is None:
         return None
@@ -72,38 +73,98 @@ def plan_entries(topo, shape, tau: Fraction, k: int) -> EntryPlan | None:
         if forwards is None:
             return None
         plan[b] = forwards
+    if not _relieve_senders(shape, sums, plan, tau, k):
+        return None
     return plan
+
+
+def _relieve_senders(shape, sums, plan, tau, k) -> bool:
+    """Moves rotation entries off the sending NICs that cannot carry them (a slower NIC sends
+    less too): into boxes the plan does not decide yet, the units a rail of box b0 would send
+    go through other rails of b0 that have room, into rails of the target box that have room.
+    Adds those units to `plan` (a partial plan: units not named keep the rotation). False when
+    some NIC stays over."""
+    m, count = len(shape.rails), len(shape.box_ids)
+    position = {x: i for i, x in enumerate(shape.box_ids)}
+    nic = {(b, r): (math.floor(k * tau * sums[v][2]), math.floor(k * tau * sums[v][3]))
+           for b, members in shape.members.items() for r, v in members.items()}
+    sent = {key: k * (count - 1 - sum(1 for b in plan if b != key[0])) for key in nic}
+    got = {key: k * (count - 1) for key in nic}
+    box_of = {v: b for b, members in shape.members.items() for v in members.values()}
+    decided = set(plan)  # boxes that needed more of their NICs: every unit into them is planned
+    for b, units in plan.items():
+        for (root, _u), (entries, _) in units.items():
+            for r in entries:
+                sent[(box_of[root], r)] += 1
+    over = [key for key in nic if sent[key] > nic[key][1]]
+    for b0, r in over:
+        for shift in range(1, count):
+            b = shape.box_ids[(position[b0] + shift) % count]
+            if sent[(b0, r)] <= nic[(b0, r)][1]:
+                break
+            if b in decided:
+                continue
+            r_index = shape.rails.index(r)
+            root = shape.members[b0][shape.rails[(r_index - shift) % m]]
+            moved = plan.setdefault(b, {})
+            for u in range(k):
+                if sent[(b0, r)] <= nic[(b0, r)][1]:
+                    break
+                room = [x for x in shape.rails if x != r and sent[(b0, x)] < nic[(b0, x)][1]
+                        and got[(b, x)] < nic[(b, x)][0]]
+                if not room:
+                    continue
+                to = max(room, key=lambda x: min(nic[(b0, x)][1] - sent[(b0, x)],
+                                                 nic[(b, x)][0] - got[(b, x)]))
+                moved[(root, u)] = ((to,), {})
+                sent[(b0, r)] -= 1
+                sent[(b0, to)] += 1
+                got[(b, r)] -= 1
+                got[(b, to)] += 1
+            if not moved:
+                del plan[b]
+        if sent[(b0, r)] > nic[(b0, r)][1]:
+            return False
+    return True
 
 
 def _quotas(shape, sums, b, tau, k, n, base):
     """(units entering box b per rail, the most each rail's NIC takes, what each rail's fabric can
-    forward), or None: the rotation's
-    share raised to what each GPU's fabric leaves to its NIC, then further where the fabric
-    cannot forward the rest."""
+    forward), or None. A rail starts from the rotation's share, lowered to what its NIC takes (a
+    slower NIC: units move to other rails) and raised to what its GPU's fabric leaves to the NIC;
+    then rails with room take more until every unit enters somewhere and the fabric can forward
+    the rest."""
     m = len(shape.rails)
     outside = n - m
     low, high, fab_out = {}, {}, {}
     for r in shape.rails:
         fab_in, out, nic_in, _ = sums[shape.members[b][r]]
-        low[r] = max(base, math.ceil(k * (n - 1) - k * tau * fab_in))
+        need = math.ceil(k * (n - 1) - k * tau * fab_in)
         high[r] = min(k * outside, math.floor(k * tau * nic_in))
         fab_out[r] = max(0, math.floor(k * tau * out) - k * (m - 1))
-        if low[r] > high[r]:
-            return None  # the rail cannot take the rotation's share, or the box's own shards
-            # would have to leave it and come back: neither is a pattern of entries
+        if need > high[r]:
+            return None  # the box's own shards would have to leave it and come back
+        low[r] = max(need, min(base, high[r]))
     quotas = dict(low)
-    # Every unit entering through the NIC spares one fabric delivery: raise the quotas of the
-    # rails with the most NIC room until the fabric can forward what remains.
-    missing = (k * outside * m - sum(quotas.values())) - sum(fab_out.values())
+    # every unit enters somewhere; then every unit through a NIC spares one fabric delivery
+    if not _raise(quotas, high, k * outside - sum(quotas.values())):
+        return None
+    if not _raise(quotas, high, k * outside * m - sum(quotas.values()) - sum(fab_out.values())):
+        return None
+    return quotas, high, fab_out
+
+
+def _raise(quotas, high, missing) -> bool:
+    """Adds `missing` units to the quotas, to the rails with the most NIC room first."""
     while missing > 0:
-        r = max(shape.rails, key=lambda r: high[r] - quotas[r])
+        r = max(quotas, key=lambda r: high[r] - quotas[r])
         room = high[r] - quotas[r]
         if room <= 0:
-            return None
-        step = min(room, max(1, missing // m))
+            return False
+        step = min(room, max(1, missing // len(quotas)))
         quotas[r] += step
         missing -= step
-    return quotas, high, fab_out
+    return True
 
 
 def _entries_and_forwarding(shape, b, quotas, high, base, k, capacity, attempts=16):
@@ -131,7 +192,8 @@ def _entries_and_forwarding(shape, b, quotas, high, base, k, capacity, attempts=
 
 
 def _assign_extras(shape, b, quotas, base, k, capacity):
-    """Every unit from outside box b keeps its rotation rail; the extras go, one per unit and pass,
+    """Every unit from outside box b keeps its rotation rail, unless that rail's quota is below
+    the rotation's share (then it moves to the rail with most room); the extras go, one per unit and pass,
     to the rail with the most quota left (ties: the least used sending NIC). Units whose rotation
     rail has the least fabric capacity per entering unit go first; among equals, root by root
     with unit 0 first, so that a root's units differ in as few trees as possible."""
@@ -147,9 +209,19 @@ def _assign_extras(shape, b, quotas, base, k, capacity):
                 root = shape.members[b0][r0]
                 entries[(root, u)] = [shape.rails[(r0_index + shift) % m]]
                 order.append((root, u, b0))
+    sent: dict[tuple[int, int], int] = defaultdict(int)
+    for root, u, b0 in order:  # a rail short of NIC hands units over to rails with room
+        r = entries[(root, u)][0]
+        if left[r] >= 0:
+            continue
+        to = max((x for x in shape.rails if left[x] > 0), key=lambda x: (left[x], -sent[(b0, x)]))
+        entries[(root, u)][0] = to
+        left[r] += 1
+        left[to] -= 1
+        sent[(b0, to)] += 1
+        sent[(b0, r)] -= 1
     strength = {r: capacity[r] / max(1, quotas[r]) for r in shape.rails}
     order.sort(key=lambda unit: strength[entries[(unit[0], unit[1])][0]])
-    sent: dict[tuple[int, int], int] = defaultdict(int)
     while any(left.values()):
         progress = False
         for root, u, b0 in order:

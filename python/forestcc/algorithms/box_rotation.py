@@ -167,7 +167,7 @@ def _assemble(topo: Topology, shape: BoxShape, plan, k: int):
                     return None
             variants: dict[tuple, int] = {}
             for u in range(k):
-                key = tuple((b, plan[b][(root, u)][0], tuple(sorted(plan[b][(root, u)][1].items())))
+                key = tuple((b, *_planned_entry(shape, plan[b], root, u, b0, b, position))
                             for b in planned)
                 variants[key] = variants.get(key, 0) + 1
             for key, multiplicity in variants.items():
@@ -177,6 +177,17 @@ def _assemble(topo: Topology, shape: BoxShape, plan, k: int):
                         return None
                 trees.append(Tree(rank[root], multiplicity, tuple(tree_arcs), tuple(tree_routes)))
     return trees
+
+
+def _planned_entry(shape: BoxShape, units, root: int, u: int, b0: int, b: int, position):
+    """(entry rails, sorted (target rail, forwarding rail) pairs) of unit u of `root` into box b:
+    as planned, or the rotation's single rail where the plan leaves the unit alone."""
+    chosen = units.get((root, u))
+    if chosen is not None:
+        return chosen[0], tuple(sorted(chosen[1].items()))
+    shift = (position[b] - position[b0]) % len(shape.box_ids)
+    r0_index = shape.rails.index(next(r for r, v in shape.members[b0].items() if v == root))
+    return (shape.rails[(r0_index + shift) % len(shape.rails)],), ()
 
 
 def _enter(shape: BoxShape, rank, arcs, routes, b0: int, b: int, entries, forwards) -> bool:
