@@ -5,7 +5,8 @@ Real clusters are never perfectly uniform. Each case is a preset (the sizes the 
 published generation times for), or a rail-optimized fat tree of DGX-A100 boxes
 (``topology.presets.a100_fat_tree``), uniform or changed by ``topology.variants``: box 0 with
 half-speed NICs or half its NVLink bandwidth, one GPU (b0.gpu3) with a quarter of its NVLink (most
-of its NVLinks failed), or every other box a newer generation (NVLink x1.5, NIC x2). Each is
+of its NVLinks failed), with its NIC at half speed or gone, or every other box a newer generation
+(NVLink x1.5, NIC x2). Each is
 generated with the method the case names. Each case runs in its own process, so peak memory is per
 case, and is stopped after --timeout seconds (printed as "> T s"). Prints, per case: ranks, the
 method that produced the forest, wall and CPU seconds (the machine may be shared: CPU seconds are
@@ -34,6 +35,8 @@ CASES = [
     ("fattree-128-nic/2", "fattree:16:nic", "auto", 128, None),
     ("fattree-128-nvlink/2", "fattree:16:nvlink", "auto", 128, None),
     ("fattree-128-gpu-nvlink/4", "fattree:16:gpu-nvlink", "auto", 128, None),
+    ("fattree-128-gpu-nic/2", "fattree:16:gpu-nic", "auto", 128, None),
+    ("fattree-128-gpu-nic-gone", "fattree:16:gpu-nic-gone", "auto", 128, None),
     ("fattree-128-mixed", "fattree:16:mixed", "auto", 128, None),
     ("fattree-128-nvlink/2-generic", "fattree:16:nvlink", "generic", 128, None),
     ("fattree-128-generic", "fattree:16:-", "generic", 128, None),
@@ -41,6 +44,8 @@ CASES = [
     ("fattree-1024-nic/2", "fattree:128:nic", "auto", 1024, None),
     ("fattree-1024-nvlink/2", "fattree:128:nvlink", "auto", 1024, None),
     ("fattree-1024-gpu-nvlink/4", "fattree:128:gpu-nvlink", "auto", 1024, None),
+    ("fattree-1024-gpu-nic/2", "fattree:128:gpu-nic", "auto", 1024, None),
+    ("fattree-1024-gpu-nic-gone", "fattree:128:gpu-nic-gone", "auto", 1024, None),
     ("fattree-1024-mixed", "fattree:128:mixed", "auto", 1024, None),
     ("fattree-1024-generic", "fattree:128:-", "generic", 1024, None),
     ("fattree-4096-nvlink/2", "fattree:512:nvlink", "auto", 4096, None),
@@ -53,7 +58,7 @@ def build(spec: str):
 
     from forestcc.topology import preset
     from forestcc.topology.presets import a100_fat_tree
-    from forestcc.topology.variants import one_box_slower, one_gpu_slower
+    from forestcc.topology.variants import gpu_links, one_box_slower, one_gpu_slower, remove_links
     kind, _, rest = spec.partition(":")
     if kind == "preset":
         return preset(rest)
@@ -63,6 +68,10 @@ def build(spec: str):
         topo = one_box_slower(topo, 0, change)
     elif change == "gpu-nvlink":
         topo = one_gpu_slower(topo, "b0.gpu3", "nvlink", Fraction(1, 4))
+    elif change == "gpu-nic":
+        topo = one_gpu_slower(topo, "b0.gpu3", "nic", Fraction(1, 2))
+    elif change == "gpu-nic-gone":
+        topo = remove_links(topo, gpu_links(topo, "b0.gpu3", "nic"))
     elif change == "mixed":
         for b in range(0, int(boxes), 2):
             topo = one_box_slower(topo, b, "nvlink", Fraction(3, 2))
