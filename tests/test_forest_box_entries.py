@@ -202,3 +202,25 @@ def test_gpu_links_selects_one_gpu_and_names_a_bad_one():
     for bad in ("b9.gpu0", "b1.nvswitch"):
         with pytest.raises(TopologyError, match=repr(bad)):
             gpu_links(topo, bad, "nvlink")
+
+
+def test_a_box_entries_forest_runs_on_nine_ranks(tmp_path, no_new_shm):
+    # the trees the box entries build are real schedules: compiled to plans and run by 9 processes
+    # (an odd count) under forestcc-run, checked against numpy (tests/programs/forest_plan_check.py)
+    from conftest import run_job
+
+    from forestcc.algorithms.forest_plan import forest_plan
+    from forestcc.plan import save
+    topo = one_box_slower(rail_cluster(3, 3), 0, "nvlink", Fraction(1, 8))
+    specs = []
+    for collective in ("all_gather", "all_reduce"):
+        plan, forest = forest_plan(topo, collective, mode="compact", max_slices=4,
+                                   min_slice_bytes=4096)
+        assert forest.method == "box-entries" and forest.optimal
+        path = tmp_path / f"{collective}.json"
+        save(plan, path)
+        specs.append(f"{collective}:out_of_place:{path}")
+    result = run_job(9, "forest_plan_check.py", "1,1001,30007", *specs)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    checked = result.lines("CHECKED")
+    assert len(checked) == 9 and all(c.split()[3] == "0" for c in checked), result.stdout[-2000:]
