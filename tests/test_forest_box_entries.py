@@ -182,6 +182,19 @@ def test_one_slow_or_missing_nic_moves_entries_to_other_rails(nic):
     assert exact(topo, "generic").bound_time == forest.bound_time
 
 
+def test_a_slow_sending_nic_into_boxes_that_are_all_planned_falls_back():
+    # boxes 1 and 2 need extra entries (NVLink at 1/4), so every unit into them is decided by
+    # their quotas; b0.gpu1's NIC at half speed cannot send its rotation share into them, and no
+    # box is left whose entries could move: the generic path takes it
+    topo = rail_cluster(3, 4)
+    for box in (1, 2):
+        topo = one_box_slower(topo, box, "nvlink", Fraction(1, 4))
+    topo = one_gpu_slower(topo, "b0.gpu1", "nic", Fraction(1, 2))
+    generic = exact(topo, "generic")
+    assert _plan(topo, generic.k) is None
+    assert exact(topo).method == "generic"
+
+
 def test_a_blocking_network_fails_the_evaluation_and_falls_back():
     # spines at a quarter of the leaves' NIC bandwidth: the spine cut binds, and the rotation's
     # trees cross it once per box instead of once per shard; the evaluation says so
