@@ -16,6 +16,11 @@ which GPU is a small exact flow problem over *entry patterns* (a set of entry ra
 units that use it) with each GPU's fabric capacity k τ* fab_out(v) - k (m - 1) (its own shard
 goes to the m - 1 others directly). Integer flows give integer unit counts.
 
+A rail whose NIC cannot take even the rotation's share (one GPU's NIC slower, or gone) gets a
+lower quota: its units move to rails with room. The sending side is the mirror image: a NIC that
+cannot send its rotation share out hands units to the other rails of its box, into rails of the
+target box with room (``_relieve_senders``).
+
 Nothing here is trusted: the caller builds the trees and accepts them only when the independent
 evaluation meets the cut bound exactly. This module decides the per-box amounts; it answers None
 when the quotas cannot be met (then the caller falls back to the generic path).
