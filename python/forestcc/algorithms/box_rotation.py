@@ -148,6 +148,7 @@ def _assemble(topo: Topology, shape: BoxShape, plan, k: int):
     m, count = len(shape.rails), len(shape.box_ids)
     position = {b: i for i, b in enumerate(shape.box_ids)}
     trees = []
+    roots_in = {b: {root for root, _ in units} for b, units in plan.items()}
     for b0 in shape.box_ids:
         for r0_index, r0 in enumerate(shape.rails):
             root = shape.members[b0][r0]
@@ -156,19 +157,17 @@ def _assemble(topo: Topology, shape: BoxShape, plan, k: int):
             for w, route in shape.inside[root].items():
                 arcs.append((rank[root], rank[w]))
                 routes.append(route)
-            planned = []  # boxes whose entries the plan decides, per unit
+            planned = []  # (box, rotation rail) where the plan decides some of root's units
             for shift in range(1, count):
                 b = shape.box_ids[(position[b0] + shift) % count]
-                if b in plan:
-                    planned.append(b)
-                    continue
                 entry = shape.rails[(r0_index + shift) % m]
-                if not _enter(shape, rank, arcs, routes, b0, b, (entry,), {}):
+                if root in roots_in.get(b, ()):
+                    planned.append((b, entry))
+                elif not _enter(shape, rank, arcs, routes, b0, b, (entry,), {}):
                     return None
             variants: dict[tuple, int] = {}
             for u in range(k):
-                key = tuple((b, *_planned_entry(shape, plan[b], root, u, b0, b, position))
-                            for b in planned)
+                key = tuple((b, *_planned_entry(plan[b], root, u, entry)) for b, entry in planned)
                 variants[key] = variants.get(key, 0) + 1
             for key, multiplicity in variants.items():
                 tree_arcs, tree_routes = list(arcs), list(routes)
@@ -179,15 +178,13 @@ def _assemble(topo: Topology, shape: BoxShape, plan, k: int):
     return trees
 
 
-def _planned_entry(shape: BoxShape, units, root: int, u: int, b0: int, b: int, position):
-    """(entry rails, sorted (target rail, forwarding rail) pairs) of unit u of `root` into box b:
+def _planned_entry(units, root: int, u: int, rotation_rail: int):
+    """(entry rails, sorted (target rail, forwarding rail) pairs) of unit u of `root` into a box:
     as planned, or the rotation's single rail where the plan leaves the unit alone."""
     chosen = units.get((root, u))
     if chosen is not None:
         return chosen[0], tuple(sorted(chosen[1].items()))
-    shift = (position[b] - position[b0]) % len(shape.box_ids)
-    r0_index = shape.rails.index(next(r for r, v in shape.members[b0].items() if v == root))
-    return (shape.rails[(r0_index + shift) % len(shape.rails)],), ()
+    return (rotation_rail,), ()
 
 
 def _enter(shape: BoxShape, rank, arcs, routes, b0: int, b: int, entries, forwards) -> bool:
