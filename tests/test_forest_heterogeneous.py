@@ -128,10 +128,13 @@ def test_half_speed_nics_keep_the_rotation():
     assert check_exact(topo).method == "box-rotation"
 
 
-def test_half_nvlink_box_needs_the_generic_path():
-    # the slow box's GPUs bind through their NVLink, which the rotation cannot use more of
+def test_half_nvlink_box_takes_extra_entries():
+    # the slow box's GPUs bind through their NVLink: one rotation entry per tree cannot feed them,
+    # entering that box through more rails per tree can
     topo = one_box_slower(topology.preset("dgx-a100x4"), box=0, part="nvlink")
-    assert check_exact(topo).method == "generic"
+    forest = check_exact(topo)
+    assert forest.method == "box-entries" and forest.k == forest.natural_k
+    assert forest.stats["boxes_with_extra_entries"] == 1
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)

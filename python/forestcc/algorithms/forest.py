@@ -260,10 +260,12 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
     k: trees per root (counted with multiplicity). None picks the smallest k at which the optimum is
     reached exactly; a smaller k costs throughput, reported as ``Forest.loss``.
     method: "generic" (cut bound, switch removal, Edmonds packing: any topology with balanced
-    switches), "box-rotation" (a direct construction for boxes with one rank per rail; accepted only
-    when the independent evaluation meets the bound), or "auto": box-rotation first wherever the
-    topology has that shape (whatever its size: when it applies it is optimal and orders of
-    magnitude faster), the generic path when it does not apply or does not reach the bound.
+    switches), "box-rotation" (a direct construction for boxes with one rank per rail, entering a
+    box through several rails where its fabric binds: ``Forest.method`` then says "box-entries";
+    accepted only when the independent evaluation meets the bound), or "auto": box-rotation first
+    wherever the topology has that shape (whatever its size: when it applies it is optimal and
+    orders of magnitude faster), the generic path when it does not apply or does not reach the
+    bound.
     """
     _check_collective(topo, collective)
     _check_switches_balanced(topo)
@@ -277,17 +279,18 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
         from .box_rotation import rotation_forest
         forest = rotation_forest(graph, k)
         if forest is not None:
-            trees, k_used, natural_k, cut, achieved, stats = forest
+            trees, k_used, natural_k, cut, achieved, stats, used = forest
             if collective != "all_gather":  # routes were built on `graph`; evaluate as the user runs them
                 if collective == "reduce_scatter":
                     trees = [Tree(t.root, t.multiplicity, t.arcs, tuple(r[::-1] for r in t.routes))
                              for t in trees]
                 achieved = None
-            return _finish(topo, graph, collective, trees, k_used, natural_k, cut, "box-rotation",
+            return _finish(topo, graph, collective, trees, k_used, natural_k, cut, used,
                            stats, factor, achieved)
         if method == "box-rotation":
-            raise TopologyError(f"{topo.name}: box rotation needs identical boxes with one rail "
-                                "per compute node")
+            raise TopologyError(f"{topo.name}: box rotation (with or without extra entries) needs "
+                                "boxes with the same rails, one rank per rail, each box joined by "
+                                "its own switches, and did not reach the cut bound here")
     src, dst, cap, _ = _integer_capacities(graph)
     compute = [n.is_compute for n in graph.nodes]
     result = _graph_module().generate_forest(len(graph.nodes), compute, src, dst, cap, k or 0)

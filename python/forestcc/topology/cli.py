@@ -45,7 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     forest.add_argument("--collective", default="all_gather",
                         choices=["all_gather", "reduce_scatter", "all_reduce"])
     forest.add_argument("--k", type=int, default=None, help="trees per root (default: optimal k)")
-    forest.add_argument("--method", default="auto", choices=["auto", "generic", "box-rotation"])
+    forest.add_argument("--method", default="auto", choices=["auto", "generic", "box-rotation"],
+                        help="auto (default): the box construction where it applies and meets the "
+                             "bound, else generic; box-rotation: only the box construction (the "
+                             "rotation, with extra entries into boxes whose fabric binds); "
+                             "generic: the general path (see docs/forest-generation.md)")
     write = sub.add_parser("write-presets", help="write every preset as DIR/NAME.json")
     write.add_argument("directory")
     return p

@@ -5,6 +5,7 @@ generation is mixed in. These helpers make such a topology from a uniform one, s
 tests can ask the generators the questions users with real clusters ask.
 
     slow = one_box_slower(preset("a100-fattree-1024"), box=0, part="nvlink", factor=Fraction(1, 2))
+    worn = one_gpu_slower(preset("a100-fattree-1024"), "b3.gpu5", "nvlink", Fraction(11, 12))
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from fractions import Fraction
 
 from .model import Link, Topology, TopologyError
 
-__all__ = ["PARTS", "box_links", "one_box_slower", "remove_links", "scale_links"]
+__all__ = ["PARTS", "box_links", "gpu_links", "one_box_slower", "one_gpu_slower", "remove_links",
+           "scale_links"]
 
 # "nvlink": links with both ends in the box (its NVSwitch or xGMI fabric);
 # "nic": links from a node of the box to a node outside every box (its network links).
@@ -38,6 +40,15 @@ def box_links(topo: Topology, box: int, part: str) -> Callable[[Link], bool]:
     return inside if part == "nvlink" else network
 
 
+def gpu_links(topo: Topology, gpu: str, part: str) -> Callable[[Link], bool]:
+    """A predicate selecting the links of `part` of the compute node `gpu`: "nvlink" its links
+    within its box (a failed or degraded NVLink of one GPU), "nic" its links out of every box."""
+    if gpu not in topo.index or not topo.node(gpu).is_compute or topo.node(gpu).box is None:
+        raise TopologyError(f"{topo.name}: {gpu!r} is not a compute node in a box")
+    in_box = box_links(topo, topo.node(gpu).box, part)
+    return lambda link: gpu in (link.src, link.dst) and in_box(link)
+
+
 def scale_links(topo: Topology, where: Callable[[Link], bool], factor: Fraction,
                 name: str | None = None) -> Topology:
     """The topology with every link that `where` selects running at `factor` times its bandwidth."""
@@ -59,3 +70,10 @@ def one_box_slower(topo: Topology, box: int, part: str, factor: Fraction = Fract
     """`topo` with box `box`'s `part` links ("nvlink" or "nic") at `factor` of their bandwidth."""
     name = f"{topo.name}-box{box}-{part}x{factor}"
     return scale_links(topo, box_links(topo, box, part), factor, name=name)
+
+
+def one_gpu_slower(topo: Topology, gpu: str, part: str, factor: Fraction = Fraction(1, 2)) -> Topology:
+    """`topo` with the `part` links ("nvlink" or "nic") of compute node `gpu` at `factor` of
+    their bandwidth (an NVSwitch box where some of one GPU's NVLinks failed, a slower NIC)."""
+    name = f"{topo.name}-{gpu}-{part}x{factor}"
+    return scale_links(topo, gpu_links(topo, gpu, part), factor, name=name)
