@@ -192,6 +192,7 @@ class _Program:
         self.peer_of: dict = {}      # (rank, ch) -> peer rank
         self.routes: dict = {}       # (rank, ch) -> route from rank to peer
         self.loopbacks: dict = {}    # (rank, from worker, to worker) -> loopback pair
+        self.scratch_end = 0         # chunks of scratch the ops reach (the builder is told)
 
     def worker(self, rank: int, key) -> int:
         if self.mode == "compact":
@@ -242,6 +243,8 @@ class _Program:
         """Queues an op for the worker: the builder's op dict (refs as lists), made once."""
         op = {"op": method}
         for name, value in fields.items():
+            if name == "n" and value == plan_ops.DEFAULT_N:
+                continue  # left out, as the builder writes it
             if name == "srcs":
                 value = [list(ref) for ref in value]
             elif name in _REF_FIELDS:
@@ -271,17 +274,19 @@ class _Program:
             mine, theirs = self.b.channel_pair(rank, peer)
             entry[(rank, wid, peer)] = mine
             self.items[(peer, door)].append({"op": plan_ops.SIGNAL, "ch": theirs})
-        append = self.b.append_op
+        # Straight into the builder's lists (millions of ops): they are made as it writes them
+        # (n left out when 1), and it is told how far into scratch they reach.
         for (rank, wid), items in self.items.items():
+            out = self.b.ops_of(rank, wid)
             entered = set()
             for op in items:
                 if op["op"] in _PUTS:
                     peer = self.peer_of[(rank, op["ch"])]
                     if peer not in entered:
                         entered.add(peer)
-                        append(rank, wid, {"op": plan_ops.WAIT,
-                                           "ch": entry[(rank, wid, peer)]})
-                append(rank, wid, op)
+                        out.append({"op": plan_ops.WAIT, "ch": entry[(rank, wid, peer)]})
+                out.append(op)
+        self.b.reach_scratch(self.scratch_end)
 
 
 def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
@@ -374,6 +379,9 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
     for S, then signals. The root's reducer does the same into the output."""
     slots = _ScratchSlots(nranks, k)
     slot_of = {id(seg): slots.alloc(seg.sender, seg.lo, seg.hi) for seg in segments}
+    # Each slot is written whole (the pieces of a segment cover its chunks), so this is how far
+    # the ops reach into scratch.
+    prog.scratch_end = max((slot_of[id(s)] + s.hi - s.lo for s in segments), default=0)
     by_root: dict = {}
     for seg in segments:
         if seg.parent is None:
