@@ -202,3 +202,36 @@ def test_large_all_reduce_plan_reduction_before_its_waits_is_caught():
     for result in (_projected(plan), verify(plan)):
         assert any(i.kind in (v.RACE, v.UNINITIALIZED) and (i.rank, i.worker, i.step) == (r, w, 0)
                    for i in result.issues), str(result)
+
+
+# ----------------------------------------------------------------------------- the clock join
+
+_TOUCHES = [None if c % 7 == 0 else (c % 6, (c * 5) % 6) for c in range(31)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(clock=st.dictionaries(st.integers(0, 30), st.integers(1, 9)),
+       other=st.dictionaries(st.integers(0, 30), st.integers(1, 9)),
+       near=st.sets(st.integers(0, 5)), project=st.booleans(), start=st.integers(0, 40))
+def test_clock_join_takes_what_raises_the_clock_and_is_near(clock, other, near, project, start):
+    # The C++ join (_C.plan.join_clock, join_clock_log) against the rule written out: an entry is
+    # taken when it raises the clock and, projecting, when its component touches a near rank.
+    from forestcc import _C
+    log = [x for item in other.items() for x in item]
+    start = min(start - start % 2, len(log))
+    for items, join in (
+            (list(other.items()),
+             lambda c, ch: _C.plan.join_clock(c, other, _TOUCHES, near_set, ch)),
+            (list(other.items())[start // 2:],
+             lambda c, ch: _C.plan.join_clock_log(c, log, start, len(log), _TOUCHES, near_set,
+                                                  ch))):
+        near_set = frozenset(near) if project else None
+        expected, changes = dict(clock), []
+        for comp, value in items:
+            kept = (not project or _TOUCHES[comp] is None or bool(set(_TOUCHES[comp]) & near))
+            if value > expected.get(comp, 0) and kept:
+                expected[comp] = value
+                changes += [comp, value]
+        got, changed = dict(clock), []
+        join(got, changed)
+        assert (got, changed) == (expected, changes)
