@@ -163,3 +163,75 @@ def test_large_forest_plan_access_before_entry_is_caught():
     assert v.EARLY in result.kinds(), str(result)
     assert any(i.kind == v.EARLY and i.rank == 40 for i in result.issues)
     assert v.EARLY in verify(plan).kinds()
+
+
+# --------------------------------------------------------------- large all_reduce reductions
+
+def _reductions_with_scratch(plan, least: int):
+    """(rank, worker, step) of the reductions summing at least `least` partial sums from scratch."""
+    return [(r, w, s) for r, w, s in _ops(plan, {ops.REDUCE_OP, ops.REDUCE_PUT})
+            if sum(ref[0] == SCR for ref in plan["ranks"][r]["workers"][w]["ops"][s]["srcs"])
+            >= least]
+
+
+def test_large_all_reduce_plan_partial_sum_left_out_is_caught():
+    # 256 ranks: every output chunk is a 256-term sum, reduced up trees of depth 3. One child's
+    # partial sum left out of its parent's reduction: that chunk misses the child's subtree on
+    # every rank, found by the projection alone.
+    plan = forest_plan(a100_fat_tree(32, 16), "all_reduce")[0]  # its own: mutated in place
+    candidates = _reductions_with_scratch(plan, 2)
+    r, w, s = candidates[len(candidates) // 2]
+    dropped = plan["ranks"][r]["workers"][w]["ops"][s]["srcs"].pop(1)
+    assert dropped[0] == SCR
+    result = verify(plan)  # projected (a wrong result needs no re-check with full clocks)
+    assert result.kinds() == {v.WRONG_RESULT}, str(result)
+    assert len(result.issues) == 256  # the one chunk, on every rank
+    assert "256 terms" in result.issues[0].message
+
+
+def test_large_all_reduce_plan_reduction_before_its_waits_is_caught():
+    # A folded reduction of children's partial sums (a rank with more children than one op
+    # sums) moved before its worker's waits: its reads of the children's slots are not ordered
+    # after their puts (a race, or a read of a slot not written yet). 128 ranks: the full-clock
+    # re-check that verify() makes of a race stays quick.
+    plan = copy.deepcopy(_forest("all_reduce"))
+    r, w, s = next((r, w, s) for r, w, s in _reductions_with_scratch(plan, 2)
+                   if plan["ranks"][r]["workers"][w]["ops"][s]["op"] == ops.REDUCE_OP)
+    op_list = plan["ranks"][r]["workers"][w]["ops"]
+    op_list.insert(0, op_list.pop(s))
+    for result in (_projected(plan), verify(plan)):
+        assert any(i.kind in (v.RACE, v.UNINITIALIZED) and (i.rank, i.worker, i.step) == (r, w, 0)
+                   for i in result.issues), str(result)
+
+
+# ----------------------------------------------------------------------------- the clock join
+
+_TOUCHES = [None if c % 7 == 0 else (c % 6, (c * 5) % 6) for c in range(31)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(clock=st.dictionaries(st.integers(0, 30), st.integers(1, 9)),
+       other=st.dictionaries(st.integers(0, 30), st.integers(1, 9)),
+       near=st.sets(st.integers(0, 5)), project=st.booleans(), start=st.integers(0, 40))
+def test_clock_join_takes_what_raises_the_clock_and_is_near(clock, other, near, project, start):
+    # The C++ join (_C.plan.join_clock, join_clock_log) against the rule written out: an entry is
+    # taken when it raises the clock and, projecting, when its component touches a near rank.
+    from forestcc import _C
+    log = [x for item in other.items() for x in item]
+    start = min(start - start % 2, len(log))
+    for items, join in (
+            (list(other.items()),
+             lambda c, ch: _C.plan.join_clock(c, other, _TOUCHES, near_set, ch)),
+            (list(other.items())[start // 2:],
+             lambda c, ch: _C.plan.join_clock_log(c, log, start, len(log), _TOUCHES, near_set,
+                                                  ch))):
+        near_set = frozenset(near) if project else None
+        expected, changes = dict(clock), []
+        for comp, value in items:
+            kept = (not project or _TOUCHES[comp] is None or bool(set(_TOUCHES[comp]) & near))
+            if value > expected.get(comp, 0) and kept:
+                expected[comp] = value
+                changes += [comp, value]
+        got, changed = dict(clock), []
+        join(got, changed)
+        assert (got, changed) == (expected, changes)

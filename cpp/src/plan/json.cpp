@@ -33,6 +33,81 @@ ParseError::ParseError(const std::string& source, int line, int column, const st
 
 // ---- Value ------------------------------------------------------------------------------------
 
+static_assert(sizeof(Value) <= 56, "json::Value is held millions of times: keep it lean");
+
+Value::Value(const Value& other) { take(other); }
+
+Value::Value(Value&& other) noexcept { take(std::move(other)); }
+
+Value& Value::operator=(const Value& other) {
+  if (this != &other) {
+    Value copy(other);  // first, so that other may be a part of this value
+    destroyPayload();
+    take(std::move(copy));
+  }
+  return *this;
+}
+
+Value& Value::operator=(Value&& other) noexcept {
+  if (this != &other) {
+    Value moved(std::move(other));  // other may be a part of this value
+    destroyPayload();
+    take(std::move(moved));
+  }
+  return *this;
+}
+
+void Value::destroyPayload() noexcept {
+  switch (payload()) {
+    case Payload::String: string_.~basic_string(); break;
+    case Payload::Array: array_.~Array(); break;
+    case Payload::Object: object_.~Object(); break;
+    case Payload::None: break;
+  }
+  type_ = Type::Null;
+  overflow_ = false;
+}
+
+void Value::take(const Value& other) {
+  switch (other.payload()) {
+    case Payload::String: new (&string_) std::string(other.string_); break;
+    case Payload::Array: new (&array_) Array(other.array_); break;
+    case Payload::Object: new (&object_) Object(other.object_); break;
+    case Payload::None: break;
+  }
+  type_ = other.type_;
+  bool_ = other.bool_;
+  overflow_ = other.overflow_;
+  line_ = other.line_;
+  column_ = other.column_;
+  uint_ = other.uint_;  // the scalar's bits, whichever it is
+}
+
+void Value::take(Value&& other) noexcept {
+  switch (other.payload()) {
+    case Payload::String: new (&string_) std::string(std::move(other.string_)); break;
+    case Payload::Array: new (&array_) Array(std::move(other.array_)); break;
+    case Payload::Object: new (&object_) Object(std::move(other.object_)); break;
+    case Payload::None: break;
+  }
+  type_ = other.type_;
+  bool_ = other.bool_;
+  overflow_ = other.overflow_;
+  line_ = other.line_;
+  column_ = other.column_;
+  uint_ = other.uint_;
+}
+
+void Value::become(Type type) {
+  type_ = type;
+  switch (payload()) {
+    case Payload::String: new (&string_) std::string(); break;
+    case Payload::Array: new (&array_) Array(); break;
+    case Payload::Object: new (&object_) Object(); break;
+    case Payload::None: break;
+  }
+}
+
 Value::Value(uint64_t u) {
   if (u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     type_ = Type::Int;
@@ -47,9 +122,9 @@ const std::string Value::kEmpty;
 
 Value Value::overflowedInteger(const std::string& digits) {
   Value v;
+  new (&v.string_) std::string(digits);
   v.type_ = Type::Double;
   v.overflow_ = true;
-  v.string_ = digits;
   const char* first = digits.data();
   auto result = std::from_chars(first, first + digits.size(), v.double_);
   if (result.ec != std::errc()) {
@@ -60,14 +135,14 @@ Value Value::overflowedInteger(const std::string& digits) {
 
 Value Value::array(Array items) {
   Value v;
-  v.type_ = Type::Array;
+  v.become(Type::Array);
   v.array_ = std::move(items);
   return v;
 }
 
 Value Value::object(Object members) {
   Value v;
-  v.type_ = Type::Object;
+  v.become(Type::Object);
   v.object_ = std::move(members);
   return v;
 }
@@ -215,7 +290,7 @@ class Parser {
         array(v, depth + 1);
       }
     } else if (c == '"') {
-      v.type_ = Type::String;
+      v.become(Type::String);
       v.string_ = string();
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       number(v);
@@ -240,7 +315,7 @@ class Parser {
   }
 
   void object(Value& v, int depth) {
-    v.type_ = Type::Object;
+    v.become(Type::Object);
     ++pos_;  // '{'
     skipSpace();
     if (!atEnd() && peek() == '}') {
@@ -277,7 +352,7 @@ class Parser {
   }
 
   void array(Value& v, int depth) {
-    v.type_ = Type::Array;
+    v.become(Type::Array);
     ++pos_;  // '['
     skipSpace();
     if (!atEnd() && peek() == ']') {
@@ -497,8 +572,7 @@ class Parser {
       }
       if (!overflow && !negative) {
         v.type_ = magnitude <= kInt64Max ? Type::Int : Type::UInt;
-        v.int_ = static_cast<int64_t>(magnitude);
-        v.uint_ = magnitude;
+        v.uint_ = magnitude;  // the same bits as int_ when it is an Int
         return;
       }
       v = Value::overflowedInteger(std::string(first, last));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
 #include <string>
 
 #include "forestcc/error.hpp"
@@ -29,13 +30,18 @@ class Value {
   using Member = std::pair<std::string, Value>;
   using Object = std::vector<Member>;  // in file order; keys are unique (duplicates are refused)
 
-  Value() = default;  // null
+  Value() {}  // null
   explicit Value(bool b) : type_(Type::Bool), bool_(b) {}
   explicit Value(int64_t i) : type_(Type::Int), int_(i) {}
   explicit Value(uint64_t u);  // Int when it fits, else UInt
   explicit Value(double d) : type_(Type::Double), double_(d) {}
-  explicit Value(std::string s) : type_(Type::String), string_(std::move(s)) {}
+  explicit Value(std::string s) : type_(Type::String) { new (&string_) std::string(std::move(s)); }
   explicit Value(const char* s) : Value(std::string(s)) {}
+  Value(const Value& other);
+  Value(Value&& other) noexcept;
+  Value& operator=(const Value& other);
+  Value& operator=(Value&& other) noexcept;
+  ~Value() { destroyPayload(); }
   // An integer too large for 64 bits, from its decimal text ("-" and digits).
   static Value overflowedInteger(const std::string& digits);
   static Value array(Array items = {});
@@ -81,17 +87,40 @@ class Value {
  private:
   friend class Parser;
   static const std::string kEmpty;
+  // A plan file's tree holds millions of values, so a value holds one scalar and at most one of
+  // string, array and object (56 bytes instead of 128 with a member for each kind): which payload
+  // member is alive follows from type_ (a String, an overflowed integer's digits, an Array, an
+  // Object), and the members below keep that so.
+  enum class Payload : uint8_t { None, String, Array, Object };
+  Payload payload() const {
+    if (type_ == Type::String || overflow_) return Payload::String;
+    if (type_ == Type::Array) return Payload::Array;
+    if (type_ == Type::Object) return Payload::Object;
+    return Payload::None;
+  }
+  void destroyPayload() noexcept;
+  // Takes other's type, scalar and payload (copied or moved); the payload must be None before.
+  void take(const Value& other);
+  void take(Value&& other) noexcept;
+  // Turns a payload-free value (a fresh one) into an empty value of `type` (String, Array or
+  // Object, or a scalar type).
+  void become(Type type);
+
   Type type_ = Type::Null;
   bool bool_ = false;
   bool overflow_ = false;
-  int64_t int_ = 0;
-  uint64_t uint_ = 0;
-  double double_ = 0.0;
-  std::string string_;
-  Array array_;
-  Object object_;
   int line_ = 0;
   int column_ = 0;
+  union {
+    int64_t int_ = 0;
+    uint64_t uint_;
+    double double_;
+  };
+  union {
+    std::string string_;
+    Array array_;
+    Object object_;
+  };
 };
 
 // What parse() throws: Error(InvalidUsage, "<sourceName>:<line>:<col>: <reason>"), with the parts

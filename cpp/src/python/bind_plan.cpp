@@ -222,6 +222,7 @@ void bindPlan(py::module_& m) {
       py::arg("algo"), py::arg("collective"), py::arg("nranks"),
       "The largest message in bytes (the larger of input and output) that the algorithm's plans "
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
+  bindVerifierClocks(sub);
 }
 
 }  // namespace forestcc::python

@@ -10,6 +10,8 @@ void bindMemory(pybind11::module_& m);
 void bindChannel(pybind11::module_& m);
 void bindCommunicator(pybind11::module_& m);
 void bindPlan(pybind11::module_& m);
+// The verifier's clock join (verifier_clocks.cpp), into the plan submodule.
+void bindVerifierClocks(pybind11::module_& plan);
 void bindCollectives(pybind11::module_& m);
 
 // Raises RuntimeError when this thread is running Python signal handlers from inside a blocked

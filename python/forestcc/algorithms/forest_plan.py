@@ -26,6 +26,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..plan import ops as plan_ops
+from ..plan.bulk import paused_gc
 from ..topology.model import Topology
 from .forest import Forest, generate_forest
 from .tree_plan import TreeSpec, compile_trees
@@ -105,8 +106,9 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
     k = forest.k * (n if collective == plan_ops.ALL_REDUCE else 1)
     label = name or f"forest_{collective}_{topo.name}_k{forest.k}" + (
         "_compact" if mode == "compact" else "")
-    builder, routes = compile_trees(collective, n, forest_tree_specs(forest), k, mode=mode,
-                                    in_place=in_place, name=label)
+    with paused_gc():  # millions of op dicts at 1,024 ranks (plan/bulk.py)
+        builder, routes = compile_trees(collective, n, forest_tree_specs(forest), k, mode=mode,
+                                        in_place=in_place, name=label)
     if max_slices is None:
         max_slices = DEFAULT_MAX_SLICES if mode != "compact" else 1
     if min_slice_bytes is None:
@@ -125,12 +127,13 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
         "loss": _text(forest.loss),
         "predicted_size_bytes": PREDICTION_BYTES,
     }
-    plan = builder.build(generator=GENERATOR, params=params, max_slices=max_slices,
-                         min_slice_bytes=min_slice_bytes,
-                         topology_fingerprint=topo.fingerprint(),
-                         predicted_time_us=float(PREDICTION_BYTES / (algbw * 1000)),
-                         share_ops=True)
-    plan["provenance"]["params"].update(record_routes(routes, plan))
+    with paused_gc():
+        plan = builder.build(generator=GENERATOR, params=params, max_slices=max_slices,
+                             min_slice_bytes=min_slice_bytes,
+                             topology_fingerprint=topo.fingerprint(),
+                             predicted_time_us=float(PREDICTION_BYTES / (algbw * 1000)),
+                             share_ops=True)
+        plan["provenance"]["params"].update(record_routes(routes, plan))
     return plan
 
 

@@ -88,13 +88,14 @@ class _Segment:
     (down direction) as one put. ``parent`` is the segment that brought them to the sender;
     ``depth`` is the receiver's depth in these trees. (A plain class with slots: a 1,024-rank
     forest has a million segments.)"""
-    __slots__ = ("sender", "receiver", "trees", "lo", "hi", "route", "parent", "depth",
+    __slots__ = ("sender", "receiver", "trees", "lo", "hi", "route", "back", "parent", "depth",
                  "children")
 
     def __init__(self, sender: int, receiver: int, trees: list, lo: int, hi: int,
                  route: tuple | None, parent: _Segment | None, depth: int = 1):
         self.sender, self.receiver, self.trees = sender, receiver, trees
         self.lo, self.hi, self.route, self.parent, self.depth = lo, hi, route, parent, depth
+        self.back = _reverse(route)  # the route up, receiver -> sender
         self.children: list = []
 
 
@@ -192,6 +193,7 @@ class _Program:
         self.peer_of: dict = {}      # (rank, ch) -> peer rank
         self.routes: dict = {}       # (rank, ch) -> route from rank to peer
         self.loopbacks: dict = {}    # (rank, from worker, to worker) -> loopback pair
+        self.scratch_end = 0         # chunks of scratch the ops reach (the builder is told)
 
     def worker(self, rank: int, key) -> int:
         if self.mode == "compact":
@@ -242,6 +244,8 @@ class _Program:
         """Queues an op for the worker: the builder's op dict (refs as lists), made once."""
         op = {"op": method}
         for name, value in fields.items():
+            if name == "n" and value == plan_ops.DEFAULT_N:
+                continue  # left out, as the builder writes it
             if name == "srcs":
                 value = [list(ref) for ref in value]
             elif name in _REF_FIELDS:
@@ -271,17 +275,19 @@ class _Program:
             mine, theirs = self.b.channel_pair(rank, peer)
             entry[(rank, wid, peer)] = mine
             self.items[(peer, door)].append({"op": plan_ops.SIGNAL, "ch": theirs})
-        append = self.b.append_op
+        # Straight into the builder's lists (millions of ops): they are made as it writes them
+        # (n left out when 1), and it is told how far into scratch they reach.
         for (rank, wid), items in self.items.items():
+            out = self.b.ops_of(rank, wid)
             entered = set()
             for op in items:
                 if op["op"] in _PUTS:
                     peer = self.peer_of[(rank, op["ch"])]
                     if peer not in entered:
                         entered.add(peer)
-                        append(rank, wid, {"op": plan_ops.WAIT,
-                                           "ch": entry[(rank, wid, peer)]})
-                append(rank, wid, op)
+                        out.append({"op": plan_ops.WAIT, "ch": entry[(rank, wid, peer)]})
+                out.append(op)
+        self.b.reach_scratch(self.scratch_end)
 
 
 def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
@@ -374,6 +380,9 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
     for S, then signals. The root's reducer does the same into the output."""
     slots = _ScratchSlots(nranks, k)
     slot_of = {id(seg): slots.alloc(seg.sender, seg.lo, seg.hi) for seg in segments}
+    # Each slot is written whole (the pieces of a segment cover its chunks), so this is how far
+    # the ops reach into scratch.
+    prog.scratch_end = max((slot_of[id(s)] + s.hi - s.lo for s in segments), default=0)
     by_root: dict = {}
     for seg in segments:
         if seg.parent is None:
@@ -387,13 +396,15 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
         items.append(((0, max(s.trees[-1] for s in segs)), root, None, segs,
                       min(s.lo for s in segs), max(s.hi for s in segs), root))
     items.sort(key=lambda item: (item[0], item[1]))
+    up_key = _up_keys(segments, down_key)
     for _, x, sent, contributions, lo, hi, root in items:
-        w = prog.worker(x, _up_key(sent, down_key))
+        w = prog.worker(x, _UP_ROOT if sent is None else up_key[id(sent)])
         incoming = sorted(contributions, key=lambda s: (s.trees[-1], s.receiver))
+        queued = prog.items[(x, w)]
         for child in incoming:
-            _, ch = prog.channel(child.receiver, prog.worker(child.receiver, _up_key(child, down_key)),
-                                 x, w, _reverse(child.route))
-            prog.add(x, w, "wait", ch=ch)
+            _, ch = prog.channel(child.receiver, prog.worker(child.receiver, up_key[id(child)]),
+                                 x, w, child.back)
+            queued.append({"op": plan_ops.WAIT, "ch": ch})
         bounds = sorted({lo, hi} | {s.lo for s in incoming} | {s.hi for s in incoming})
         pieces = []  # (first chunk, chunks, slots of the contributions)
         for a, z in zip(bounds, bounds[1:]):
@@ -407,8 +418,9 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
                 elif not in_place:
                     prog.add(x, w, "copy", src=own, dst=dst, n=n)
             continue
-        parent_w = prog.worker(sent.sender, _up_key(sent.parent, down_key))
-        ch_up, _ = prog.channel(x, w, sent.sender, parent_w, _reverse(sent.route))
+        parent_w = prog.worker(sent.sender, _UP_ROOT if sent.parent is None
+                               else up_key[id(sent.parent)])
+        ch_up, _ = prog.channel(x, w, sent.sender, parent_w, sent.back)
         for a, n, srcs in pieces:
             own = _input_ref(collective, root, a, k)
             remote = (SCR, slot_of[id(sent)] + a - sent.lo)
@@ -416,14 +428,26 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
                 _reduce(prog, x, w, srcs[0], srcs + [own], n, ch=ch_up, remote=remote)
             else:
                 prog.add(x, w, "put", ch=ch_up, src=own, dst=remote, n=n)
-        prog.note_put(x, ch_up, _reverse(sent.route))
+        prog.note_put(x, ch_up, sent.back)
         _signal_after(prog, x, w, ch_up)
 
 
-def _up_key(seg, down_key):
-    """The up worker at seg.receiver that sends seg's partial sums (it mirrors the down channel
-    seg arrived on); None: the reducer of the root whose trees seg's parent chain starts at."""
-    return ("up-root",) if seg is None else ("up",) + down_key[id(seg)][1:]
+_UP_ROOT = ("up-root",)  # the key of a root's reducer
+
+
+def _up_keys(segments, down_key) -> dict:
+    """{id(segment): key of the up worker at seg.receiver that sends seg's partial sums}: it
+    mirrors the down channel seg arrived on. (The root's reducer, where a segment's parent chain
+    starts, is _UP_ROOT.) Equal keys are one tuple: there are a million segments at 1,024 ranks."""
+    mirrored: dict = {}
+    keys = {}
+    for seg in segments:
+        down = down_key[id(seg)]
+        up = mirrored.get(down)
+        if up is None:
+            up = mirrored[down] = ("up",) + down[1:]
+        keys[id(seg)] = up
+    return keys
 
 
 def _down_keys(segments, levels: int = 1):
@@ -444,26 +468,28 @@ def _channels_per_peer(collective, segments, send_key, recv_key, mode) -> int:
     compact = mode == "compact"
     pairs: dict = {}  # unordered rank pair -> set of channel keys
 
-    def add(a, wa, b, wb, route):  # a != b: segments join two ranks
+    def add(a, wa, b, wb, route, back):  # a != b: segments join two ranks; back: route b -> a
         if b < a:
-            a, wa, b, wb, route = b, wb, a, wa, _reverse(route)
+            a, wa, b, wb, route = b, wb, a, wa, back
         keys = pairs.get((a, b))
         if keys is None:
             keys = pairs[(a, b)] = set()
         keys.add((wa, wb, route))
 
     down, up = collective != plan_ops.REDUCE_SCATTER, collective != plan_ops.ALL_GATHER
+    up_key = _up_keys(segments, recv_key) if up and not compact else {}
     for seg in segments:
         x, c = seg.sender, seg.receiver
         if down:
             sent = 0 if compact else send_key[id(seg)]
-            add(x, sent, c, 0 if compact else recv_key[id(seg)], seg.route)
-            add(x, ("entry", sent), c, "doorman", None)
+            add(x, sent, c, 0 if compact else recv_key[id(seg)], seg.route, seg.back)
+            add(x, ("entry", sent), c, "doorman", None, None)
         if up:
-            up_here = 0 if compact else _up_key(seg, recv_key)
-            add(c, up_here, x, 0 if compact else _up_key(seg.parent, recv_key),
-                _reverse(seg.route))
-            add(c, ("entry", up_here), x, "doorman", None)
+            up_here = 0 if compact else up_key[id(seg)]
+            up_there = 0 if compact else (_UP_ROOT if seg.parent is None
+                                          else up_key[id(seg.parent)])
+            add(c, up_here, x, up_there, seg.back, seg.route)
+            add(c, ("entry", up_here), x, "doorman", None, None)
     return max((len(keys) for keys in pairs.values()), default=0)
 
 

@@ -7,6 +7,8 @@
   remembered per file content)
 - ``geometry`` and ``semantics``: what chunks are and what each collective must produce
 - ``reference``: small known-good plans for every collective
+- ``bulk.paused_gc``: the cyclic garbage collector paused while plans of millions of objects are
+  compiled, loaded or verified
 
 Loading and validation run in the C++ plan loader (forestcc._C.plan); the rest is Python.
 """

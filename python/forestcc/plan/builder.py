@@ -65,8 +65,15 @@ class PlanBuilder:
         return len(self._workers[rank]) - 1
 
     def ops_of(self, rank: int, worker: int) -> list:
-        """The op list of a worker so far (the builder's own list: appending to it adds ops)."""
+        """The op list of a worker so far (the builder's own list: appending to it adds ops, as
+        they are: give the scratch they reach with reach_scratch, and leave out n when it is
+        1)."""
         return self._workers[rank][worker]
+
+    def reach_scratch(self, chunks: int) -> None:
+        """The plan's scratch holds at least `chunks` chunks (for ops added through ops_of, whose
+        refs the builder does not scan)."""
+        self._scratch_used = max(self._scratch_used, chunks)
 
     # -- ops ------------------------------------------------------------------------------
 

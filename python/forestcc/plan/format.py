@@ -18,6 +18,7 @@ import os
 from forestcc import _C
 
 from . import ops
+from .bulk import paused_gc
 
 
 class PlanError(ValueError):
@@ -69,7 +70,8 @@ def parse(text, source: str = "<plan>"):
 
 def loads(text, source: str = "<plan>") -> dict:
     """Parses and validates a plan from JSON text (str or UTF-8 bytes)."""
-    return _checked(_C.plan.load_text(_text(text), source, _limits()))
+    with paused_gc():  # the loader makes a dict or list per op and ref (plan/bulk.py)
+        return _checked(_C.plan.load_text(_text(text), source, _limits()))
 
 
 def read_bytes(path) -> bytes:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from . import format as plan_format
 from . import geometry, ops, semantics
+from .bulk import paused_gc
 from .clocks import Components
 
 # Issue kinds.
@@ -668,6 +669,11 @@ def verify(plan: dict, name: str | None = None, *, max_work: int | None = None,
     past either, TooLarge is raised instead of a result. The effort is counted, not timed, so
     every rank and machine decides alike. ``validated``: the caller has just validated this
     plan (format.validate), so the structural checks are skipped."""
+    with paused_gc():  # chunk records and clocks: millions of objects at 1,024 ranks
+        return _verify(plan, name, max_work, max_memory, validated)
+
+
+def _verify(plan, name, max_work, max_memory, validated) -> VerifyResult:
     label = name or (plan.get("name") if isinstance(plan, dict) else None) or "<plan>"
     errors = [] if validated else plan_format.validation_errors(plan, label)
     if errors:
