@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 
+#include "core/wait.hpp"
 #include "executor/cpu_backend.hpp"
 #include "executor/device_runner.hpp"
 #include "executor/plan_checks.hpp"
@@ -364,7 +366,20 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
       poisonWith(mine);
     }
     std::unique_lock<std::mutex> g(poolMu_);
-    doneCv_.wait(g, [&] { return pending_ == 0; });
+    // Worker 0's own waits run the program's signal handlers (checkInterrupt); so must this wait,
+    // or a Ctrl-C while only another worker is blocked on a peer would wait out FORESTCC_TIMEOUT.
+    // An interrupt poisons the call, which releases the other workers.
+    while (!doneCv_.wait_for(g, std::chrono::milliseconds(50), [&] { return pending_ == 0; })) {
+      if (mine) continue;
+      g.unlock();
+      try {
+        checkInterrupt();
+      } catch (...) {
+        mine = std::current_exception();
+        poisonWith(mine);
+      }
+      g.lock();
+    }
     current_ = nullptr;
     if (!mine && firstError_) {
       mine = firstError_;
