@@ -11,6 +11,7 @@ void bindChannel(pybind11::module_& m);
 void bindCommunicator(pybind11::module_& m);
 void bindPlan(pybind11::module_& m);
 void bindCollectives(pybind11::module_& m);
+void bindSim(pybind11::module_& m);  // the plan simulator's event loop (cpp/src/sim/)
 
 // Raises RuntimeError when this thread is running Python signal handlers from inside a blocked
 // forestcc wait: a collective or send/recv there would wait on the call it interrupted.

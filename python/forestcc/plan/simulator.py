@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from array import array
 from dataclasses import dataclass, field
 
 from . import format as plan_format
 from . import geometry, ops
+from .simulator_reference import (K_FLUSH, K_LOCAL, K_SIGNAL, K_WAIT, K_XFER, OP_FIELDS,
+                                  run_reference)
 
 __all__ = [
     "SimResult",
@@ -56,11 +58,6 @@ __all__ = [
 # Collectives whose nccl-tests size is count x nranks (count per rank or per peer).
 _SIZE_TIMES_N = frozenset({ops.ALL_GATHER, ops.REDUCE_SCATTER, ops.ALL_TO_ALL, ops.GATHER,
                            ops.SCATTER})
-
-# Event kinds, ordered so that simultaneous events resolve deterministically.
-_LINK, _SIGNAL, _RESUME = 0, 1, 2
-# Decoded op kinds.
-_K_WAIT, _K_SIGNAL, _K_XFER, _K_FLUSH, _K_LOCAL = 0, 1, 2, 3, 4
 
 
 class SimulationError(ValueError):
@@ -219,298 +216,143 @@ def _routes(plan, net, notes) -> dict:
     return out
 
 
-# ---- the event loop -----------------------------------------------------------------------------
-class _Simulation:
-    def __init__(self, plan, net, count, elem_size, slices, mem_bw, notes):
-        self.net = net
-        self.slices = slices
-        k = plan["chunks_per_block"]
-        # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
-        # lengths are q or q+1 (q = count // k), so two tables give every op's bytes per slice.
-        q = count // k
-        self.small = [((s + 1) * q // slices - s * q // slices) * elem_size for s in range(slices)]
-        self.big = [((s + 1) * (q + 1) // slices - s * (q + 1) // slices) * elem_size
-                    for s in range(slices)]
-        self.mem_bw = mem_bw * 1e3 if mem_bw else None
-        self.notes = notes
+# ---- the simulator's input: the model's decisions as flat arrays ------------------------------
+@dataclass
+class SimInput:
+    """What the event loop needs, decided here once (routes, partners, op sizes, slices) so that
+    the native loop (cpp/src/sim/) and the Python reference (simulator_reference.py) run on the
+    same input. Channels are numbered over all ranks; ops are OP_FIELDS integers each."""
+    link_bandwidth: list      # bytes per microsecond, per directed link of _Network
+    channel_link_start: list  # channel c's links: channel_links[start[c]:start[c + 1]]
+    channel_links: array
+    channel_latency: list     # the route's summed latency, microseconds
+    partner: list             # the channel at the other end
+    worker_op_start: list     # worker w's ops: ops[OP_FIELDS * start[w]:OP_FIELDS * start[w + 1]]
+    ops: array
+    small_bytes: list         # per slice: bytes of a chunk of q = count // k elements
+    big_bytes: list           # per slice: bytes of a chunk of q + 1 elements
+    mem_bandwidth: float      # bytes per microsecond of local work; 0: free
+    workers: list             # worker index -> (rank, worker id), for messages
 
-        routes = _routes(plan, net, notes)
-        # Channels get global ids; partner pairing as the format defines it.
-        cid = {}
-        for entry in plan["ranks"]:
-            for ch in entry["channels"]:
-                cid[(entry["rank"], ch["id"])] = len(cid)
-        n_ch = len(cid)
-        self.links_of = [()] * n_ch
-        self.latency_of = [0.0] * n_ch
-        for key, c in cid.items():
-            self.links_of[c] = routes[key]
-            self.latency_of[c] = sum(net.latency[i] for i in routes[key])
-        self.partner = [0] * n_ch
-        by_pair: dict = {}
-        for entry in plan["ranks"]:
-            for ch in entry["channels"]:
-                by_pair.setdefault((entry["rank"], ch["peer"]), []).append(ch["id"])
-        for (r, p), chans in by_pair.items():
-            if r == p:
-                for a, b in zip(chans[0::2], chans[1::2]):
-                    self.partner[cid[(r, a)]], self.partner[cid[(r, b)]] = cid[(r, b)], cid[(r, a)]
-            else:
-                for a, b in zip(chans, by_pair[(p, r)]):
-                    self.partner[cid[(r, a)]] = cid[(p, b)]
 
-        self.queue = [deque() for _ in range(n_ch)]   # pending channel ops
-        self.busy = [False] * n_ch                    # ops queued or a transfer in service
-        self.last_arrival = [0.0] * n_ch              # in-order arrival on the channel
-        self.inbound = [0] * n_ch                     # signals arrived at this side
-        self.waited = [0] * n_ch
-        self.waiter = [-1] * n_ch                     # worker blocked in wait on this channel
-        self.flusher = [-1] * n_ch                    # worker blocked in flush on this channel
+def _sim_input(plan, net, count, elem_size, slices, mem_bw, notes) -> SimInput:
+    k = plan["chunks_per_block"]
+    # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
+    # lengths are q or q+1 (q = count // k), so two tables give every op's bytes per slice.
+    q = count // k
+    small = [((s + 1) * q // slices - s * q // slices) * elem_size for s in range(slices)]
+    big = [((s + 1) * (q + 1) // slices - s * (q + 1) // slices) * elem_size
+           for s in range(slices)]
 
-        # Links: processor sharing with a per-link virtual time (bytes served per transfer).
-        n_links = len(net.bandwidth)
-        self.bw = net.bandwidth
-        self.active = [0] * n_links
-        self.vtime = [0.0] * n_links
-        self.vstamp = [0.0] * n_links
-        self.finishing = [[] for _ in range(n_links)]  # heaps of (virtual finish, transfer id)
-        self.next_event = [math.inf] * n_links
-        self.flows: list = []      # transfer id -> (channel, arrival latency, signal after)
-        self.hops_left: list = []  # transfer id -> links still serving it
+    routes = _routes(plan, net, notes)
+    # Channels get global ids; partner pairing as the format defines it.
+    cid = {}
+    for entry in plan["ranks"]:
+        for ch in entry["channels"]:
+            cid[(entry["rank"], ch["id"])] = len(cid)
+    n_ch = len(cid)
+    link_start, links, latency = [0] * (n_ch + 1), array("q"), [0.0] * n_ch
+    for key, c in cid.items():
+        links.extend(routes[key])
+        link_start[c + 1] = len(links)
+        latency[c] = sum(net.latency[i] for i in routes[key])
+    partner = [0] * n_ch
+    by_pair: dict = {}
+    for entry in plan["ranks"]:
+        for ch in entry["channels"]:
+            by_pair.setdefault((entry["rank"], ch["peer"]), []).append(ch["id"])
+    for (r, p), chans in by_pair.items():
+        if r == p:
+            for a, b in zip(chans[0::2], chans[1::2]):
+                partner[cid[(r, a)]], partner[cid[(r, b)]] = cid[(r, b)], cid[(r, a)]
+        else:
+            for a, b in zip(chans, by_pair[(p, r)]):
+                partner[cid[(r, a)]] = cid[(p, b)]
 
-        # Workers with decoded ops.
-        self.workers = []
-        for entry in plan["ranks"]:
-            r = entry["rank"]
-            for worker in entry["workers"]:
-                decoded = []
-                for op in worker["ops"]:
-                    decoded.extend(self._decode(op, r, cid, routes, count, k))
-                self.workers.append([r, decoded, 0, 0, worker["id"]])  # rank, ops, pc, slice, id
-        self.events: list = []
-        self.seq = 0
-        self.now = 0.0
-        self.transfers = 0
-        self.done_workers = 0
+    decode = _OpDecoder(cid, count, k)
+    ops, op_start, workers = array("q"), [0], []
+    for entry in plan["ranks"]:
+        r = entry["rank"]
+        for worker in entry["workers"]:
+            for op in worker["ops"]:
+                ops.extend(decode(op, r))
+            op_start.append(len(ops) // OP_FIELDS)
+            workers.append((r, worker["id"]))
+    return SimInput(net.bandwidth, link_start, links, latency, partner, op_start, ops, small, big,
+                    mem_bw * 1e3 if mem_bw else 0.0, workers)
 
-    def _decode(self, op, rank, cid, routes, count, k):
-        """An op as tuples (kind, channel, a, b): a, b = chunks of length q and q+1 it touches."""
+
+class _OpDecoder:
+    """A plan op as decoded ops, OP_FIELDS integers each: (kind, channel, a, b, is a get, signal
+    after), where a and b count the chunks of q and of q + 1 elements it touches (for local work:
+    times its sources)."""
+
+    def __init__(self, cid, count, k):
+        self.cid, self.count, self.k = cid, count, k
+        self.sizes_of: dict = {}  # (first chunk, n) -> (a, b): ops repeat the same few
+
+    def sizes(self, index, n):
+        key = (index, n)
+        sizes = self.sizes_of.get(key)
+        if sizes is None:
+            start, end = geometry.chunk_element_range(index, n, self.count, self.k)
+            big = (end - start) - n * (self.count // self.k)
+            sizes = self.sizes_of[key] = (n - big, big)
+        return sizes
+
+    def __call__(self, op, rank):
         name = op["op"]
-
-        def sizes(ref_count):
-            start, end = geometry.chunk_element_range(ref_count[0], ref_count[1], count, k)
-            big = (end - start) - ref_count[1] * (count // k)
-            return ref_count[1] - big, big
-
         n = ops.op_count(op)
-        c = cid.get((rank, op.get("ch")), -1)
+        c = self.cid.get((rank, op.get("ch")), -1)
         if name == ops.WAIT:
-            return [(_K_WAIT, c, 0, 0)]
+            return (K_WAIT, c, 0, 0, 0, 0)
         if name == ops.SIGNAL:
-            return [(_K_SIGNAL, c, 0, 0)]
+            return (K_SIGNAL, c, 0, 0, 0, 0)
         if name == ops.FLUSH:
-            return [(_K_FLUSH, c, 0, 0)]
+            return (K_FLUSH, c, 0, 0, 0, 0)
         if name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
-            a, b = sizes((op["src"][1], n))
+            a, b = self.sizes(op["src"][1], n)
             # A get's bytes travel from the peer: the partner side's route. put_signal's signal
             # travels behind its data, so it rides on the transfer.
-            return [(_K_XFER, c, a, b, name == ops.GET, name == ops.PUT_SIGNAL)]
+            return (K_XFER, c, a, b, int(name == ops.GET), int(name == ops.PUT_SIGNAL))
         if name == ops.COPY:
-            a, b = sizes((op["src"][1], n))
-            return [(_K_LOCAL, -1, a, b)]
+            a, b = self.sizes(op["src"][1], n)
+            return (K_LOCAL, -1, a, b, 0, 0)
         if name == ops.GET_REDUCE:
             # the peer's chunks come over (as a get, on the partner side's route), then the
             # worker reduces them with its local sources
-            a, b = sizes((op["dst"][1], n))
+            a, b = self.sizes(op["dst"][1], n)
             srcs = len(op["srcs"]) + 1
-            return [(_K_XFER, c, a, b, True, False), (_K_FLUSH, c, 0, 0),
-                    (_K_LOCAL, -1, a * srcs, b * srcs)]
+            return (K_XFER, c, a, b, 1, 0, K_FLUSH, c, 0, 0, 0, 0,
+                    K_LOCAL, -1, a * srcs, b * srcs, 0, 0)
         if name in (ops.REDUCE_OP, ops.REDUCE_PUT):
-            a, b = sizes((op["dst"][1], n))
+            a, b = self.sizes(op["dst"][1], n)
             srcs = len(op["srcs"])
-            out = [(_K_LOCAL, -1, a * srcs, b * srcs)]
-            if name == ops.REDUCE_PUT:
-                out.append((_K_XFER, c, a, b, False, False))
-            return out
+            local = (K_LOCAL, -1, a * srcs, b * srcs, 0, 0)
+            return local + (K_XFER, c, a, b, 0, 0) if name == ops.REDUCE_PUT else local
         raise SimulationError(f"the simulator has no rule for op {name!r}")
 
-    # -- events -----------------------------------------------------------------------------
-    # Link events are pushed only when a link's next completion moves earlier; one that fires
-    # early (the link got busier since) finds nothing done and reschedules itself.
 
-    def _reschedule(self, link, now):
-        heap = self.finishing[link]
-        if not heap:
-            self.next_event[link] = math.inf
-            return
-        when = now + (heap[0][0] - self.vtime[link]) * self.active[link] / self.bw[link]
-        when = max(when, now)
-        if when < self.next_event[link]:
-            self.next_event[link] = when
-            self.seq += 1
-            heapq.heappush(self.events, (when, _LINK, self.seq, link, 0))
-
-    def _start_channel(self, c):
-        """Starts the queued ops of channel c until one occupies links. A queued op is (bytes,
-        links, latency, signal after); bytes -1: a signal alone."""
-        queue = self.queue[c]
-        now = self.now
-        while queue:
-            nbytes, links, latency, signal = queue.popleft()
-            if nbytes <= 0 or not links:
-                arrival = now + latency
-                arrival = max(arrival, self.last_arrival[c])
-                self.last_arrival[c] = arrival
-                if signal:
-                    self.seq += 1
-                    heapq.heappush(self.events, (arrival, _SIGNAL, self.seq, c, 0))
-                continue
-            fid = len(self.flows)
-            self.flows.append((c, latency, signal))
-            self.hops_left.append(len(links))
-            self.transfers += 1
-            active, vtime, vstamp, bw, finishing = (self.active, self.vtime, self.vstamp, self.bw,
-                                                    self.finishing)
-            for link in links:
-                n = active[link]
-                if n:
-                    vtime[link] += (now - vstamp[link]) * bw[link] / n
-                vstamp[link] = now
-                heapq.heappush(finishing[link], (vtime[link] + nbytes, fid))
-                active[link] = n + 1
-                self._reschedule(link, now)
-            return
-        self.busy[c] = False
-        w = self.flusher[c]
-        if w >= 0:  # the channel has nothing left to send: the flush ends at the last arrival
-            self.flusher[c] = -1
-            self.seq += 1
-            heapq.heappush(self.events, (max(now, self.last_arrival[c]), _RESUME, self.seq, w, 0))
-
-    def _link_event(self, link):
-        now = self.now
-        self.next_event[link] = math.inf
-        n = self.active[link]
-        if n:
-            self.vtime[link] += (now - self.vstamp[link]) * self.bw[link] / n
-        self.vstamp[link] = now
-        heap = self.finishing[link]
-        hops_left = self.hops_left
-        limit = self.vtime[link] * (1 + 1e-12) + 1e-9
-        while heap and heap[0][0] <= limit:
-            _, fid = heapq.heappop(heap)
-            self.active[link] -= 1
-            hops_left[fid] -= 1
-            if hops_left[fid] == 0:  # sent: it arrives one latency later, in channel order
-                c, latency, signal = self.flows[fid]
-                arrival = now + latency
-                arrival = max(arrival, self.last_arrival[c])
-                self.last_arrival[c] = arrival
-                if signal:
-                    self.seq += 1
-                    heapq.heappush(self.events, (arrival, _SIGNAL, self.seq, c, 0))
-                self._start_channel(c)
-        self._reschedule(link, now)
-
-    def _signal_arrived(self, c):
-        p = self.partner[c]
-        self.inbound[p] += 1
-        w = self.waiter[p]
-        if w >= 0:
-            self.waiter[p] = -1
-            self._run(w)
-
-    # -- workers ----------------------------------------------------------------------------
-    def _enqueue(self, c, item):
-        self.queue[c].append(item)
-        if not self.busy[c]:
-            self.busy[c] = True  # _start_channel clears it when the queue drains
-            self._start_channel(c)
-
-    def _run(self, w):
-        worker = self.workers[w]
-        decoded = worker[1]
-        length = len(decoded)
-        pc, s = worker[2], worker[3]
-        if s >= self.slices:
-            return
-        small, big = self.small[s], self.big[s]
-        inbound, waited = self.inbound, self.waited
-        while True:
-            if pc == length:
-                s += 1
-                if s == self.slices:
-                    worker[2], worker[3] = pc, s
-                    self.done_workers += 1
-                    return
-                pc = 0
-                small, big = self.small[s], self.big[s]
-                continue
-            op = decoded[pc]
-            kind, c = op[0], op[1]
-            if kind == _K_WAIT:
-                if inbound[c] > waited[c]:
-                    waited[c] += 1
-                else:
-                    self.waiter[c] = w
-                    worker[2], worker[3] = pc, s
-                    return
-            elif kind == _K_XFER:
-                src = self.partner[c] if op[4] else c  # a get's bytes come from the peer
-                self._enqueue(c, (op[2] * small + op[3] * big, self.links_of[src],
-                                  self.latency_of[src], op[5]))
-            elif kind == _K_SIGNAL:
-                self._enqueue(c, (-1, self.links_of[c], self.latency_of[c], True))
-            elif kind == _K_FLUSH:
-                if self.busy[c]:
-                    self.flusher[c] = w
-                    worker[2], worker[3] = pc + 1, s
-                    return
-                if self.last_arrival[c] > self.now:
-                    worker[2], worker[3] = pc + 1, s
-                    self.seq += 1
-                    heapq.heappush(self.events, (self.last_arrival[c], _RESUME, self.seq, w, 0))
-                    return
-            else:  # local copy / reduce
-                nbytes = op[2] * small + op[3] * big
-                if self.mem_bw and nbytes:
-                    worker[2], worker[3] = pc + 1, s
-                    self.seq += 1
-                    heapq.heappush(self.events, (self.now + nbytes / self.mem_bw, _RESUME,
-                                                 self.seq, w, 0))
-                    return
-            pc += 1
-
-    def run(self) -> float:
-        for w in range(len(self.workers)):
-            self._run(w)
-        events = self.events
-        pop = heapq.heappop
-        while events:
-            time, kind, _, a, _ = pop(events)
-            self.now = time
-            if kind == _LINK:
-                if time == self.next_event[a]:
-                    self._link_event(a)
-            elif kind == _SIGNAL:
-                self._signal_arrived(a)
-            else:
-                self._run(a)
-        if self.done_workers != len(self.workers):
-            stuck = [f"rank {wk[0]} worker {wk[4]} at step {wk[2]} of slice {wk[3]}"
-                     for wk in self.workers if wk[3] < self.slices][:5]
-            raise SimulationError("the plan deadlocks in simulation (run forestcc plan verify): "
-                                  + "; ".join(stuck))
-        # Everything sent has arrived by the last arrival on any channel.
-        return max([self.now] + self.last_arrival)
+def _run_events(sim_input: SimInput, engine: str) -> tuple:
+    """(time, transfers, stuck workers) from the chosen event loop."""
+    if engine == "python":
+        return run_reference(sim_input)
+    if engine != "native":
+        raise ValueError(f"simulate: engine must be 'native' or 'python', not {engine!r}")
+    from .. import _C
+    si = sim_input
+    return _C.simulate_events(si.link_bandwidth, si.channel_link_start, si.channel_links,
+                              si.channel_latency, si.partner, si.worker_op_start, si.ops,
+                              si.small_bytes, si.big_bytes, si.mem_bandwidth)
 
 
-def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | None = None
-             ) -> SimResult:
+def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | None = None,
+             engine: str = "native") -> SimResult:
     """Simulates one call of `plan` on `topo` with an nccl-tests `size` in bytes.
 
     elem_size: bytes per element (4: float). mem_bw: GB/s of local copies and reductions per
-    worker (None: free)."""
+    worker (None: free). engine: "native" (the C++ event loop) or "python" (the reference loop,
+    same result, about a hundred times slower)."""
     plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict) else "<plan>")
     n = plan["nranks"]
     if topo.num_ranks != n:
@@ -523,8 +365,13 @@ def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | No
                                   pipeline.get("min_slice_bytes", 0), count,
                                   plan["chunks_per_block"], elem_size)
     notes: list = []
-    sim = _Simulation(plan, _Network(topo), count, elem_size, slices, mem_bw, notes)
-    time = sim.run()
+    sim_input = _sim_input(plan, _Network(topo), count, elem_size, slices, mem_bw, notes)
+    time, transfers, stuck = _run_events(sim_input, engine)
+    if stuck:
+        where = [f"rank {sim_input.workers[w][0]} worker {sim_input.workers[w][1]} at step {pc} "
+                 f"of slice {s}" for w, pc, s in stuck]
+        raise SimulationError("the plan deadlocks in simulation (run forestcc plan verify): "
+                              + "; ".join(where))
     actual = count * elem_size * (n if collective in _SIZE_TIMES_N else 1)
-    return SimResult(plan["name"], collective, n, actual, count, slices, time, sim.transfers,
+    return SimResult(plan["name"], collective, n, actual, count, slices, time, transfers,
                      notes)
