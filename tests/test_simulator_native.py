@@ -86,15 +86,19 @@ def test_native_loop_reports_the_same_deadlock():
 
 
 def test_native_loop_checks_its_input():
+    # one worker puts chunk 0 of 1 (count 2 elements, so 8 bytes) over one link
     good = dict(link_bandwidth=[1.0], channel_link_start=[0, 1, 1], channel_links=[0],
                 channel_latency=[0.0, 0.0], partner=[1, 0], worker_op_start=[0, 1],
-                ops=[2, 0, 1, 0, 0, 0], small_bytes=[8], big_bytes=[8], mem_bandwidth=0.0)
+                ops=[2, 0, 0, 1, 1, 0], count=2, chunks_per_block=1, small_bytes=[8],
+                big_bytes=[12], mem_bandwidth=0.0)
     time_us, transfers, stuck = _C.simulate_events(**good)
     assert (time_us, transfers, stuck) == (8.0, 1, [])  # 8 bytes at 1 byte per microsecond
     bad = [({"channel_links": [1]}, "link id 1 out of range"),
            ({"partner": [1, 2]}, "partner channel 2 out of range"),
-           ({"ops": [2, 5, 1, 0, 0, 0]}, "op channel 5 out of range"),
-           ({"ops": [9, 0, 1, 0, 0, 0]}, "op kind 9"),
+           ({"ops": [2, 5, 0, 1, 1, 0]}, "op channel 5 out of range"),
+           ({"ops": [9, 0, 0, 1, 1, 0]}, "op kind 9"),
+           ({"ops": [2, 0, 0, -1, 1, 0]}, "op chunks and multiplier"),
+           ({"chunks_per_block": 0}, "chunks per block >= 1"),
            ({"worker_op_start": [0, 2]}, "worker op offsets"),
            ({"channel_link_start": [0, 1]}, "channel count"),
            ({"link_bandwidth": [0.0]}, "bandwidth is not positive"),

@@ -13,11 +13,12 @@ void bindSim(py::module_& m) {
       [](std::vector<double> linkBandwidth, std::vector<int64_t> channelLinkStart,
          std::vector<int64_t> channelLinks, std::vector<double> channelLatency,
          std::vector<int64_t> partner, std::vector<int64_t> workerOpStart, std::vector<int64_t> ops,
-         std::vector<int64_t> smallBytes, std::vector<int64_t> bigBytes, double memBandwidth) {
+         int64_t count, int64_t chunksPerBlock, std::vector<int64_t> smallBytes, std::vector<int64_t> bigBytes, double memBandwidth) {
         sim::SimInput in{std::move(linkBandwidth), std::move(channelLinkStart),
                          std::move(channelLinks),  std::move(channelLatency),
                          std::move(partner),       std::move(workerOpStart),
-                         std::move(ops),           std::move(smallBytes),
+                         std::move(ops),           count,
+                         chunksPerBlock,           std::move(smallBytes),
                          std::move(bigBytes),      memBandwidth};
         sim::SimOutput out;
         {
@@ -28,7 +29,7 @@ void bindSim(py::module_& m) {
       },
       py::arg("link_bandwidth"), py::arg("channel_link_start"), py::arg("channel_links"),
       py::arg("channel_latency"), py::arg("partner"), py::arg("worker_op_start"), py::arg("ops"),
-      py::arg("small_bytes"), py::arg("big_bytes"), py::arg("mem_bandwidth"),
+      py::arg("count"), py::arg("chunks_per_block"), py::arg("small_bytes"), py::arg("big_bytes"), py::arg("mem_bandwidth"),
       "The plan simulator's event loop on flat arrays (forestcc.plan.simulator builds them): "
       "(time in microseconds, transfers, [(worker, op, slice) of workers that never finished]). "
       "Invalid input raises ValueError.");

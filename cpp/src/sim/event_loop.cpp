@@ -78,6 +78,7 @@ class Simulation {
     const size_t workers = in.workerOpStart.size() - 1;
     pc_.assign(workers, 0);
     slice_.assign(workers, 0);
+    sizeOps();
   }
 
   SimOutput run() {
@@ -136,11 +137,32 @@ class Simulation {
       fail("worker op offsets do not cover the op list");
     for (size_t w = 0; w + 1 < in_.workerOpStart.size(); ++w)
       if (in_.workerOpStart[w] > in_.workerOpStart[w + 1]) fail("worker op offsets decrease");
+    if (in_.count < 0 || in_.chunksPerBlock < 1) fail("count must be >= 0 and chunks per block >= 1");
     for (size_t i = 0; i < in_.ops.size(); i += kOpFields) {
       const int64_t kind = in_.ops[i], c = in_.ops[i + 1];
       if (kind < kWait || kind > kLocal) fail("op kind " + std::to_string(kind));
       if (kind != kLocal && (c < 0 || c >= channels))
         fail("op channel " + std::to_string(c) + " out of range");
+      if (in_.ops[i + 2] < 0 || in_.ops[i + 3] < 0 || in_.ops[i + 4] < 0)
+        fail("op chunks and multiplier must be >= 0");
+    }
+  }
+
+  // Each op's chunks of q and of q + 1 elements (times its multiplier): chunk lengths differ by
+  // at most one element, so two per-slice byte tables give every op's bytes
+  // (geometry.chunk_element_range in Python).
+  void sizeOps() {
+    const int64_t c = in_.count, k = in_.chunksPerBlock, q = c / k;
+    const auto startOf = [&](int64_t i) { return (i / k) * c + ((i % k) * c) / k; };
+    const size_t n = in_.ops.size() / kOpFields;
+    opSmall_.resize(n);
+    opBig_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t* op = in_.ops.data() + kOpFields * i;
+      const int64_t first = op[2], chunks = op[3], times = op[4];
+      const int64_t big = (startOf(first + chunks) - startOf(first)) - chunks * q;
+      opSmall_[i] = (chunks - big) * times;
+      opBig_[i] = big * times;
     }
   }
 
@@ -260,7 +282,8 @@ class Simulation {
   void runWorker(int64_t w) {
     int64_t pc = pc_[w], s = slice_[w];
     if (s >= slices()) return;
-    const int64_t* ops = in_.ops.data() + kOpFields * in_.workerOpStart[w];
+    const int64_t base = in_.workerOpStart[w];
+    const int64_t* ops = in_.ops.data() + kOpFields * base;
     const int64_t length = in_.workerOpStart[w + 1] - in_.workerOpStart[w];
     int64_t small = in_.smallBytes[s], big = in_.bigBytes[s];
     const auto stop = [&](int64_t at) {
@@ -292,7 +315,8 @@ class Simulation {
           }
           break;
         case kTransfer:  // a get's bytes come from the peer, over its route
-          enqueue(c, {op[2] * small + op[3] * big, op[4] ? in_.partner[c] : c, op[5] != 0});
+          enqueue(c, {opSmall_[base + pc] * small + opBig_[base + pc] * big,
+                      (op[5] & kFlagGet) ? in_.partner[c] : c, (op[5] & kFlagSignalAfter) != 0});
           break;
         case kSignal:
           enqueue(c, {-1, c, true});
@@ -310,7 +334,7 @@ class Simulation {
           }
           break;
         default: {  // local copy / reduce
-          const int64_t bytes = op[2] * small + op[3] * big;
+          const int64_t bytes = opSmall_[base + pc] * small + opBig_[base + pc] * big;
           if (in_.memBandwidth > 0 && bytes) {
             stop(pc + 1);
             push(now_ + double(bytes) / in_.memBandwidth, kResumeEvent, w);
@@ -340,6 +364,7 @@ class Simulation {
   std::vector<int64_t> inbound_, waited_, waiter_, flusher_;
   // workers
   std::vector<int64_t> pc_, slice_;
+  std::vector<int64_t> opSmall_, opBig_;  // per op: chunks of q and of q + 1 elements it moves
 };
 
 }  // namespace

@@ -16,8 +16,11 @@ namespace forestcc::sim {
 
 // Decoded op kinds, as simulator.py numbers them.
 enum OpKind : int64_t { kWait = 0, kSignal = 1, kTransfer = 2, kFlush = 3, kLocal = 4 };
-// Fields of one decoded op in SimInput::ops.
-constexpr int kOpFields = 6;  // kind, channel, chunks of length q, of q+1, is_get, signal_after
+// Fields of one decoded op in SimInput::ops: kind, channel (-1: none), the first chunk and the
+// number of chunks it moves, a multiplier of its bytes (a reduction's sources), flags.
+constexpr int kOpFields = 6;
+constexpr int64_t kFlagGet = 1;          // the bytes come from the peer, over its route
+constexpr int64_t kFlagSignalAfter = 2;  // put_signal: the signal rides behind the data
 
 struct SimInput {
   std::vector<double> linkBandwidth;       // bytes per microsecond, per directed link
@@ -27,7 +30,9 @@ struct SimInput {
   std::vector<int64_t> partner;            // the channel at the other end
   std::vector<int64_t> workerOpStart;      // worker w's ops: ops[kOpFields * start[w] ...)
   std::vector<int64_t> ops;
-  std::vector<int64_t> smallBytes;         // per slice: bytes of a chunk of q elements
+  int64_t count = 0;                       // elements per block (the plan's c)
+  int64_t chunksPerBlock = 1;              // k: chunk i of a block starts at (i % k) * c / k
+  std::vector<int64_t> smallBytes;         // per slice: bytes of a chunk of q = c / k elements
   std::vector<int64_t> bigBytes;           // per slice: bytes of a chunk of q + 1 elements
   double memBandwidth = 0;                 // bytes per microsecond of local work; 0: free
 };

@@ -39,16 +39,18 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import format as plan_format
 from . import geometry, ops
-from .simulator_reference import (K_FLUSH, K_LOCAL, K_SIGNAL, K_WAIT, K_XFER, OP_FIELDS,
-                                  run_reference)
+from .simulator_reference import (FLAG_GET, FLAG_SIGNAL_AFTER, K_FLUSH, K_LOCAL, K_SIGNAL,
+                                  K_WAIT, K_XFER, OP_FIELDS, run_reference)
 
 __all__ = [
+    "SimInput",
     "SimResult",
     "SimulationError",
+    "Simulator",
     "bus_factor",
     "element_count",
     "plan_routes",
@@ -219,9 +221,11 @@ def _routes(plan, net, notes) -> dict:
 # ---- the simulator's input: the model's decisions as flat arrays ------------------------------
 @dataclass
 class SimInput:
-    """What the event loop needs, decided here once (routes, partners, op sizes, slices) so that
-    the native loop (cpp/src/sim/) and the Python reference (simulator_reference.py) run on the
-    same input. Channels are numbered over all ranks; ops are OP_FIELDS integers each."""
+    """What the event loop needs, decided here once per plan and topology (routes, partners,
+    decoded ops) and per size (slices), so that the native loop (cpp/src/sim/) and the Python
+    reference (simulator_reference.py) run on the same input. Channels are numbered over all
+    ranks; ops are OP_FIELDS integers each: kind, channel (-1: none), first chunk, chunks,
+    multiplier (a reduction's sources), flags (FLAG_GET, FLAG_SIGNAL_AFTER)."""
     link_bandwidth: list      # bytes per microsecond, per directed link of _Network
     channel_link_start: list  # channel c's links: channel_links[start[c]:start[c + 1]]
     channel_links: array
@@ -229,21 +233,16 @@ class SimInput:
     partner: list             # the channel at the other end
     worker_op_start: list     # worker w's ops: ops[OP_FIELDS * start[w]:OP_FIELDS * start[w + 1]]
     ops: array
-    small_bytes: list         # per slice: bytes of a chunk of q = count // k elements
-    big_bytes: list           # per slice: bytes of a chunk of q + 1 elements
-    mem_bandwidth: float      # bytes per microsecond of local work; 0: free
     workers: list             # worker index -> (rank, worker id), for messages
+    count: int = 0            # per size: elements per block
+    chunks_per_block: int = 1
+    small_bytes: list = field(default_factory=list)  # per slice: bytes of a chunk of count // k
+    big_bytes: list = field(default_factory=list)    # per slice: bytes of a chunk of count // k + 1
+    mem_bandwidth: float = 0.0  # bytes per microsecond of local work; 0: free
 
 
-def _sim_input(plan, net, count, elem_size, slices, mem_bw, notes) -> SimInput:
-    k = plan["chunks_per_block"]
-    # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
-    # lengths are q or q+1 (q = count // k), so two tables give every op's bytes per slice.
-    q = count // k
-    small = [((s + 1) * q // slices - s * q // slices) * elem_size for s in range(slices)]
-    big = [((s + 1) * (q + 1) // slices - s * (q + 1) // slices) * elem_size
-           for s in range(slices)]
-
+def _plan_input(plan, net, notes) -> SimInput:
+    """The size-independent part of the input."""
     routes = _routes(plan, net, notes)
     # Channels get global ids; partner pairing as the format defines it.
     cid = {}
@@ -269,68 +268,46 @@ def _sim_input(plan, net, count, elem_size, slices, mem_bw, notes) -> SimInput:
             for a, b in zip(chans, by_pair[(p, r)]):
                 partner[cid[(r, a)]] = cid[(p, b)]
 
-    decode = _OpDecoder(cid, count, k)
-    ops, op_start, workers = array("q"), [0], []
+    ops_out, op_start, workers = array("q"), [0], []
     for entry in plan["ranks"]:
         r = entry["rank"]
         for worker in entry["workers"]:
             for op in worker["ops"]:
-                ops.extend(decode(op, r))
-            op_start.append(len(ops) // OP_FIELDS)
+                ops_out.extend(_decode(op, cid.get((r, op.get("ch")), -1)))
+            op_start.append(len(ops_out) // OP_FIELDS)
             workers.append((r, worker["id"]))
-    return SimInput(net.bandwidth, link_start, links, latency, partner, op_start, ops, small, big,
-                    mem_bw * 1e3 if mem_bw else 0.0, workers)
+    return SimInput(net.bandwidth, link_start, links, latency, partner, op_start, ops_out,
+                    workers, chunks_per_block=plan["chunks_per_block"])
 
 
-class _OpDecoder:
-    """A plan op as decoded ops, OP_FIELDS integers each: (kind, channel, a, b, is a get, signal
-    after), where a and b count the chunks of q and of q + 1 elements it touches (for local work:
-    times its sources)."""
-
-    def __init__(self, cid, count, k):
-        self.cid, self.count, self.k = cid, count, k
-        self.sizes_of: dict = {}  # (first chunk, n) -> (a, b): ops repeat the same few
-
-    def sizes(self, index, n):
-        key = (index, n)
-        sizes = self.sizes_of.get(key)
-        if sizes is None:
-            start, end = geometry.chunk_element_range(index, n, self.count, self.k)
-            big = (end - start) - n * (self.count // self.k)
-            sizes = self.sizes_of[key] = (n - big, big)
-        return sizes
-
-    def __call__(self, op, rank):
-        name = op["op"]
-        n = ops.op_count(op)
-        c = self.cid.get((rank, op.get("ch")), -1)
-        if name == ops.WAIT:
-            return (K_WAIT, c, 0, 0, 0, 0)
-        if name == ops.SIGNAL:
-            return (K_SIGNAL, c, 0, 0, 0, 0)
-        if name == ops.FLUSH:
-            return (K_FLUSH, c, 0, 0, 0, 0)
-        if name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
-            a, b = self.sizes(op["src"][1], n)
-            # A get's bytes travel from the peer: the partner side's route. put_signal's signal
-            # travels behind its data, so it rides on the transfer.
-            return (K_XFER, c, a, b, int(name == ops.GET), int(name == ops.PUT_SIGNAL))
-        if name == ops.COPY:
-            a, b = self.sizes(op["src"][1], n)
-            return (K_LOCAL, -1, a, b, 0, 0)
-        if name == ops.GET_REDUCE:
-            # the peer's chunks come over (as a get, on the partner side's route), then the
-            # worker reduces them with its local sources
-            a, b = self.sizes(op["dst"][1], n)
-            srcs = len(op["srcs"]) + 1
-            return (K_XFER, c, a, b, 1, 0, K_FLUSH, c, 0, 0, 0, 0,
-                    K_LOCAL, -1, a * srcs, b * srcs, 0, 0)
-        if name in (ops.REDUCE_OP, ops.REDUCE_PUT):
-            a, b = self.sizes(op["dst"][1], n)
-            srcs = len(op["srcs"])
-            local = (K_LOCAL, -1, a * srcs, b * srcs, 0, 0)
-            return local + (K_XFER, c, a, b, 0, 0) if name == ops.REDUCE_PUT else local
-        raise SimulationError(f"the simulator has no rule for op {name!r}")
+def _decode(op, c) -> tuple:
+    """A plan op (on global channel c) as decoded ops, OP_FIELDS integers each."""
+    name = op["op"]
+    n = ops.op_count(op)
+    if name == ops.WAIT:
+        return (K_WAIT, c, 0, 0, 0, 0)
+    if name == ops.SIGNAL:
+        return (K_SIGNAL, c, 0, 0, 0, 0)
+    if name == ops.FLUSH:
+        return (K_FLUSH, c, 0, 0, 0, 0)
+    if name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
+        # A get's bytes travel from the peer: the partner side's route. put_signal's signal
+        # travels behind its data, so it rides on the transfer.
+        flags = FLAG_GET if name == ops.GET else FLAG_SIGNAL_AFTER if name == ops.PUT_SIGNAL else 0
+        return (K_XFER, c, op["src"][1], n, 1, flags)
+    if name == ops.COPY:
+        return (K_LOCAL, -1, op["src"][1], n, 1, 0)
+    if name == ops.GET_REDUCE:
+        # the peer's chunks come over (as a get, on the partner side's route), then the
+        # worker reduces them with its local sources
+        first = op["dst"][1]
+        return (K_XFER, c, first, n, 1, FLAG_GET, K_FLUSH, c, 0, 0, 0, 0,
+                K_LOCAL, -1, first, n, len(op["srcs"]) + 1, 0)
+    if name in (ops.REDUCE_OP, ops.REDUCE_PUT):
+        first = op["dst"][1]
+        local = (K_LOCAL, -1, first, n, len(op["srcs"]), 0)
+        return local + (K_XFER, c, first, n, 1, 0) if name == ops.REDUCE_PUT else local
+    raise SimulationError(f"the simulator has no rule for op {name!r}")
 
 
 def _run_events(sim_input: SimInput, engine: str) -> tuple:
@@ -343,7 +320,53 @@ def _run_events(sim_input: SimInput, engine: str) -> tuple:
     si = sim_input
     return _C.simulate_events(si.link_bandwidth, si.channel_link_start, si.channel_links,
                               si.channel_latency, si.partner, si.worker_op_start, si.ops,
-                              si.small_bytes, si.big_bytes, si.mem_bandwidth)
+                              si.count, si.chunks_per_block, si.small_bytes, si.big_bytes,
+                              si.mem_bandwidth)
+
+
+class Simulator:
+    """One plan on one topology, prepared once (validation, routes, decoded ops) and simulated at
+    any number of sizes: ``Simulator(plan, topo).run(size)`` is ``simulate(plan, topo, size)``."""
+
+    def __init__(self, plan: dict, topo):
+        plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict)
+                             else "<plan>")
+        n = plan["nranks"]
+        if topo.num_ranks != n:
+            raise SimulationError(f"plan {plan['name']!r} is for {n} ranks but {topo.name} has "
+                                  f"{topo.num_ranks} compute nodes")
+        self.plan = plan
+        self.notes: list = []
+        self.input = _plan_input(plan, _Network(topo), self.notes)
+
+    def run(self, size: int, elem_size: int = 4, mem_bw: float | None = None,
+            engine: str = "native") -> SimResult:
+        """One call with an nccl-tests `size` in bytes (see simulate)."""
+        plan = self.plan
+        n, collective, k = plan["nranks"], plan["collective"], plan["chunks_per_block"]
+        count = element_count(collective, n, size, elem_size)
+        pipeline = plan.get("pipeline", ops.DEFAULT_PIPELINE)
+        slices = geometry.slice_count(pipeline.get("max_slices", 1),
+                                      pipeline.get("min_slice_bytes", 0), count, k, elem_size)
+        # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
+        # lengths are q or q+1 (q = count // k), so two tables give every op's bytes per slice.
+        q = count // k
+        sim_input = replace(
+            self.input, count=count,
+            small_bytes=[((s + 1) * q // slices - s * q // slices) * elem_size
+                         for s in range(slices)],
+            big_bytes=[((s + 1) * (q + 1) // slices - s * (q + 1) // slices) * elem_size
+                       for s in range(slices)],
+            mem_bandwidth=mem_bw * 1e3 if mem_bw else 0.0)
+        time, transfers, stuck = _run_events(sim_input, engine)
+        if stuck:
+            where = [f"rank {sim_input.workers[w][0]} worker {sim_input.workers[w][1]} at step "
+                     f"{pc} of slice {s}" for w, pc, s in stuck]
+            raise SimulationError("the plan deadlocks in simulation (run forestcc plan verify): "
+                                  + "; ".join(where))
+        actual = count * elem_size * (n if collective in _SIZE_TIMES_N else 1)
+        return SimResult(plan["name"], collective, n, actual, count, slices, time, transfers,
+                         list(self.notes))
 
 
 def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | None = None,
@@ -352,26 +375,6 @@ def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | No
 
     elem_size: bytes per element (4: float). mem_bw: GB/s of local copies and reductions per
     worker (None: free). engine: "native" (the C++ event loop) or "python" (the reference loop,
-    same result, about a hundred times slower)."""
-    plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict) else "<plan>")
-    n = plan["nranks"]
-    if topo.num_ranks != n:
-        raise SimulationError(f"plan {plan['name']!r} is for {n} ranks but {topo.name} has "
-                              f"{topo.num_ranks} compute nodes")
-    collective = plan["collective"]
-    count = element_count(collective, n, size, elem_size)
-    pipeline = plan.get("pipeline", ops.DEFAULT_PIPELINE)
-    slices = geometry.slice_count(pipeline.get("max_slices", 1),
-                                  pipeline.get("min_slice_bytes", 0), count,
-                                  plan["chunks_per_block"], elem_size)
-    notes: list = []
-    sim_input = _sim_input(plan, _Network(topo), count, elem_size, slices, mem_bw, notes)
-    time, transfers, stuck = _run_events(sim_input, engine)
-    if stuck:
-        where = [f"rank {sim_input.workers[w][0]} worker {sim_input.workers[w][1]} at step {pc} "
-                 f"of slice {s}" for w, pc, s in stuck]
-        raise SimulationError("the plan deadlocks in simulation (run forestcc plan verify): "
-                              + "; ".join(where))
-    actual = count * elem_size * (n if collective in _SIZE_TIMES_N else 1)
-    return SimResult(plan["name"], collective, n, actual, count, slices, time, transfers,
-                     notes)
+    same result, about a hundred times slower). For many sizes of one plan, Simulator prepares
+    the plan once."""
+    return Simulator(plan, topo).run(size, elem_size, mem_bw, engine)

@@ -12,11 +12,15 @@ import heapq
 import math
 from collections import deque
 
+from . import geometry
+
 # Event kinds, ordered so that simultaneous events resolve deterministically.
 _LINK, _SIGNAL, _RESUME = 0, 1, 2
-# Decoded op kinds (SimInput.ops: 6 fields per op, kind first).
+# Decoded ops (SimInput.ops): kind, channel (-1: none), first chunk, chunks, multiplier, flags.
 K_WAIT, K_SIGNAL, K_XFER, K_FLUSH, K_LOCAL = 0, 1, 2, 3, 4
-OP_FIELDS = 6  # kind, channel, chunks of q elements, chunks of q+1, is a get, signal after
+OP_FIELDS = 6
+FLAG_GET = 1           # the bytes come from the peer, over its route
+FLAG_SIGNAL_AFTER = 2  # put_signal: the signal rides behind the data
 
 
 def run_reference(sim_input) -> tuple:
@@ -54,12 +58,17 @@ class _Loop:
         self.flows: list = []      # transfer id -> (channel, arrival latency, signal after)
         self.hops_left: list = []  # transfer id -> links still serving it
 
-        ops, op_start = si.ops, si.worker_op_start
-        self.workers = []  # [ops as tuples, pc, slice]
+        # Each op as (kind, channel, a, b, flags): a and b chunks of q and of q + 1 elements
+        # (times its multiplier), so two per-slice byte tables give its bytes.
+        ops, op_start, count, k = si.ops, si.worker_op_start, si.count, si.chunks_per_block
+        self.workers = []  # [ops, pc, slice]
         for w in range(len(op_start) - 1):
-            decoded = [tuple(ops[i:i + OP_FIELDS])
-                       for i in range(OP_FIELDS * op_start[w], OP_FIELDS * op_start[w + 1],
-                                      OP_FIELDS)]
+            decoded = []
+            for i in range(OP_FIELDS * op_start[w], OP_FIELDS * op_start[w + 1], OP_FIELDS):
+                kind, c, first, n, times, flags = ops[i:i + OP_FIELDS]
+                start, end = geometry.chunk_element_range(first, n, count, k)
+                big = (end - start) - n * (count // k)
+                decoded.append((kind, c, (n - big) * times, big * times, flags))
             self.workers.append([decoded, 0, 0])
         self.events: list = []
         self.seq = 0
@@ -178,7 +187,7 @@ class _Loop:
                 pc = 0
                 small, big = self.small[s], self.big[s]
                 continue
-            kind, c, a, b, is_get, signal_after = decoded[pc]
+            kind, c, a, b, flags = decoded[pc]
             if kind == K_WAIT:
                 if inbound[c] > waited[c]:
                     waited[c] += 1
@@ -188,8 +197,9 @@ class _Loop:
                     return
             elif kind == K_XFER:
                 # a get's bytes come from the peer, over its route
-                self._enqueue(c, (a * small + b * big, self.partner[c] if is_get else c,
-                                  bool(signal_after)))
+                self._enqueue(c, (a * small + b * big,
+                                  self.partner[c] if flags & FLAG_GET else c,
+                                  bool(flags & FLAG_SIGNAL_AFTER)))
             elif kind == K_SIGNAL:
                 self._enqueue(c, (-1, c, True))
             elif kind == K_FLUSH:
