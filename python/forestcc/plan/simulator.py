@@ -335,7 +335,10 @@ class Simulator:
         if topo.num_ranks != n:
             raise SimulationError(f"plan {plan['name']!r} is for {n} ranks but {topo.name} has "
                                   f"{topo.num_ranks} compute nodes")
-        self.plan = plan
+        # Only the header stays: a large plan's ops are held once, as the compact input.
+        self.plan = {key: plan[key] for key in ("name", "nranks", "collective",
+                                                "chunks_per_block")}
+        self.plan["pipeline"] = plan.get("pipeline", ops.DEFAULT_PIPELINE)
         self.notes: list = []
         self.input = _plan_input(plan, _Network(topo), self.notes)
 
@@ -345,7 +348,7 @@ class Simulator:
         plan = self.plan
         n, collective, k = plan["nranks"], plan["collective"], plan["chunks_per_block"]
         count = element_count(collective, n, size, elem_size)
-        pipeline = plan.get("pipeline", ops.DEFAULT_PIPELINE)
+        pipeline = plan["pipeline"]
         slices = geometry.slice_count(pipeline.get("max_slices", 1),
                                       pipeline.get("min_slice_bytes", 0), count, k, elem_size)
         # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
