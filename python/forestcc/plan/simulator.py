@@ -1,8 +1,17 @@
 """Plan simulator: how long a plan takes on a topology, event by event.
 
-    from forestcc.plan.simulator import simulate
+    from forestcc.plan.simulator import Simulator, simulate
     result = simulate(plan, topology.preset("dgx-a100x2"), size=1 << 30)
     print(result.time_us, result.algbw, result.busbw)
+    prepared = Simulator(plan, topo)            # many sizes: validate, route and decode once
+    rows = [prepared.run(size) for size in (1 << 20, 1 << 30)]
+
+Where the work is done: this module decides everything that is not the event loop (the plan's
+channels and partners, each channel's route, each op's chunks, the slices of a size) and hands it
+over as flat arrays (SimInput). The event loop runs in C++ (cpp/src/sim/event_loop.cpp, about
+16 times faster: over a million transfers per second); simulator_reference.py is the same loop
+in Python (``engine="python"``), the readable statement of the rules below, and the two give the
+same time to the last bit (tests/test_simulator_native.py).
 
 The model, in the words of the plan format (``schedules/README.md``):
 
@@ -378,6 +387,6 @@ def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | No
 
     elem_size: bytes per element (4: float). mem_bw: GB/s of local copies and reductions per
     worker (None: free). engine: "native" (the C++ event loop) or "python" (the reference loop,
-    same result, about a hundred times slower). For many sizes of one plan, Simulator prepares
+    same result, about 16 times slower). For many sizes of one plan, Simulator prepares
     the plan once."""
     return Simulator(plan, topo).run(size, elem_size, mem_bw, engine)

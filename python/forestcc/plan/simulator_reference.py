@@ -3,7 +3,7 @@
 ``simulate(..., engine="python")`` runs it; tests/test_simulator.py checks that both loops give
 the same time, to the last bit, on the same input (``simulator.SimInput``: the model of
 simulator.py's docstring after routes, ops and slices have been decided). It is the readable
-statement of the model and about a hundred times slower than the native loop; every line here has
+statement of the model and about 16 times slower than the native loop; every line here has
 its twin in cpp/src/sim/event_loop.cpp, in the same arithmetic order.
 """
 from __future__ import annotations
