@@ -13,6 +13,14 @@ loader's parse tree) and of verifying.
     python perf/forest_plan_bench.py [--only 1024:all_gather] [--all] [--json] [--keep DIR]
 
 --all adds the 1,024-rank all_reduce (5 million ops: minutes and about 9 GB to compile).
+
+    python perf/forest_plan_bench.py --report [--only 256:all_reduce] [--topology mi250x4:all_reduce]
+
+--report runs ``forestcc plan report`` (forestcc.plan.report.make_report: the forest, ring, double
+binary tree and hierarchical plans generated and simulated from 1 MiB to 1 GiB) per case, each in
+its own process, and prints its wall and CPU seconds, peak memory, the forest's k, and each
+algorithm's algbw at 1 GiB as a percentage of the bound. Cases are ranks of the fat tree
+(``--only``, default REPORT_CASES) or presets (``--topology NAME:COLLECTIVE``).
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import time
 # (ranks, collective)
 CASES = [(128, "all_reduce"), (256, "all_gather"), (256, "all_reduce"), (1024, "all_gather")]
 LARGE = [(1024, "all_reduce")]
+REPORT_CASES = [(256, "all_gather"), (256, "all_reduce"), (1024, "all_gather")]
 
 
 def _peak_bytes() -> int:
@@ -67,6 +76,31 @@ def verify_case(path: str) -> dict:
             "verify_peak_bytes": _peak_bytes()}
 
 
+def _topology(spec: str):
+    """A fat tree of DGX-A100 boxes for a rank count, else the preset of that name."""
+    from forestcc import topology
+    from forestcc.topology.presets import a100_fat_tree
+    if spec.isdigit():
+        boxes = int(spec) // 8
+        return a100_fat_tree(boxes, min(16, boxes))
+    return topology.preset(spec)
+
+
+def report_case(spec: str, collective: str) -> dict:
+    from forestcc.plan.report import ALGORITHMS, make_report
+    topo = _topology(spec)
+    cpu, wall = time.process_time(), time.perf_counter()
+    report = make_report(topo, collective)
+    bound = float(report.bound_algbw)
+    row = {"topology": topo.name, "ranks": topo.num_ranks, "wall_s": time.perf_counter() - wall,
+           "cpu_s": time.process_time() - cpu, "peak_bytes": _peak_bytes(),
+           "forest_k": report.forest_k, "bound_algbw": bound}
+    for name in ALGORITHMS:
+        rows = report.results.get(name)
+        row[name] = rows[-1].algbw / bound * 100 if rows else None
+    return row
+
+
 def _child(*args: str) -> dict:
     out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True,
                          text=True, env=os.environ, check=False)
@@ -84,14 +118,21 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     parser.add_argument("--keep", metavar="DIR", help="write the plan files here (default: a "
                                                       "temporary directory, removed after)")
+    parser.add_argument("--report", action="store_true",
+                        help="time `forestcc plan report` per case instead (see above)")
+    parser.add_argument("--topology", action="append", metavar="PRESET:COLLECTIVE",
+                        help="with --report: a preset case (repeatable), e.g. mi250x4:all_reduce")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         step, *rest = args.child
         row = (compile_case(int(rest[0]), rest[1], rest[2]) if step == "compile"
+               else report_case(rest[0], rest[1]) if step == "report"
                else verify_case(rest[0]))
         print(json.dumps(row))
         return 0
+    if args.report:
+        return _reports(args)
     cases = CASES + (LARGE if args.all else [])
     if args.only:
         cases = [(int(r), c) for r, c in (item.split(":") for item in args.only)]
@@ -113,6 +154,25 @@ def main() -> int:
                   f"{row['compile_peak_bytes'] / 1e9:>11.2f} {row['load_peak_bytes'] / 1e9:>8.2f} "
                   f"{row['verify_peak_bytes'] / 1e9:>10.2f}"
                   + ("" if row["verified"] else "  NOT VERIFIED"), flush=True)
+    return 0
+
+
+def _reports(args) -> int:
+    cases = [(str(r), c) for r, c in REPORT_CASES]
+    if args.only or args.topology:
+        cases = [tuple(item.split(":")) for item in (args.only or []) + (args.topology or [])]
+    if not args.json:
+        print(f"{'topology':>20} {'collective':>14} {'wall s':>7} {'cpu s':>7} {'peak GB':>8} "
+              f"{'k':>3} {'bound GB/s':>10}   % of bound at 1 GiB: forest ring tree hierarchical",
+              flush=True)
+    for spec, collective in cases:
+        row = {"collective": collective, **_child("report", spec, collective)}
+        cells = " ".join(f"{row[name]:6.1f}" if row[name] is not None else f"{'n/a':>6}"
+                         for name in ("forest", "ring", "tree", "hierarchical"))
+        print(json.dumps(row) if args.json else
+              f"{row['topology']:>20} {collective:>14} {row['wall_s']:>7.1f} {row['cpu_s']:>7.1f} "
+              f"{row['peak_bytes'] / 1e9:>8.2f} {row['forest_k']:>3} {row['bound_algbw']:>10.2f}"
+              f"   {cells}", flush=True)
     return 0
 
 

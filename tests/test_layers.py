@@ -43,6 +43,8 @@ LAYERS = {
     "plan": ("base",),
     # Max-flow and tree packing for ForestColl (the _graph module; control plane only).
     "graph": ("base",),
+    # The plan simulator's event loop (built into _C; control plane only: it predicts plans).
+    "sim": (),
     # Runs compiled plans: compile, the per-call protocol, the interpreter and its CPU runner.
     "executor": ("base", "bootstrap", "transport", "core", "plan"),
     # The CUDA runner of the same interpreter, and the device probe.
@@ -56,8 +58,8 @@ LAYERS = {
     "nccl": ("base", "bootstrap", "transport", "core", "channels", "plan", "graph", "executor",
              "cuda", "collectives"),
     # forestcc._C: Python objects to the C++ API.
-    "python": ("base", "bootstrap", "transport", "core", "channels", "plan", "graph", "executor",
-               "cuda", "collectives"),
+    "python": ("base", "bootstrap", "transport", "core", "channels", "plan", "graph", "sim",
+               "executor", "cuda", "collectives"),
 }
 
 # Each public header in the layer that owns it.

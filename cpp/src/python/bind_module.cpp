@@ -14,6 +14,7 @@ PYBIND11_MODULE(_C, m) {
   forestcc::python::bindCommunicator(m);
   forestcc::python::bindPlan(m);
   forestcc::python::bindCollectives(m);
+  forestcc::python::bindSim(m);
   m.def("config_table", [] {
     py::list out;
     for (const auto& e : forestcc::configTable())

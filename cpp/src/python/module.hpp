@@ -13,6 +13,7 @@ void bindPlan(pybind11::module_& m);
 // The verifier's clock join (verifier_clocks.cpp), into the plan submodule.
 void bindVerifierClocks(pybind11::module_& plan);
 void bindCollectives(pybind11::module_& m);
+void bindSim(pybind11::module_& m);  // the plan simulator's event loop (cpp/src/sim/)
 
 // Raises RuntimeError when this thread is running Python signal handlers from inside a blocked
 // forestcc wait: a collective or send/recv there would wait on the call it interrupted.

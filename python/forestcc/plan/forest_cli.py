@@ -142,7 +142,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
 def simulate_main(args: argparse.Namespace) -> int:
     """Prints size, slices, time, algbw and busbw per size (or JSON lines)."""
     from ..topology.model import TopologyError
-    from .simulator import SimulationError, simulate
+    from .simulator import SimulationError, Simulator
     try:
         sizes = _sizes(args.size or ["1G"])
         plan = plan_format.load(args.plan)
@@ -158,9 +158,13 @@ def simulate_main(args: argparse.Namespace) -> int:
               f"simulated")
         print(f"# {'size (B)':>12} {'slices':>7} {'time (us)':>12} {'algbw':>9} {'busbw':>9}")
     notes: list = []
+    try:
+        prepared = Simulator(plan, topo)  # validated, routed and decoded once for every size
+    except SimulationError as err:
+        return _fail("simulate", err)
     for size in sizes:
         try:
-            result = simulate(plan, topo, size, elem_size=args.dtype_size, mem_bw=args.mem_bw)
+            result = prepared.run(size, elem_size=args.dtype_size, mem_bw=args.mem_bw)
         except SimulationError as err:
             return _fail("simulate", err)
         notes += [n for n in result.notes if n not in notes]

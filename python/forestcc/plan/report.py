@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .simulator import SimResult, simulate
+from .simulator import SimResult, Simulator
 
 __all__ = ["ALGORITHMS", "DEFAULT_SIZES", "Report", "draw_report", "format_report", "make_report"]
 
@@ -50,19 +50,20 @@ def _forest(topo, collective, k, size):
     from ..algorithms.forest_plan import compile_forest
     if k is not None:
         forest = generate_forest(topo, collective, k)
-        return compile_forest(forest), forest, None
+        return Simulator(compile_forest(forest), topo), forest, None
     optimal = generate_forest(topo, collective)
     best = None
     for candidate in sorted({1, 2, optimal.k}):
         forest = optimal if candidate == optimal.k else generate_forest(topo, collective, candidate)
-        plan = compile_forest(forest)
-        algbw = simulate(plan, topo, size).algbw
+        plan = Simulator(compile_forest(forest), topo)
+        algbw = plan.run(size).algbw
         if best is None or algbw > best[0] * 1.001:
             best = (algbw, plan, forest)
     return best[1], best[2], optimal.k
 
 
 def _plans(topo, collective, k, size):
+    """{algorithm: Simulator of its plan}, {algorithm: why n/a}, the forest's summary and k."""
     from ..algorithms.baselines import double_binary_tree_plan, hierarchical_plan, ring_plan
     plan, forest, optimal_k = _forest(topo, collective, k, size)
     summary = forest.report()
@@ -74,9 +75,11 @@ def _plans(topo, collective, k, size):
     plans, skipped = {"forest": plan}, {}
     for name, make in makers.items():
         try:
-            plans[name] = make(topo, collective)
+            plan = make(topo, collective)
         except ValueError as err:
             skipped[name] = str(err)
+            continue
+        plans[name] = Simulator(plan, topo)  # prepared once for every size
     return plans, skipped, summary, forest.k
 
 
@@ -98,7 +101,7 @@ def make_report(topo, collective: str = "all_reduce", sizes=DEFAULT_SIZES, k: in
         for size in sizes:
             if progress is not None:
                 progress(name, size)
-            rows.append(simulate(plans[name], topo, size))
+            rows.append(plans[name].run(size))
         report.results[name] = rows
         for note in dict.fromkeys(n for row in rows for n in row.notes):
             report.notes.append(f"{name}: {note}")

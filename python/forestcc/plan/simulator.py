@@ -1,8 +1,17 @@
 """Plan simulator: how long a plan takes on a topology, event by event.
 
-    from forestcc.plan.simulator import simulate
+    from forestcc.plan.simulator import Simulator, simulate
     result = simulate(plan, topology.preset("dgx-a100x2"), size=1 << 30)
     print(result.time_us, result.algbw, result.busbw)
+    prepared = Simulator(plan, topo)            # many sizes: validate, route and decode once
+    rows = [prepared.run(size) for size in (1 << 20, 1 << 30)]
+
+Where the work is done: this module decides everything that is not the event loop (the plan's
+channels and partners, each channel's route, each op's chunks, the slices of a size) and hands it
+over as flat arrays (SimInput). The event loop runs in C++ (cpp/src/sim/event_loop.cpp, about
+16 times faster: over a million transfers per second); simulator_reference.py is the same loop
+in Python (``engine="python"``), the readable statement of the rules below, and the two give the
+same time to the last bit (tests/test_simulator_native.py).
 
 The model, in the words of the plan format (``schedules/README.md``):
 
@@ -38,15 +47,19 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
-from dataclasses import dataclass, field
+from array import array
+from dataclasses import dataclass, field, replace
 
 from . import format as plan_format
 from . import geometry, ops
+from .simulator_reference import (FLAG_GET, FLAG_SIGNAL_AFTER, K_FLUSH, K_LOCAL, K_SIGNAL,
+                                  K_WAIT, K_XFER, OP_FIELDS, run_reference)
 
 __all__ = [
+    "SimInput",
     "SimResult",
     "SimulationError",
+    "Simulator",
     "bus_factor",
     "element_count",
     "plan_routes",
@@ -56,11 +69,6 @@ __all__ = [
 # Collectives whose nccl-tests size is count x nranks (count per rank or per peer).
 _SIZE_TIMES_N = frozenset({ops.ALL_GATHER, ops.REDUCE_SCATTER, ops.ALL_TO_ALL, ops.GATHER,
                            ops.SCATTER})
-
-# Event kinds, ordered so that simultaneous events resolve deterministically.
-_LINK, _SIGNAL, _RESUME = 0, 1, 2
-# Decoded op kinds.
-_K_WAIT, _K_SIGNAL, _K_XFER, _K_FLUSH, _K_LOCAL = 0, 1, 2, 3, 4
 
 
 class SimulationError(ValueError):
@@ -219,312 +227,166 @@ def _routes(plan, net, notes) -> dict:
     return out
 
 
-# ---- the event loop -----------------------------------------------------------------------------
-class _Simulation:
-    def __init__(self, plan, net, count, elem_size, slices, mem_bw, notes):
-        self.net = net
-        self.slices = slices
-        k = plan["chunks_per_block"]
+# ---- the simulator's input: the model's decisions as flat arrays ------------------------------
+@dataclass
+class SimInput:
+    """What the event loop needs, decided here once per plan and topology (routes, partners,
+    decoded ops) and per size (slices), so that the native loop (cpp/src/sim/) and the Python
+    reference (simulator_reference.py) run on the same input. Channels are numbered over all
+    ranks; ops are OP_FIELDS integers each: kind, channel (-1: none), first chunk, chunks,
+    multiplier (a reduction's sources), flags (FLAG_GET, FLAG_SIGNAL_AFTER)."""
+    link_bandwidth: list      # bytes per microsecond, per directed link of _Network
+    channel_link_start: list  # channel c's links: channel_links[start[c]:start[c + 1]]
+    channel_links: array
+    channel_latency: list     # the route's summed latency, microseconds
+    partner: list             # the channel at the other end
+    worker_op_start: list     # worker w's ops: ops[OP_FIELDS * start[w]:OP_FIELDS * start[w + 1]]
+    ops: array
+    workers: list             # worker index -> (rank, worker id), for messages
+    count: int = 0            # per size: elements per block
+    chunks_per_block: int = 1
+    small_bytes: list = field(default_factory=list)  # per slice: bytes of a chunk of count // k
+    big_bytes: list = field(default_factory=list)    # per slice: bytes of a chunk of count // k + 1
+    mem_bandwidth: float = 0.0  # bytes per microsecond of local work; 0: free
+
+
+def _plan_input(plan, net, notes) -> SimInput:
+    """The size-independent part of the input."""
+    routes = _routes(plan, net, notes)
+    # Channels get global ids; partner pairing as the format defines it.
+    cid = {}
+    for entry in plan["ranks"]:
+        for ch in entry["channels"]:
+            cid[(entry["rank"], ch["id"])] = len(cid)
+    n_ch = len(cid)
+    link_start, links, latency = [0] * (n_ch + 1), array("q"), [0.0] * n_ch
+    for key, c in cid.items():
+        links.extend(routes[key])
+        link_start[c + 1] = len(links)
+        latency[c] = sum(net.latency[i] for i in routes[key])
+    partner = [0] * n_ch
+    by_pair: dict = {}
+    for entry in plan["ranks"]:
+        for ch in entry["channels"]:
+            by_pair.setdefault((entry["rank"], ch["peer"]), []).append(ch["id"])
+    for (r, p), chans in by_pair.items():
+        if r == p:
+            for a, b in zip(chans[0::2], chans[1::2]):
+                partner[cid[(r, a)]], partner[cid[(r, b)]] = cid[(r, b)], cid[(r, a)]
+        else:
+            for a, b in zip(chans, by_pair[(p, r)]):
+                partner[cid[(r, a)]] = cid[(p, b)]
+
+    ops_out, op_start, workers = array("q"), [0], []
+    for entry in plan["ranks"]:
+        r = entry["rank"]
+        for worker in entry["workers"]:
+            for op in worker["ops"]:
+                ops_out.extend(_decode(op, cid.get((r, op.get("ch")), -1)))
+            op_start.append(len(ops_out) // OP_FIELDS)
+            workers.append((r, worker["id"]))
+    return SimInput(net.bandwidth, link_start, links, latency, partner, op_start, ops_out,
+                    workers, chunks_per_block=plan["chunks_per_block"])
+
+
+def _decode(op, c) -> tuple:
+    """A plan op (on global channel c) as decoded ops, OP_FIELDS integers each."""
+    name = op["op"]
+    n = ops.op_count(op)
+    if name == ops.WAIT:
+        return (K_WAIT, c, 0, 0, 0, 0)
+    if name == ops.SIGNAL:
+        return (K_SIGNAL, c, 0, 0, 0, 0)
+    if name == ops.FLUSH:
+        return (K_FLUSH, c, 0, 0, 0, 0)
+    if name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
+        # A get's bytes travel from the peer: the partner side's route. put_signal's signal
+        # travels behind its data, so it rides on the transfer.
+        flags = FLAG_GET if name == ops.GET else FLAG_SIGNAL_AFTER if name == ops.PUT_SIGNAL else 0
+        return (K_XFER, c, op["src"][1], n, 1, flags)
+    if name == ops.COPY:
+        return (K_LOCAL, -1, op["src"][1], n, 1, 0)
+    if name == ops.GET_REDUCE:
+        # the peer's chunks come over (as a get, on the partner side's route), then the
+        # worker reduces them with its local sources
+        first = op["dst"][1]
+        return (K_XFER, c, first, n, 1, FLAG_GET, K_FLUSH, c, 0, 0, 0, 0,
+                K_LOCAL, -1, first, n, len(op["srcs"]) + 1, 0)
+    if name in (ops.REDUCE_OP, ops.REDUCE_PUT):
+        first = op["dst"][1]
+        local = (K_LOCAL, -1, first, n, len(op["srcs"]), 0)
+        return local + (K_XFER, c, first, n, 1, 0) if name == ops.REDUCE_PUT else local
+    raise SimulationError(f"the simulator has no rule for op {name!r}")
+
+
+def _run_events(sim_input: SimInput, engine: str) -> tuple:
+    """(time, transfers, stuck workers) from the chosen event loop."""
+    if engine == "python":
+        return run_reference(sim_input)
+    if engine != "native":
+        raise ValueError(f"simulate: engine must be 'native' or 'python', not {engine!r}")
+    from .. import _C
+    si = sim_input
+    return _C.simulate_events(si.link_bandwidth, si.channel_link_start, si.channel_links,
+                              si.channel_latency, si.partner, si.worker_op_start, si.ops,
+                              si.count, si.chunks_per_block, si.small_bytes, si.big_bytes,
+                              si.mem_bandwidth)
+
+
+class Simulator:
+    """One plan on one topology, prepared once (validation, routes, decoded ops) and simulated at
+    any number of sizes: ``Simulator(plan, topo).run(size)`` is ``simulate(plan, topo, size)``."""
+
+    def __init__(self, plan: dict, topo):
+        plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict)
+                             else "<plan>")
+        n = plan["nranks"]
+        if topo.num_ranks != n:
+            raise SimulationError(f"plan {plan['name']!r} is for {n} ranks but {topo.name} has "
+                                  f"{topo.num_ranks} compute nodes")
+        # Only the header stays: a large plan's ops are held once, as the compact input.
+        self.plan = {key: plan[key] for key in ("name", "nranks", "collective",
+                                                "chunks_per_block")}
+        self.plan["pipeline"] = plan.get("pipeline", ops.DEFAULT_PIPELINE)
+        self.notes: list = []
+        self.input = _plan_input(plan, _Network(topo), self.notes)
+
+    def run(self, size: int, elem_size: int = 4, mem_bw: float | None = None,
+            engine: str = "native") -> SimResult:
+        """One call with an nccl-tests `size` in bytes (see simulate)."""
+        plan = self.plan
+        n, collective, k = plan["nranks"], plan["collective"], plan["chunks_per_block"]
+        count = element_count(collective, n, size, elem_size)
+        pipeline = plan["pipeline"]
+        slices = geometry.slice_count(pipeline.get("max_slices", 1),
+                                      pipeline.get("min_slice_bytes", 0), count, k, elem_size)
         # Slice s of a chunk of L elements has floor((s+1)L/S) - floor(sL/S) elements; chunk
         # lengths are q or q+1 (q = count // k), so two tables give every op's bytes per slice.
         q = count // k
-        self.small = [((s + 1) * q // slices - s * q // slices) * elem_size for s in range(slices)]
-        self.big = [((s + 1) * (q + 1) // slices - s * (q + 1) // slices) * elem_size
-                    for s in range(slices)]
-        self.mem_bw = mem_bw * 1e3 if mem_bw else None
-        self.notes = notes
-
-        routes = _routes(plan, net, notes)
-        # Channels get global ids; partner pairing as the format defines it.
-        cid = {}
-        for entry in plan["ranks"]:
-            for ch in entry["channels"]:
-                cid[(entry["rank"], ch["id"])] = len(cid)
-        n_ch = len(cid)
-        self.links_of = [()] * n_ch
-        self.latency_of = [0.0] * n_ch
-        for key, c in cid.items():
-            self.links_of[c] = routes[key]
-            self.latency_of[c] = sum(net.latency[i] for i in routes[key])
-        self.partner = [0] * n_ch
-        by_pair: dict = {}
-        for entry in plan["ranks"]:
-            for ch in entry["channels"]:
-                by_pair.setdefault((entry["rank"], ch["peer"]), []).append(ch["id"])
-        for (r, p), chans in by_pair.items():
-            if r == p:
-                for a, b in zip(chans[0::2], chans[1::2]):
-                    self.partner[cid[(r, a)]], self.partner[cid[(r, b)]] = cid[(r, b)], cid[(r, a)]
-            else:
-                for a, b in zip(chans, by_pair[(p, r)]):
-                    self.partner[cid[(r, a)]] = cid[(p, b)]
-
-        self.queue = [deque() for _ in range(n_ch)]   # pending channel ops
-        self.busy = [False] * n_ch                    # ops queued or a transfer in service
-        self.last_arrival = [0.0] * n_ch              # in-order arrival on the channel
-        self.inbound = [0] * n_ch                     # signals arrived at this side
-        self.waited = [0] * n_ch
-        self.waiter = [-1] * n_ch                     # worker blocked in wait on this channel
-        self.flusher = [-1] * n_ch                    # worker blocked in flush on this channel
-
-        # Links: processor sharing with a per-link virtual time (bytes served per transfer).
-        n_links = len(net.bandwidth)
-        self.bw = net.bandwidth
-        self.active = [0] * n_links
-        self.vtime = [0.0] * n_links
-        self.vstamp = [0.0] * n_links
-        self.finishing = [[] for _ in range(n_links)]  # heaps of (virtual finish, transfer id)
-        self.next_event = [math.inf] * n_links
-        self.flows: list = []      # transfer id -> (channel, arrival latency, signal after)
-        self.hops_left: list = []  # transfer id -> links still serving it
-
-        # Workers with decoded ops.
-        self.workers = []
-        for entry in plan["ranks"]:
-            r = entry["rank"]
-            for worker in entry["workers"]:
-                decoded = []
-                for op in worker["ops"]:
-                    decoded.extend(self._decode(op, r, cid, routes, count, k))
-                self.workers.append([r, decoded, 0, 0, worker["id"]])  # rank, ops, pc, slice, id
-        self.events: list = []
-        self.seq = 0
-        self.now = 0.0
-        self.transfers = 0
-        self.done_workers = 0
-
-    def _decode(self, op, rank, cid, routes, count, k):
-        """An op as tuples (kind, channel, a, b): a, b = chunks of length q and q+1 it touches."""
-        name = op["op"]
-
-        def sizes(ref_count):
-            start, end = geometry.chunk_element_range(ref_count[0], ref_count[1], count, k)
-            big = (end - start) - ref_count[1] * (count // k)
-            return ref_count[1] - big, big
-
-        n = ops.op_count(op)
-        c = cid.get((rank, op.get("ch")), -1)
-        if name == ops.WAIT:
-            return [(_K_WAIT, c, 0, 0)]
-        if name == ops.SIGNAL:
-            return [(_K_SIGNAL, c, 0, 0)]
-        if name == ops.FLUSH:
-            return [(_K_FLUSH, c, 0, 0)]
-        if name in (ops.PUT, ops.PUT_SIGNAL, ops.GET):
-            a, b = sizes((op["src"][1], n))
-            # A get's bytes travel from the peer: the partner side's route. put_signal's signal
-            # travels behind its data, so it rides on the transfer.
-            return [(_K_XFER, c, a, b, name == ops.GET, name == ops.PUT_SIGNAL)]
-        if name == ops.COPY:
-            a, b = sizes((op["src"][1], n))
-            return [(_K_LOCAL, -1, a, b)]
-        if name == ops.GET_REDUCE:
-            # the peer's chunks come over (as a get, on the partner side's route), then the
-            # worker reduces them with its local sources
-            a, b = sizes((op["dst"][1], n))
-            srcs = len(op["srcs"]) + 1
-            return [(_K_XFER, c, a, b, True, False), (_K_FLUSH, c, 0, 0),
-                    (_K_LOCAL, -1, a * srcs, b * srcs)]
-        if name in (ops.REDUCE_OP, ops.REDUCE_PUT):
-            a, b = sizes((op["dst"][1], n))
-            srcs = len(op["srcs"])
-            out = [(_K_LOCAL, -1, a * srcs, b * srcs)]
-            if name == ops.REDUCE_PUT:
-                out.append((_K_XFER, c, a, b, False, False))
-            return out
-        raise SimulationError(f"the simulator has no rule for op {name!r}")
-
-    # -- events -----------------------------------------------------------------------------
-    # Link events are pushed only when a link's next completion moves earlier; one that fires
-    # early (the link got busier since) finds nothing done and reschedules itself.
-
-    def _reschedule(self, link, now):
-        heap = self.finishing[link]
-        if not heap:
-            self.next_event[link] = math.inf
-            return
-        when = now + (heap[0][0] - self.vtime[link]) * self.active[link] / self.bw[link]
-        when = max(when, now)
-        if when < self.next_event[link]:
-            self.next_event[link] = when
-            self.seq += 1
-            heapq.heappush(self.events, (when, _LINK, self.seq, link, 0))
-
-    def _start_channel(self, c):
-        """Starts the queued ops of channel c until one occupies links. A queued op is (bytes,
-        links, latency, signal after); bytes -1: a signal alone."""
-        queue = self.queue[c]
-        now = self.now
-        while queue:
-            nbytes, links, latency, signal = queue.popleft()
-            if nbytes <= 0 or not links:
-                arrival = now + latency
-                arrival = max(arrival, self.last_arrival[c])
-                self.last_arrival[c] = arrival
-                if signal:
-                    self.seq += 1
-                    heapq.heappush(self.events, (arrival, _SIGNAL, self.seq, c, 0))
-                continue
-            fid = len(self.flows)
-            self.flows.append((c, latency, signal))
-            self.hops_left.append(len(links))
-            self.transfers += 1
-            active, vtime, vstamp, bw, finishing = (self.active, self.vtime, self.vstamp, self.bw,
-                                                    self.finishing)
-            for link in links:
-                n = active[link]
-                if n:
-                    vtime[link] += (now - vstamp[link]) * bw[link] / n
-                vstamp[link] = now
-                heapq.heappush(finishing[link], (vtime[link] + nbytes, fid))
-                active[link] = n + 1
-                self._reschedule(link, now)
-            return
-        self.busy[c] = False
-        w = self.flusher[c]
-        if w >= 0:  # the channel has nothing left to send: the flush ends at the last arrival
-            self.flusher[c] = -1
-            self.seq += 1
-            heapq.heappush(self.events, (max(now, self.last_arrival[c]), _RESUME, self.seq, w, 0))
-
-    def _link_event(self, link):
-        now = self.now
-        self.next_event[link] = math.inf
-        n = self.active[link]
-        if n:
-            self.vtime[link] += (now - self.vstamp[link]) * self.bw[link] / n
-        self.vstamp[link] = now
-        heap = self.finishing[link]
-        hops_left = self.hops_left
-        limit = self.vtime[link] * (1 + 1e-12) + 1e-9
-        while heap and heap[0][0] <= limit:
-            _, fid = heapq.heappop(heap)
-            self.active[link] -= 1
-            hops_left[fid] -= 1
-            if hops_left[fid] == 0:  # sent: it arrives one latency later, in channel order
-                c, latency, signal = self.flows[fid]
-                arrival = now + latency
-                arrival = max(arrival, self.last_arrival[c])
-                self.last_arrival[c] = arrival
-                if signal:
-                    self.seq += 1
-                    heapq.heappush(self.events, (arrival, _SIGNAL, self.seq, c, 0))
-                self._start_channel(c)
-        self._reschedule(link, now)
-
-    def _signal_arrived(self, c):
-        p = self.partner[c]
-        self.inbound[p] += 1
-        w = self.waiter[p]
-        if w >= 0:
-            self.waiter[p] = -1
-            self._run(w)
-
-    # -- workers ----------------------------------------------------------------------------
-    def _enqueue(self, c, item):
-        self.queue[c].append(item)
-        if not self.busy[c]:
-            self.busy[c] = True  # _start_channel clears it when the queue drains
-            self._start_channel(c)
-
-    def _run(self, w):
-        worker = self.workers[w]
-        decoded = worker[1]
-        length = len(decoded)
-        pc, s = worker[2], worker[3]
-        if s >= self.slices:
-            return
-        small, big = self.small[s], self.big[s]
-        inbound, waited = self.inbound, self.waited
-        while True:
-            if pc == length:
-                s += 1
-                if s == self.slices:
-                    worker[2], worker[3] = pc, s
-                    self.done_workers += 1
-                    return
-                pc = 0
-                small, big = self.small[s], self.big[s]
-                continue
-            op = decoded[pc]
-            kind, c = op[0], op[1]
-            if kind == _K_WAIT:
-                if inbound[c] > waited[c]:
-                    waited[c] += 1
-                else:
-                    self.waiter[c] = w
-                    worker[2], worker[3] = pc, s
-                    return
-            elif kind == _K_XFER:
-                src = self.partner[c] if op[4] else c  # a get's bytes come from the peer
-                self._enqueue(c, (op[2] * small + op[3] * big, self.links_of[src],
-                                  self.latency_of[src], op[5]))
-            elif kind == _K_SIGNAL:
-                self._enqueue(c, (-1, self.links_of[c], self.latency_of[c], True))
-            elif kind == _K_FLUSH:
-                if self.busy[c]:
-                    self.flusher[c] = w
-                    worker[2], worker[3] = pc + 1, s
-                    return
-                if self.last_arrival[c] > self.now:
-                    worker[2], worker[3] = pc + 1, s
-                    self.seq += 1
-                    heapq.heappush(self.events, (self.last_arrival[c], _RESUME, self.seq, w, 0))
-                    return
-            else:  # local copy / reduce
-                nbytes = op[2] * small + op[3] * big
-                if self.mem_bw and nbytes:
-                    worker[2], worker[3] = pc + 1, s
-                    self.seq += 1
-                    heapq.heappush(self.events, (self.now + nbytes / self.mem_bw, _RESUME,
-                                                 self.seq, w, 0))
-                    return
-            pc += 1
-
-    def run(self) -> float:
-        for w in range(len(self.workers)):
-            self._run(w)
-        events = self.events
-        pop = heapq.heappop
-        while events:
-            time, kind, _, a, _ = pop(events)
-            self.now = time
-            if kind == _LINK:
-                if time == self.next_event[a]:
-                    self._link_event(a)
-            elif kind == _SIGNAL:
-                self._signal_arrived(a)
-            else:
-                self._run(a)
-        if self.done_workers != len(self.workers):
-            stuck = [f"rank {wk[0]} worker {wk[4]} at step {wk[2]} of slice {wk[3]}"
-                     for wk in self.workers if wk[3] < self.slices][:5]
+        sim_input = replace(
+            self.input, count=count,
+            small_bytes=[((s + 1) * q // slices - s * q // slices) * elem_size
+                         for s in range(slices)],
+            big_bytes=[((s + 1) * (q + 1) // slices - s * (q + 1) // slices) * elem_size
+                       for s in range(slices)],
+            mem_bandwidth=mem_bw * 1e3 if mem_bw else 0.0)
+        time, transfers, stuck = _run_events(sim_input, engine)
+        if stuck:
+            where = [f"rank {sim_input.workers[w][0]} worker {sim_input.workers[w][1]} at step "
+                     f"{pc} of slice {s}" for w, pc, s in stuck]
             raise SimulationError("the plan deadlocks in simulation (run forestcc plan verify): "
-                                  + "; ".join(stuck))
-        # Everything sent has arrived by the last arrival on any channel.
-        return max([self.now] + self.last_arrival)
+                                  + "; ".join(where))
+        actual = count * elem_size * (n if collective in _SIZE_TIMES_N else 1)
+        return SimResult(plan["name"], collective, n, actual, count, slices, time, transfers,
+                         list(self.notes))
 
 
-def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | None = None
-             ) -> SimResult:
+def simulate(plan: dict, topo, size: int, elem_size: int = 4, mem_bw: float | None = None,
+             engine: str = "native") -> SimResult:
     """Simulates one call of `plan` on `topo` with an nccl-tests `size` in bytes.
 
     elem_size: bytes per element (4: float). mem_bw: GB/s of local copies and reductions per
-    worker (None: free)."""
-    plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict) else "<plan>")
-    n = plan["nranks"]
-    if topo.num_ranks != n:
-        raise SimulationError(f"plan {plan['name']!r} is for {n} ranks but {topo.name} has "
-                              f"{topo.num_ranks} compute nodes")
-    collective = plan["collective"]
-    count = element_count(collective, n, size, elem_size)
-    pipeline = plan.get("pipeline", ops.DEFAULT_PIPELINE)
-    slices = geometry.slice_count(pipeline.get("max_slices", 1),
-                                  pipeline.get("min_slice_bytes", 0), count,
-                                  plan["chunks_per_block"], elem_size)
-    notes: list = []
-    sim = _Simulation(plan, _Network(topo), count, elem_size, slices, mem_bw, notes)
-    time = sim.run()
-    actual = count * elem_size * (n if collective in _SIZE_TIMES_N else 1)
-    return SimResult(plan["name"], collective, n, actual, count, slices, time, sim.transfers,
-                     notes)
+    worker (None: free). engine: "native" (the C++ event loop) or "python" (the reference loop,
+    same result, about 16 times slower). For many sizes of one plan, Simulator prepares
+    the plan once."""
+    return Simulator(plan, topo).run(size, elem_size, mem_bw, engine)
