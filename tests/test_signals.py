@@ -6,7 +6,8 @@ from __future__ import annotations
 import signal
 import time
 
-from conftest import collect, run_job, spawn_ranks
+import pytest
+from conftest import PROGRAMS, collect, run_job, spawn_ranks
 
 
 def test_sigterm_handler_installed_before_init_keeps_the_communicator(no_new_shm):
@@ -21,10 +22,13 @@ def test_sigterm_without_a_handler_still_ends_the_rank_and_cleans_up(no_new_shm)
     assert "rank 0" in result.stderr and "SIGTERM" in result.stderr, result.stderr
 
 
-def test_ctrl_c_interrupts_a_blocked_collective(no_new_shm):
+@pytest.mark.parametrize("plan", [None, "split_worker_all_gather_2.json"])
+def test_ctrl_c_interrupts_a_blocked_collective(plan, no_new_shm):
     # Outside forestcc-run (torchrun's environment): nobody else stops the rank, and the
-    # timeout is far longer than the test waits.
-    procs = spawn_ranks("torchrun", 2, "blocked_collective.py",
+    # timeout is far longer than the test waits. With the plan, the blocked wait is on a pool
+    # worker while the main thread waits for it: that wait must run the signal handlers too.
+    args = [str(PROGRAMS / plan)] if plan else []
+    procs = spawn_ranks("torchrun", 2, "blocked_collective.py", *args,
                         extra_env={"FORESTCC_TIMEOUT": "3000"})
     waiter, sleeper = procs
     try:
