@@ -8,7 +8,6 @@
 
 #include <immintrin.h>
 #include <sched.h>
-#include <time.h>
 
 #include <chrono>
 #include <string>
@@ -32,7 +31,7 @@ struct WaitPolicy {
   int peer;
   int peerPid;                         // 0: no liveness check
   const ControlHeader* control;        // this rank's abort flag
-  Doorbell* doorbell = nullptr;        // this rank's: sleeps end when a signal rings it
+  Doorbell* doorbell;                  // this rank's: sleeps end when a signal rings it
 };
 
 enum class WaitOutcome { Ready, Timeout, PeerDead, Aborted };
@@ -47,9 +46,9 @@ struct NoWatch {
   void operator()() const {}
 };
 
-// Waits until ready() (spin, yield, then sleep on the rank's doorbell). Between sleeps, about every
-// 50 ms, it checks the abort flag, the peer's liveness, pending signals (checkInterrupt) and calls watch(), which
-// may throw: the executor uses it to notice a peer that entered this call with other arguments.
+// Waits until ready() (spin, yield, then sleep on the rank's doorbell). Between sleeps, about
+// every 50 ms, it checks the abort flag, the peer's liveness, pending signals (checkInterrupt) and
+// calls watch(), which may throw: the executor uses it to notice a peer that entered this call with other arguments.
 template <class Ready, class Watch = NoWatch>
 WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{}) {
   if (ready()) return WaitOutcome::Ready;
@@ -86,12 +85,7 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{
     if (now < yieldEnd) {
       sched_yield();
     } else {
-      if (p.doorbell) {
-        sleepOnDoorbell(*p.doorbell, ready, sleepNs);
-      } else {
-        timespec ts{0, sleepNs};
-        nanosleep(&ts, nullptr);
-      }
+      sleepOnDoorbell(*p.doorbell, ready, sleepNs);
       sleepNs = sleepNs < kMaxSleepNs ? sleepNs * 2 : kMaxSleepNs;
     }
   }

@@ -140,12 +140,8 @@ struct CpuBackend {
 
   void signal(int channel) {
     const ExecChannel& ch = call.plan->channels[channel];
-    if (ch.outbound) {
-      __atomic_fetch_add(ch.outbound, 1, __ATOMIC_RELEASE);
-      if (ch.doorbell) ringDoorbell(*ch.doorbell);
-    } else {
-      ch.link->signal(SemaphoreSet::Plan, ch.pair);
-    }
+    if (ch.outbound) signalMapped(ch.outbound, *ch.doorbell);
+    else ch.link->signal(SemaphoreSet::Plan, ch.pair);
   }
 
   void flush(int channel) {

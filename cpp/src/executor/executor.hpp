@@ -34,7 +34,7 @@ struct ExecChannel {
   int pair = 0;                  // the plan-channel pair number between the two ranks
   uint64_t* inbound = nullptr;   // this rank's semaphore for this pair
   uint64_t* outbound = nullptr;  // the peer's, where the link maps it (else link->signal)
-  Doorbell* doorbell = nullptr;  // the peer's, rung after adding to outbound
+  Doorbell* doorbell = nullptr;  // the peer's, rung after adding to outbound (set with it)
   uint64_t* expected = nullptr;  // signals consumed so far (kept by the executor across calls)
   Connection* link = nullptr;    // null for a loopback channel
   PeerBuffer banks[2];           // the peer's eager scratch banks (mapped, or through the link)

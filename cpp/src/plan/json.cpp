@@ -75,12 +75,7 @@ void Value::take(const Value& other) {
     case Payload::Object: new (&object_) Object(other.object_); break;
     case Payload::None: break;
   }
-  type_ = other.type_;
-  bool_ = other.bool_;
-  overflow_ = other.overflow_;
-  line_ = other.line_;
-  column_ = other.column_;
-  uint_ = other.uint_;  // the scalar's bits, whichever it is
+  takeScalars(other);
 }
 
 void Value::take(Value&& other) noexcept {
@@ -90,12 +85,16 @@ void Value::take(Value&& other) noexcept {
     case Payload::Object: new (&object_) Object(std::move(other.object_)); break;
     case Payload::None: break;
   }
+  takeScalars(other);
+}
+
+void Value::takeScalars(const Value& other) noexcept {
   type_ = other.type_;
   bool_ = other.bool_;
   overflow_ = other.overflow_;
   line_ = other.line_;
   column_ = other.column_;
-  uint_ = other.uint_;
+  uint_ = other.uint_;  // the scalar's bits, whichever it is
 }
 
 void Value::become(Type type) {

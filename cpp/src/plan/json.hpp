@@ -102,6 +102,7 @@ class Value {
   // Takes other's type, scalar and payload (copied or moved); the payload must be None before.
   void take(const Value& other);
   void take(Value&& other) noexcept;
+  void takeScalars(const Value& other) noexcept;  // type, flags, position and the scalar's bits
   // Turns a payload-free value (a fresh one) into an empty value of `type` (String, Array or
   // Object, or a scalar type).
   void become(Type type);

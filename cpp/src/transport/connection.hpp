@@ -64,7 +64,7 @@ class Connection {
   // ---- signals ------------------------------------------------------------------------------
   // The peer's counter, where it is mapped here (the interpreter adds to it directly), else null.
   virtual uint64_t* signalWord(SemaphoreSet set, int index) = 0;
-  // The peer's doorbell where signalWord is mapped (ring it after adding to the word), else null.
+  // The peer's doorbell, non-null wherever signalWord is (ring it after adding to the word).
   virtual Doorbell* peerDoorbell() { return nullptr; }
   // A release add of 1 on that counter, after every write issued on this connection before it.
   virtual void signal(SemaphoreSet set, int index) = 0;

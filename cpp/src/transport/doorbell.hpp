@@ -28,6 +28,13 @@ inline void ringDoorbell(Doorbell& d) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&d.rings), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// A signal into a counter this process maps: the release add (after every write before it),
+// then the ring. Every mapped signal goes through here, so none forgets the doorbell.
+inline void signalMapped(uint64_t* word, Doorbell& d) {
+  __atomic_fetch_add(word, 1, __ATOMIC_RELEASE);
+  ringDoorbell(d);
+}
+
 // Sleeps up to `ns` nanoseconds unless ready() holds or the doorbell rings (or has rung since
 // this call began). Spurious returns are fine: callers loop.
 template <class Ready>

@@ -54,8 +54,7 @@ uint64_t* NodeConnection::signalWord(SemaphoreSet set, int index) {
 void NodeConnection::signal(SemaphoreSet set, int index) {
   // Writes on shm and cma connections are complete when they return; the release orders them
   // before the flag.
-  __atomic_fetch_add(signalWord(set, index), 1, __ATOMIC_RELEASE);
-  ringDoorbell(block_->doorbell);
+  signalMapped(signalWord(set, index), block_->doorbell);
 }
 
 uint64_t* NodeConnection::inboundWord(SemaphoreSet set, int index) {

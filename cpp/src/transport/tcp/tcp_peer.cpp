@@ -408,10 +408,8 @@ void TcpPeer::apply(const WireHeader& h, const std::string& body) {
   switch (h.type) {
     case MessageType::Signal: {
       uint64_t* word = inboundWord(static_cast<SemaphoreSet>(h.set), static_cast<int>(h.a));
-      if (word) {
-        __atomic_fetch_add(word, 1, __ATOMIC_RELEASE);
-        ringDoorbell(local_.control->doorbell);
-      } else
+      if (word) signalMapped(word, local_.control->doorbell);
+      else
         storeAbort(local_.control->header, local_.rank,
                    rankPrefix(local_.rank) + who_ + " signalled semaphore " + std::to_string(h.a) + " of set " +
                        std::to_string(h.set) + ", which does not exist",
