@@ -61,6 +61,15 @@ void Executor::publish(Call& call) {
   // sequence is a release store too: a peer that reads it past this call knows every signal this
   // rank sent in earlier calls has landed (watchPeer relies on it).
   __atomic_store_n(&mb.sequence, call.sequence, __ATOMIC_RELEASE);
+  // A peer may sleep waiting for this entry (awaitEntered, the stamp window): wake it, as a
+  // signal would.
+  if (!peerDoorbellsKnown_) {
+    for (int r = 0; r < s.size; ++r)
+      if (r != s.rank && !s.connections[r].empty())
+        if (Doorbell* d = s.link(r).peerDoorbell()) peerDoorbells_.push_back(d);
+    peerDoorbellsKnown_ = true;
+  }
+  for (Doorbell* d : peerDoorbells_) ringDoorbell(*d);
   s.published();
 }
 

@@ -183,6 +183,10 @@ class Executor {
   struct Published {
     uint64_t address = 0, bytes = 0, generation = 0;
   } published_[2];
+  // Same-node peers' doorbells, rung when this rank enters a call (made on first use: the
+  // connections never change after the communicator is made).
+  std::vector<Doorbell*> peerDoorbells_;
+  bool peerDoorbellsKnown_ = false;
   const void* publishedScratch_ = nullptr;  // the scratch whose handle is in the mailbox (null: none)
   bool scratchPublished_ = false;           // the mailbox's scratch handle was written once
   uint64_t sequence_ = 0;

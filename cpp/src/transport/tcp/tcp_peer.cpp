@@ -428,6 +428,7 @@ void TcpPeer::apply(const WireHeader& h, const std::string& body) {
       writeStamp(byCall[m.sequence % kStampHistory], m.stamp);
       if (m.eagerBank == 0 || m.eagerBank == 1) writeStamp(byEagerCall[m.eagerBank], m.eagerStamp);
       sequence.store(m.sequence, std::memory_order_release);
+      ringDoorbell(local_.control->doorbell);  // a wait for this entry may sleep
       return;
     }
     case MessageType::GetDone: {
