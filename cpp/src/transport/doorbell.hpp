@@ -1,6 +1,6 @@
 // Ringing and sleeping on a rank's doorbell (control_block.hpp): a process-shared futex in the
 // control block. The doorbell only shortens sleeps: a sleeper never sleeps longer than the
-// timeout it passes, so a signal that does not ring (a peer's entry into a call, say) is still
+// timeout it passes, so an event that does not ring (a GPU runner publishing its buffers) is still
 // seen within that timeout, as it was before doorbells.
 #pragma once
 
