@@ -375,6 +375,10 @@ void TcpPeer::dispatch(int s) {
       notify();
       return;
     default: {
+      // A goodbye may wait here behind a signal whose data is still on another stream; the
+      // peer has said it all the same, so its stream 0 closing next is the end of the job, not
+      // a death (lost() asks saidGoodbye()).
+      if (h.type == MessageType::Goodbye) goodbye_.store(true, std::memory_order_release);
       Outgoing c;
       c.header = h;
       c.body = std::move(st.body);
