@@ -129,6 +129,15 @@ def test_all_reduce_results_are_identical_on_every_rank(n):
     assert result.lines("IDENTICAL"), result.stdout
 
 
+@pytest.mark.parametrize("n,transport", [(2, "auto"), (2, "cma"), (3, "auto"), (5, "auto")])
+def test_tiled_reductions(n, transport):
+    # direct's reductions run tile by tile (schedules/README.md, "Tiled reductions"); on 2 ranks
+    # also a plan whose put overlaps what its get has yet to read, which must not be tiled
+    result = run_job(n, "tiled_reduce_check.py", env={"FORESTCC_TRANSPORT": transport})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert result.lines("TILED OK"), result.stdout
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_64_mib_messages(n):
     # 16 Mi float32 elements per block = 64 MiB (all_gather/reduce_scatter: per rank block)

@@ -160,9 +160,9 @@ def test_pipelining_hints():
     assert ring["pipeline"]["max_slices"] > 1 and ring["pipeline"]["min_slice_bytes"] > 0
     small = builtin.generate("direct_small", "all_reduce", 4)
     assert small["pipeline"]["max_slices"] == 1
-    # direct pipelines its reductions but moves data in one piece
-    assert builtin.generate("direct", "all_reduce", 4)["pipeline"]["max_slices"] > 1
-    assert builtin.generate("direct", "all_gather", 4)["pipeline"]["max_slices"] == 1
+    # direct is never sliced: its reductions are tiled by the executor instead
+    for collective in ("all_reduce", "reduce_scatter", "reduce", "all_gather"):
+        assert builtin.generate("direct", collective, 4)["pipeline"]["max_slices"] == 1
 
 
 def test_direct_reductions_read_peers_in_place():

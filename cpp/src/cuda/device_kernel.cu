@@ -204,6 +204,8 @@ struct DeviceBackend {
     f.kind = FailureKind::Unsupported;
     return false;
   }
+  // A reduction and its puts run op by op: each is already spread over the worker's blocks.
+  static constexpr bool kTilesReductions = false;
   // Eager plans (scratch banks) and unmapped memory never reach the GPU runner (refused on the host).
   __device__ bool bank(int, RemoteBuffer&, Failure& f) { return unsupported(f); }
   __device__ bool write(int, const RemoteBuffer&, uint64_t, const char*, uint64_t, Failure& f) { return unsupported(f); }

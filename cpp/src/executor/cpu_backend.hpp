@@ -112,6 +112,19 @@ struct CpuBackend {
     }
   }
 
+  // Tiles of a reduction whose result is put to the peers at once (Interpreter::reduceThenPut):
+  // L2-sized, so the tile is still in cache for the puts. Not through a loopback channel (this
+  // rank's own buffer, which the interpreter cannot tell apart from its operands) nor through a
+  // proxy (tcp), whose every read is a round trip and reads whole 4 MiB tiles.
+  static constexpr bool kTilesReductions = true;
+  static constexpr uint64_t kReducePutTile = 256 << 10;
+  uint64_t tileBytes(int channel, const RemoteBuffer& b) const {
+    if (!call.plan->channels[channel].link) return 0;
+    if (b.mapped) return kReducePutTile;
+    return peerBuffer(b).connection->readTileBytes() <= kReducePutTile ? kReducePutTile : 0;
+  }
+  static uint64_t ownerAddress(const RemoteBuffer& b) { return peerBuffer(b).region.address; }
+
   // Unmapped peer memory comes over in L2-sized tiles that are reduced at once.
   bool readReduce(int, const RemoteBuffer& b, uint64_t offset, char* dst, const char* const* srcs, int n,
                   uint64_t bytes, Failure& f) {

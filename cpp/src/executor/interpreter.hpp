@@ -16,6 +16,11 @@
 //   bool readReduce(int channel, const RemoteBuffer&, uint64_t offset, char* dst, const char* const* srcs,
 //                   int n, uint64_t bytes, Failure&)     dst = op(srcs..., the peer's bytes): unmapped memory
 //   bool read(int channel, const RemoteBuffer&, uint64_t offset, char* dst, uint64_t bytes, Failure&)
+//   static constexpr bool kTilesReductions               whether reduceThenPut runs at all; then:
+//   uint64_t tileBytes(int channel, const RemoteBuffer&)  bytes per tile when a reduction and the
+//                                                       puts of its result run tile by tile through
+//                                                       this buffer (reduceThenPut); 0: never
+//   uint64_t ownerAddress(const RemoteBuffer&)          an unmapped buffer's address in its owner's process
 //   void signal(int channel)                             release: after every earlier write of this worker
 //   bool wait(int channel, Failure& f)                  acquire; false: failed (deadline, abort, ...)
 //   void flush(int channel)
@@ -113,6 +118,17 @@ class Interpreter {
         f.step = step;
         f.slice = slice;
         const uint32_t chain = getReduceChain(ops, step, n);
+        if constexpr (Backend::kTilesReductions) {
+          const uint32_t group = chain + putsOfResult(ops, step, chain, n);
+          bool tiled = false;
+          if (group > 1 && !reduceThenPut(ops + step, chain, group, f, tiled)) return f;
+          f.step = step;
+          if (tiled) {
+            if (!be_.afterOp(f)) return f;
+            step += group - 1;
+            continue;
+          }
+        }
         if (!(chain > 1 ? getReduceFused(ops + step, chain, f) : runOp(ops[step], f)) || !be_.afterOp(f)) return f;
         step += chain - 1;
       }
@@ -122,6 +138,8 @@ class Interpreter {
 
   // Sources one fused reduce may read: a chain's local sources and one per peer.
   static constexpr int kMaxFusedSources = 16;
+  // Puts (and signals) of a reduced chunk that reduceThenPut takes along.
+  static constexpr uint32_t kMaxTiledPuts = 16;
 
  private:
   struct Span {
@@ -313,6 +331,126 @@ class Interpreter {
         return false;
       }
     }
+    return true;
+  }
+
+  // The ops after a get_reduce chain at ops[step, step + chain) that put its result to peers: puts
+  // of exactly the chain's destination, and the signals between them (a direct all_reduce's second
+  // step, a direct reduce's put to the root). 0 when the chain is not followed by such a put.
+  FORESTCC_HOST_DEVICE uint32_t putsOfResult(const plan::Op* ops, uint32_t step, uint32_t chain, uint32_t n) const {
+    const plan::Op& first = ops[step];
+    if (first.code != plan::OpCode::GetReduce) return 0;
+    uint32_t len = 0, puts = 0;
+    for (uint32_t i = step + chain; i < n && len < kMaxTiledPuts; ++i, ++len) {
+      const plan::Op& op = ops[i];
+      if (op.code == plan::OpCode::Signal) continue;
+      if ((op.code != plan::OpCode::Put && op.code != plan::OpCode::PutSignal) || op.count != first.count ||
+          op.src.buffer != first.dst.buffer || op.src.index != first.dst.index)
+        break;
+      ++puts;
+    }
+    // Trailing signals stay with the ops after the group.
+    while (len > 0 && ops[step + chain + len - 1].code == plan::OpCode::Signal) --len;
+    return puts ? len : 0;
+  }
+
+  static FORESTCC_HOST_DEVICE bool disjoint(uint64_t a, uint64_t aBytes, uint64_t b, uint64_t bBytes) {
+    return a + aBytes <= b || b + bBytes <= a;
+  }
+
+  // A get_reduce chain and the puts of its result (ops[0, chain) and ops[chain, len): putsOfResult)
+  // tile by tile: each tile is reduced from every peer and put to every peer while it is in cache.
+  // This is what slicing a direct all_reduce did, without a slice's handshake with every peer (on a
+  // loaded or oversubscribed CPU each handshake waits for a peer that is not running). The result
+  // is the ops' own: a chain reduces in the same order (one pass when every peer is mapped, as
+  // getReduceFused, else op by op per tile), and moving a put's writes before the chain's later
+  // reads is safe when no put lands on bytes a get of the group still reads: every peer range a put
+  // writes is checked to be the very range a get reads there (a tile is read before it is written)
+  // or apart from all of them, and apart from this rank's own operands. Otherwise `tiled` stays
+  // false and the ops run one by one. Signals go out after every tile, in the ops' order.
+  FORESTCC_HOST_DEVICE bool reduceThenPut(const plan::Op* ops, uint32_t chain, uint32_t len, Failure& f, bool& tiled) {
+    const plan::Op& first = ops[0];
+    if (pieces(first) != 1) return true;
+    const uint32_t step = f.step;
+    Span dst;
+    const char* srcs[kMaxFusedSources];
+    RemoteSpan from[kMaxFusedSources], to[kMaxTiledPuts];
+    int fromPeer[kMaxFusedSources], toPeer[kMaxTiledPuts];
+    uint32_t toStep[kMaxTiledPuts], puts = 0;
+    if (first.sourceCount + int(chain) > kMaxFusedSources) return true;
+    if (!reduceSpans(first, 0, dst, srcs, f)) return false;
+    uint64_t tile = ~uint64_t(0);
+    bool mapped = true;
+    for (uint32_t i = 0; i < len; ++i) {
+      const plan::Op& op = ops[i];
+      f.step = step + i;
+      if (op.code == plan::OpCode::Signal) continue;
+      const bool get = i < chain;
+      const int peer = be_.peerOf(op.channel);
+      RemoteSpan& there = get ? from[i] : to[puts];
+      if (!remote(op, get ? op.src : op.dst, 0, span(op), peer, there, f)) return false;
+      if (there.bytes != dst.bytes) return sizeMismatch(peer, dst.bytes, there.bytes, get ? 2 : 1, f);
+      const uint64_t t = be_.tileBytes(op.channel, there.buffer);
+      if (!t) return true;
+      tile = t < tile ? t : tile;
+      if (there.buffer.mapped) {
+        const char* p = there.buffer.mapped + there.offset;
+        if (!disjoint(uint64_t(p), there.bytes, uint64_t(dst.data), dst.bytes)) return true;
+        for (int s = 0; s < first.sourceCount && !get; ++s)
+          if (!disjoint(uint64_t(p), there.bytes, uint64_t(srcs[s]), dst.bytes)) return true;
+      } else if (get) {
+        mapped = false;
+      }
+      if (get) {
+        fromPeer[i] = peer;
+      } else {
+        toPeer[puts] = peer;
+        toStep[puts++] = step + i;
+      }
+    }
+    for (uint32_t k = 0; k < puts; ++k)
+      for (uint32_t i = 0; i < chain; ++i) {
+        if (toPeer[k] != fromPeer[i]) continue;
+        const RemoteBuffer &x = to[k].buffer, &y = from[i].buffer;
+        if (!x.mapped != !y.mapped) return true;  // one address space to compare them in
+        const uint64_t a = (x.mapped ? uint64_t(x.mapped) : be_.ownerAddress(x)) + to[k].offset;
+        const uint64_t b = (y.mapped ? uint64_t(y.mapped) : be_.ownerAddress(y)) + from[i].offset;
+        if (a != b && !disjoint(a, dst.bytes, b, dst.bytes)) return true;
+      }
+    tiled = true;
+    tile = tile / g_.elem * g_.elem;
+    if (!tile) tile = g_.elem;
+    for (uint64_t off = 0; off < dst.bytes; off += tile) {
+      const uint64_t bytes = dst.bytes - off < tile ? dst.bytes - off : tile;
+      char* out = dst.data + off;
+      const char* operands[kMaxFusedSources];
+      int n = first.sourceCount;
+      for (int s = 0; s < n; ++s) operands[s] = srcs[s] + off;
+      if (mapped) {  // one pass over every peer's tile, as getReduceFused
+        for (uint32_t i = 0; i < chain; ++i) operands[n++] = from[i].buffer.mapped + from[i].offset + off;
+        be_.reduce(out, operands, n, bytes / g_.elem);
+      } else {
+        for (uint32_t i = 0; i < chain; ++i) {
+          f.step = step + i;
+          if (i > 0) operands[0] = out, n = 1;
+          if (from[i].buffer.mapped) {
+            operands[n] = from[i].buffer.mapped + from[i].offset + off;
+            be_.reduce(out, operands, n + 1, bytes / g_.elem);
+          } else if (!be_.readReduce(ops[i].channel, from[i].buffer, from[i].offset + off, out, operands, n, bytes, f)) {
+            return false;
+          }
+        }
+      }
+      for (uint32_t k = 0; k < puts; ++k) {
+        f.step = toStep[k];
+        const plan::Op& op = ops[toStep[k] - step];
+        if (to[k].buffer.mapped) be_.copy(to[k].buffer.mapped + to[k].offset + off, out, bytes);
+        else if (!be_.write(op.channel, to[k].buffer, to[k].offset + off, out, bytes, f)) return false;
+      }
+    }
+    for (uint32_t i = chain; i < len; ++i)
+      if (ops[i].code == plan::OpCode::Signal || ops[i].code == plan::OpCode::PutSignal) be_.signal(ops[i].channel);
+    f.step = step;
     return true;
   }
 

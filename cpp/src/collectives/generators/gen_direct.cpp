@@ -28,11 +28,12 @@ namespace forestcc::collectives::gen {
 namespace {
 
 constexpr const char* kName = "direct";
-// Slicing keeps each reduced piece in cache until it is put to the peers.
-const PlanBuilder::BuildOptions kPipelined{0, -1, 32, 64 << 10};
-// One slice, no size bound: plans that only move data (each transfer is one copy, or one
-// cross-process call, and one handshake; nothing reads the data again for a slice to keep in
-// cache).
+// One slice, no size bound, for every direct plan. Plans that only move data make each transfer
+// one copy, or one cross-process call, and one handshake. Plans that reduce keep each reduced piece
+// in cache until it is put to the peers without slices too: the CPU interpreter runs a get_reduce
+// chain and the puts of its result tile by tile (Interpreter::reduceThenPut), where each slice
+// would cost a handshake with every peer (a wait for a peer that is not running, on a loaded or
+// oversubscribed machine: 2 ranks under load, 25 MiB in place, 32 slices took 1.7x as long as one).
 const PlanBuilder::BuildOptions kUnsliced{0, -1, 1, 0};
 
 // Part r of the reduction, pulled: dst = first (op) every peer's input part r, read in place
@@ -58,7 +59,7 @@ plan::Plan allReduce(const GenerateRequest& req) {
     for (int p : ch.peers(r)) b.putSignal(r, w, ch.at(r, p), part, part);
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 plan::Plan reduce(const GenerateRequest& req) {
@@ -78,7 +79,7 @@ plan::Plan reduce(const GenerateRequest& req) {
     }
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 plan::Plan allGather(const GenerateRequest& req) {
@@ -110,7 +111,7 @@ plan::Plan reduceScatter(const GenerateRequest& req) {
     signalAll(b, ch, r, w);  // done reading the peers' inputs
     waitAll(b, ch, r, w);
   }
-  return finishPlan(b, kName, kPipelined);
+  return finishPlan(b, kName, kUnsliced);
 }
 
 plan::Plan allToAll(const GenerateRequest& req) {
