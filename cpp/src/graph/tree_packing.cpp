@@ -42,7 +42,8 @@ struct Group {
 
 class TreePacking {
  public:
-  TreePacking(const SwitchFreeGraph& g, Cap k, int sharedLevels) : n_(g.count), residual_(g.cap) {
+  TreePacking(const SwitchFreeGraph& g, Cap k, int sharedLevels)
+      : n_(g.count), residual_(g.cap), sharedLevels_(sharedLevels) {
     // Residuals only shrink, so the arcs worth scanning are those with capacity at the start.
     for (size_t a = 0; a < residual_.size(); ++a)
       if (residual_[a] > 0) arcs_.push_back(a);
@@ -56,7 +57,6 @@ class TreePacking {
       groups_.push_back(std::move(grp));
       schedule(r);
     }
-    sharedLevels_ = sharedLevels;
   }
 
   // Two phases. First every group takes, in turns, the arcs out of its nodes less than
@@ -207,7 +207,7 @@ class TreePacking {
   std::vector<Group> groups_;
   std::priority_queue<Turn> turns_;
   std::deque<int> deferred_;  // groups past the shared levels, grown one at a time
-  int sharedLevels_ = 1;
+  int sharedLevels_;
   long long sequence_ = 0;
   std::vector<NodeSet> tight_;
   MaxFlow flow_;
