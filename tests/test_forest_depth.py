@@ -65,3 +65,19 @@ def test_shallow_forests_stay_exact_for_every_collective(collective):
     forest = generate_forest(topology.preset("mi250x2"), collective, method="generic")
     check_forest(forest)
     assert forest.optimal and forest.achieved_time == forest.bound_time
+
+
+def test_mi250x4_trees_enter_most_boxes_straight_from_their_root():
+    # Switch removal spreads each GCD's share of the switch over the other boxes in turn, so a
+    # root's own uplink reaches every other box; it used to go to the next GCDs by index, all in
+    # one box (35% of entries from the root at k = 8, the rest forwarded from deeper ranks).
+    forest = generate_forest(topology.preset("mi250x4"), "all_gather", method="generic")
+    assert forest.optimal
+    entries = from_root = 0
+    for tree in forest.trees:
+        for parent, child in tree.arcs:
+            if parent // 16 != child // 16:
+                entries += tree.multiplicity
+                from_root += tree.multiplicity * (parent == tree.root)
+    assert entries == 3 * 64 * forest.k  # the box cut is tight: one entry per tree and other box
+    assert from_root >= 0.8 * entries
