@@ -6,11 +6,16 @@
 
 #include "graph/optimum.hpp"
 #include "graph/tree_packing.hpp"
+#include "graph/tree_shallowing.hpp"
 
 namespace py = pybind11;
 using namespace forestcc::graph;
 
 namespace {
+
+// Work bound of the shallowing pass (pair checks, about 10 ns each): a third of a second, small
+// next to packing wherever the generic path is used.
+constexpr long long kShallowingChecks = 30'000'000;
 
 Network toNetwork(int n, const std::vector<bool>& compute, const std::vector<int>& src,
                   const std::vector<int>& dst, const std::vector<Cap>& cap) {
@@ -32,6 +37,8 @@ py::dict statsDict() {
   d["seconds_bound"] = s.secondsBound;
   d["seconds_switch_removal"] = s.secondsSplit;
   d["seconds_packing"] = s.secondsPack;
+  d["shallowing_changes"] = s.shallowingChanges;
+  d["seconds_shallowing"] = s.secondsShallow;
   d["seconds_routing"] = s.secondsPaths;
   return d;
 }
@@ -64,7 +71,7 @@ py::dict generateForestPy(int n, const std::vector<bool>& compute, const std::ve
     if (k <= 0) k = natural;
     scaled = capacitiesForTrees(net, bound, k);
     logical = removeSwitches(net, scaled.caps, k);
-    trees = routeTrees(logical, packTrees(logical, k));
+    trees = routeTrees(logical, shallowTrees(logical, packTrees(logical, k), kShallowingChecks));
   }
   py::list treeList;
   for (const PhysicalTree& t : trees)

@@ -44,7 +44,9 @@ Cap checkedCap(Wide value, const char* what);  // throws when value does not fit
 // Counters reported back to Python so benchmarks can say where the time went.
 struct Stats {
   long long maxflows = 0;
-  double secondsBound = 0, secondsSplit = 0, secondsPack = 0, secondsPaths = 0;
+  long long shallowingChanges = 0;  // parent trades and moves the shallowing pass made
+  double secondsBound = 0, secondsSplit = 0, secondsPack = 0, secondsShallow = 0,
+         secondsPaths = 0;
 };
 Stats& stats();
 

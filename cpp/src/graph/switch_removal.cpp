@@ -184,7 +184,61 @@ class SwitchRemoval {
     }
   }
 
+  // Per node: which part of the network it lies in once w is gone (nodes joined by arcs with
+  // capacity, not through w; a part is what one node reaches, so with one-way links the parts
+  // depend on the order, which only changes how splits are ordered, never their exactness).
+  std::vector<int> partsWithout(int w) const {
+    std::vector<int> part(n_, -1);
+    int count = 0;
+    for (int start = 0; start < n_; ++start) {
+      if (start == w || part[start] >= 0) continue;
+      std::vector<int> stack{start};
+      part[start] = count;
+      while (!stack.empty()) {
+        int v = stack.back();
+        stack.pop_back();
+        for (int x : outs_[v]) {  // out-arcs only: enough to tell the boxes apart, and sparse
+          if (x == w || part[x] >= 0 || cap_[idx(v, x)] <= 0) continue;
+          part[x] = count;
+          stack.push_back(x);
+        }
+      }
+      ++count;
+    }
+    return part;
+  }
+
+  // The order in which u's arc into w is split over w's out-arcs: one target from each part of
+  // the network in turn (u's own part last, the others from the one after u's), and within a part
+  // from the node after u. Where w is all that joins the parts (the switch between MI250 boxes),
+  // each rank's share then reaches every other part directly, so a tree can enter every other box
+  // straight from its root instead of through ranks the packing reaches later (deeper trees).
+  std::vector<int> spreadOrder(int u, const std::vector<int>& outs, const std::vector<int>& part) const {
+    const int parts = *std::max_element(part.begin(), part.end()) + 1;
+    std::vector<std::vector<int>> byPart(parts);
+    const size_t from = std::upper_bound(outs.begin(), outs.end(), u) - outs.begin();
+    for (size_t b = 0; b < outs.size(); ++b) {
+      int t = outs[(from + b) % outs.size()];
+      byPart[part[t]].push_back(t);
+    }
+    std::vector<int> order;
+    std::vector<size_t> next(parts, 0);
+    const int own = part[u];
+    for (bool more = true; more;) {
+      more = false;
+      for (int i = 1; i <= parts; ++i) {
+        int q = (own + i) % parts;  // u's own part comes last in every round
+        if (next[q] < byPart[q].size()) {
+          order.push_back(byPart[q][next[q]++]);
+          more = true;
+        }
+      }
+    }
+    return order;
+  }
+
   void isolate(int w) {
+    const std::vector<int> part = partsWithout(w);
     // First pass: spread each in-arc over the out-arcs in fair shares, so logical arcs fan out (short
     // trees); later passes move whatever is admissible.
     for (int pass = 0;; ++pass) {
@@ -201,13 +255,13 @@ class SwitchRemoval {
       bool progress = false;
       for (size_t a = 0; a < ins.size(); ++a) {
         int u = ins[a];
+        const std::vector<int> targets = spreadOrder(u, outs, part);
         const Cap others = static_cast<Cap>(outs.size()) - (cap_[idx(w, u)] > 0 ? 1 : 0);
         Cap share = others > 0 ? (cap_[idx(u, w)] + others - 1) / others : cap_[idx(u, w)];
         // Whole multiples of k let a group of k identical trees share one logical arc unsplit.
         if (share < k_) share = std::min(k_, cap_[idx(u, w)]);
         else share = (share + k_ - 1) / k_ * k_;
-        for (size_t b = 0; b < outs.size(); ++b) {
-          int t = outs[(a + 1 + b) % outs.size()];
+        for (int t : targets) {
           if (t == u || cap_[idx(u, w)] == 0 || cap_[idx(w, t)] == 0) continue;
           Cap want = std::min(cap_[idx(u, w)], cap_[idx(w, t)]);
           if (pass == 0) want = std::min(want, share);
