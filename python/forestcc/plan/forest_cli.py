@@ -210,14 +210,14 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_main(args: argparse.Namespace) -> int:
     """Prints the report table and, with -o, draws it."""
     from ..topology.model import TopologyError
-    from .report import draw_report, format_report, make_report
+    from .report import default_factor, draw_report, format_report, make_report
     from .simulator import SimulationError
     if (args.factor is not None and args.factor < 2) or args.min_size <= 0 \
             or args.max_size < args.min_size:
         return _fail("report", "sizes: need 0 < --min <= --max and --factor >= 2")
     try:
         topo = _topology(args.topology)
-        factor = args.factor or (4 if topo.num_ranks > LARGE_RANKS else 2)
+        factor = args.factor or default_factor(topo.num_ranks)
         sizes = []
         size = args.min_size
         while size <= args.max_size:

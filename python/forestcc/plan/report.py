@@ -18,7 +18,8 @@ doubling) and, without k, the forest with 1, 2 or the optimal k trees per root, 
 simulates fastest at the largest size. Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
 1 GiB, x4) and one forest, the generator's own (optimal) k, unless k is given: a 1,024-rank
 ring all_gather makes some 16 million transfers at every size, and each extra forest
-candidate costs a full 1 GiB simulation and a plan compile.
+candidate costs a full 1 GiB simulation and a plan compile. At any scale, a baseline whose plan
+would exceed MAX_BASELINE_OPS ops is n/a (its plan would not fit in memory as Python dicts).
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from fractions import Fraction
 
 from .simulator import SimResult, Simulator
 
-__all__ = ["ALGORITHMS", "DEFAULT_SIZES", "LARGE_RANKS", "LARGE_SIZES", "Report", "default_sizes",
-           "draw_report", "format_report", "make_report"]
+__all__ = ["ALGORITHMS", "DEFAULT_SIZES", "LARGE_RANKS", "LARGE_SIZES", "MAX_BASELINE_OPS",
+           "Report", "default_factor", "default_sizes", "draw_report", "format_report", "make_report",
+           "ring_op_count"]
 
 ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
 # 1 MiB .. 1 GiB, doubling (nccl-tests' -b 1M -e 1G -f 2).
@@ -39,10 +41,31 @@ LARGE_RANKS = 256
 LARGE_SIZES = tuple(1 << p for p in range(20, 31, 2))
 
 
+# The most ops a baseline plan may have for the report to build it: plans are built as Python
+# dicts, some 760 bytes per op at 512 ranks (a ring all_gather, 4.2 million ops, peaks at
+# 3.2 GB), so 8 million ops is about 6 GB. A 1,024-rank ring all_gather has 16.8 million.
+MAX_BASELINE_OPS = 8_000_000
+
+
+def ring_op_count(topo, collective: str) -> int:
+    """Ops of ring_plan(topo, collective) without building it (test_report.py checks the two
+    agree): on a ring of m ranks each rank, per step, waits and puts (all_gather) or waits, puts
+    and reduces (reduce_scatter), m - 1 steps, and a few ops to enter and finish; all_reduce is
+    both passes."""
+    from ..algorithms.baselines import ring_orders
+    per_step, extra = {"all_gather": (2, 3), "reduce_scatter": (3, 2)}.get(collective, (5, 2))
+    return sum(len(ring) * (per_step * (len(ring) - 1) + extra) for ring in ring_orders(topo))
+
+
+def default_factor(nranks: int) -> int:
+    """The step between sizes when none is given: 2, or 4 above LARGE_RANKS ranks."""
+    return 4 if nranks > LARGE_RANKS else 2
+
+
 def default_sizes(nranks: int) -> tuple:
     """The sizes a report simulates when none are given: DEFAULT_SIZES, or LARGE_SIZES above
     LARGE_RANKS ranks."""
-    return LARGE_SIZES if nranks > LARGE_RANKS else DEFAULT_SIZES
+    return LARGE_SIZES if default_factor(nranks) == 4 else DEFAULT_SIZES
 
 
 @dataclass
@@ -100,6 +123,11 @@ def _prepared(topo, collective, k, size, skipped):
     makers = {"ring": ring_plan, "tree": double_binary_tree_plan,
               "hierarchical": hierarchical_plan}
     for name, make in makers.items():
+        if name == "ring" and ring_op_count(topo, collective) > MAX_BASELINE_OPS:
+            skipped[name] = (f"its plan would have {ring_op_count(topo, collective):,} ops, more "
+                             f"than the report builds in memory ({MAX_BASELINE_OPS:,}; about "
+                             "760 bytes each as Python dicts)")
+            continue
         try:
             plan = make(topo, collective)
         except ValueError as err:
