@@ -94,14 +94,14 @@ def _forest(topo, collective, k, size):
     from ..algorithms.forest_plan import compile_forest
     if k is not None:
         forest = generate_forest(topo, collective, k)
-        return Simulator(compile_forest(forest), topo), {}, forest, None
+        return Simulator(compile_forest(forest), topo, validated=True), {}, forest, None
     optimal = generate_forest(topo, collective)
     if topo.num_ranks > LARGE_RANKS:
-        return Simulator(compile_forest(optimal), topo), {}, optimal, None
+        return Simulator(compile_forest(optimal), topo, validated=True), {}, optimal, None
     best = None
     for candidate in sorted({1, 2, optimal.k}):
         forest = optimal if candidate == optimal.k else generate_forest(topo, collective, candidate)
-        plan = Simulator(compile_forest(forest), topo)
+        plan = Simulator(compile_forest(forest), topo, validated=True)
         result = plan.run(size)
         if best is None or result.algbw > best[0].algbw * 1.001:
             best = (result, plan, forest)
@@ -133,7 +133,8 @@ def _prepared(topo, collective, k, size, skipped):
         except ValueError as err:
             skipped[name] = str(err)
             continue
-        prepared = Simulator(plan, topo)  # once for every size; it keeps no ops of the plan
+        # once for every size; it keeps no ops of the plan, which the generator validated
+        prepared = Simulator(plan, topo, validated=True)
         del plan
         yield name, prepared, {}, None
         del prepared
