@@ -71,6 +71,19 @@ def test_native_equals_reference_on_odd_rank_counts(nranks):
         assert_same(reference.reference_plan(collective, nranks), topo)
 
 
+def test_native_equals_reference_when_events_tie():
+    # No latency and equal links: many events fall on the same time, where the order is by kind
+    # and then push order (the event queue's same-time heap); signals queue up per channel.
+    nodes = [Node(f"r{i}", "compute", i) for i in range(5)] + [Node("s", "switch")]
+    links = [Link(a, b, Fraction(25), Fraction(0)) for i in range(5)
+             for a, b in ((f"r{i}", "s"), ("s", f"r{i}"))]
+    topo = Topology("flat5", nodes, links)
+    for collective in ("all_gather", "reduce_scatter", "all_reduce"):
+        assert_same(forest_plan(topo, collective)[0], topo)
+        assert_same(ring_plan(topo, collective), topo)
+        assert_same(reference.reference_plan(collective, 5), topo)
+
+
 def test_native_loop_reports_the_same_deadlock():
     b = PlanBuilder("barrier", 3)
     for r in range(3):  # everyone waits on its right neighbour; nobody signals

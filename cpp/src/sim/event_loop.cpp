@@ -1,4 +1,5 @@
 #include "sim/event_loop.hpp"
+#include "sim/event_queue.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -14,18 +15,6 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // Event kinds in the order simultaneous events resolve (the reference's _LINK, _SIGNAL, _RESUME).
 enum EventKind : int { kLinkEvent = 0, kSignalEvent = 1, kResumeEvent = 2 };
-
-struct Event {
-  double time;
-  int kind;
-  int64_t seq;  // push order: unique, so the order of events is total and the same as Python's
-  int64_t subject;  // the link, the channel (signal) or the worker (resume)
-  bool operator>(const Event& o) const {
-    if (time != o.time) return time > o.time;
-    if (kind != o.kind) return kind > o.kind;
-    return seq > o.seq;
-  }
-};
 
 // A transfer waiting to finish on a link: ordered by its virtual finish, then by its id (the
 // reference's (virtual finish, transfer id) tuples). The slot holds its state while in flight.
@@ -50,8 +39,39 @@ struct Flow {
 // (the partner's for a get).
 struct Pending {
   int64_t bytes;
-  int64_t route;
+  int32_t route;
   bool signalAfter;
+};
+
+// What the loop keeps per channel, together so that a channel's turn touches one cache line
+// (the loop is bound by memory latency: a 256-rank forest has 100k channels).
+struct alignas(64) ChannelState {
+  std::vector<Pending> pending;  // ops waiting their turn, from pendingHead on
+  double lastArrival = 0;        // in-order arrival on the channel
+  int64_t inbound = 0;           // signals arrived at this side
+  int64_t waited = 0;            // of which waits have taken this many
+  int32_t waiter = -1;           // worker blocked in wait on this channel
+  int32_t flusher = -1;          // worker blocked in flush on this channel
+  uint32_t pendingHead = 0;
+  bool busy = false;             // ops queued or a transfer in service
+  bool signalQueued = false;     // one of the channel's signal events is in the event queue
+};
+
+// A channel's route: its links are channelLinks[first, last); latency summed over them.
+struct Route {
+  int64_t first, last;
+  double latency;
+};
+
+// A signal event not yet in the event queue. A channel's arrivals never go back in time (arrive
+// keeps them in channel order) and its signals' sequence numbers grow, so its signal events
+// leave the queue in the order they were made: only each channel's next one needs to be in the
+// queue, the rest wait in a list per channel, in the same order and with the same keys. This
+// keeps the queue small (a forest's roots signal every slice at once) without changing the
+// order of any event.
+struct QueuedSignal {
+  double arrival;
+  int64_t seq;
 };
 
 template <class T>
@@ -67,14 +87,12 @@ class Simulation {
     stamp_.assign(links, 0.0);
     finishing_.resize(links);
     nextEvent_.assign(links, kNever);
-    pending_.resize(channels);
-    pendingHead_.assign(channels, 0);
-    busy_.assign(channels, false);
-    lastArrival_.assign(channels, 0.0);
-    inbound_.assign(channels, 0);
-    waited_.assign(channels, 0);
-    waiter_.assign(channels, -1);
-    flusher_.assign(channels, -1);
+    ch_.resize(channels);
+    signals_.resize(channels);
+    signalHead_.assign(channels, 0);
+    route_.resize(channels);
+    for (size_t c = 0; c < channels; ++c)
+      route_[c] = {in.channelLinkStart[c], in.channelLinkStart[c + 1], in.channelLatency[c]};
     const size_t workers = in.workerOpStart.size() - 1;
     pc_.assign(workers, 0);
     slice_.assign(workers, 0);
@@ -85,12 +103,12 @@ class Simulation {
     const int64_t workers = int64_t(pc_.size());
     for (int64_t w = 0; w < workers; ++w) runWorker(w);
     while (!events_.empty()) {
-      const Event e = events_.top();
-      events_.pop();
+      const Event e = events_.pop();
       now_ = e.time;
       if (e.kind == kLinkEvent) {
         if (e.time == nextEvent_[e.subject]) linkEvent(e.subject);
       } else if (e.kind == kSignalEvent) {
+        nextSignal(e.subject);
         signalArrived(e.subject);
       } else {
         runWorker(e.subject);
@@ -103,7 +121,7 @@ class Simulation {
         if (slice_[w] < slices()) out.stuck.push_back({w, pc_[w], slice_[w]});
     }
     out.timeUs = now_;
-    for (double t : lastArrival_) out.timeUs = std::max(out.timeUs, t);
+    for (const ChannelState& ch : ch_) out.timeUs = std::max(out.timeUs, ch.lastArrival);
     return out;
   }
 
@@ -116,6 +134,9 @@ class Simulation {
     };
     const int64_t links = int64_t(in_.linkBandwidth.size());
     const int64_t channels = int64_t(in_.partner.size());
+    if (channels > std::numeric_limits<int32_t>::max() ||
+        int64_t(in_.workerOpStart.size()) > std::numeric_limits<int32_t>::max())
+      fail("more than 2^31 channels or workers");
     if (in_.smallBytes.size() != in_.bigBytes.size() || in_.smallBytes.empty())
       fail("per-slice byte tables must be non-empty and of equal length");
     if (int64_t(in_.channelLinkStart.size()) != channels + 1 ||
@@ -194,19 +215,40 @@ class Simulation {
 
   // Arrival of what channel c sent now over a route of `latency`: in channel order.
   void arrive(int64_t c, double latency, bool signalAfter) {
-    const double arrival = std::max(now_ + latency, lastArrival_[c]);
-    lastArrival_[c] = arrival;
-    if (signalAfter) push(arrival, kSignalEvent, c);
+    const double arrival = std::max(now_ + latency, ch_[c].lastArrival);
+    ch_[c].lastArrival = arrival;
+    if (!signalAfter) return;
+    if (ch_[c].signalQueued) {
+      signals_[c].push_back({arrival, ++seq_});
+    } else {
+      ch_[c].signalQueued = true;
+      push(arrival, kSignalEvent, c);
+    }
+  }
+
+  // Channel c's signal at the head of the event queue has been taken: its next one goes in.
+  void nextSignal(int64_t c) {
+    auto& queue = signals_[c];
+    size_t& head = signalHead_[c];
+    if (head == queue.size()) {
+      queue.clear();
+      head = 0;
+      ch_[c].signalQueued = false;
+      return;
+    }
+    const QueuedSignal next = queue[head++];
+    events_.push({next.arrival, kSignalEvent, next.seq, c});
   }
 
   // Starts channel c's pending ops until one occupies links.
   void startChannel(int64_t c) {
-    auto& queue = pending_[c];
-    size_t& head = pendingHead_[c];
+    auto& queue = ch_[c].pending;
+    uint32_t& head = ch_[c].pendingHead;
     while (head < queue.size()) {
       const Pending op = queue[head++];
-      const int64_t first = in_.channelLinkStart[op.route], last = in_.channelLinkStart[op.route + 1];
-      const double latency = in_.channelLatency[op.route];
+      const Route& route = route_[op.route];
+      const int64_t first = route.first, last = route.last;
+      const double latency = route.latency;
       if (op.bytes <= 0 || first == last) {
         arrive(c, latency, op.signalAfter);
         continue;
@@ -232,11 +274,11 @@ class Simulation {
     }
     queue.clear();
     head = 0;
-    busy_[c] = false;
-    const int64_t w = flusher_[c];
+    ch_[c].busy = false;
+    const int64_t w = ch_[c].flusher;
     if (w >= 0) {  // nothing left to send: the flush ends at the last arrival
-      flusher_[c] = -1;
-      push(std::max(now_, lastArrival_[c]), kResumeEvent, w);
+      ch_[c].flusher = -1;
+      push(std::max(now_, ch_[c].lastArrival), kResumeEvent, w);
     }
   }
 
@@ -262,18 +304,18 @@ class Simulation {
 
   void signalArrived(int64_t c) {
     const int64_t p = in_.partner[c];
-    inbound_[p] += 1;
-    const int64_t w = waiter_[p];
+    ch_[p].inbound += 1;
+    const int64_t w = ch_[p].waiter;
     if (w >= 0) {
-      waiter_[p] = -1;
+      ch_[p].waiter = -1;
       runWorker(w);
     }
   }
 
   void enqueue(int64_t c, Pending op) {
-    pending_[c].push_back(op);
-    if (!busy_[c]) {
-      busy_[c] = true;  // startChannel clears it when the queue drains
+    ch_[c].pending.push_back(op);
+    if (!ch_[c].busy) {
+      ch_[c].busy = true;  // startChannel clears it when the queue drains
       startChannel(c);
     }
   }
@@ -306,30 +348,31 @@ class Simulation {
       const int64_t c = op[1];
       switch (op[0]) {
         case kWait:
-          if (inbound_[c] > waited_[c]) {
-            waited_[c] += 1;
+          if (ch_[c].inbound > ch_[c].waited) {
+            ch_[c].waited += 1;
           } else {
-            waiter_[c] = w;
+            ch_[c].waiter = int32_t(w);
             stop(pc);
             return;
           }
           break;
         case kTransfer:  // a get's bytes come from the peer, over its route
           enqueue(c, {opSmall_[base + pc] * small + opBig_[base + pc] * big,
-                      (op[5] & kFlagGet) ? in_.partner[c] : c, (op[5] & kFlagSignalAfter) != 0});
+                      int32_t((op[5] & kFlagGet) ? in_.partner[c] : c),
+                      (op[5] & kFlagSignalAfter) != 0});
           break;
         case kSignal:
-          enqueue(c, {-1, c, true});
+          enqueue(c, {-1, int32_t(c), true});
           break;
         case kFlush:
-          if (busy_[c]) {
-            flusher_[c] = w;
+          if (ch_[c].busy) {
+            ch_[c].flusher = int32_t(w);
             stop(pc + 1);
             return;
           }
-          if (lastArrival_[c] > now_) {
+          if (ch_[c].lastArrival > now_) {
             stop(pc + 1);
-            push(lastArrival_[c], kResumeEvent, w);
+            push(ch_[c].lastArrival, kResumeEvent, w);
             return;
           }
           break;
@@ -349,7 +392,7 @@ class Simulation {
   const SimInput& in_;
   double now_ = 0;
   int64_t seq_ = 0, transfers_ = 0, doneWorkers_ = 0;
-  MinHeap<Event> events_;
+  EventQueue events_;
   // links
   std::vector<int64_t> active_;
   std::vector<double> virtualTime_, stamp_, nextEvent_;
@@ -357,11 +400,10 @@ class Simulation {
   std::vector<Flow> flows_;
   std::vector<int64_t> freeSlots_;
   // channels
-  std::vector<std::vector<Pending>> pending_;
-  std::vector<size_t> pendingHead_;
-  std::vector<bool> busy_;
-  std::vector<double> lastArrival_;
-  std::vector<int64_t> inbound_, waited_, waiter_, flusher_;
+  std::vector<ChannelState> ch_;
+  std::vector<Route> route_;
+  std::vector<std::vector<QueuedSignal>> signals_;  // signal events waiting behind the queued one
+  std::vector<size_t> signalHead_;
   // workers
   std::vector<int64_t> pc_, slice_;
   std::vector<int64_t> opSmall_, opBig_;  // per op: chunks of q and of q + 1 elements it moves

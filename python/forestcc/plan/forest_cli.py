@@ -17,6 +17,7 @@ import sys
 import time
 
 from . import format as plan_format
+from .report import LARGE_RANKS
 
 __all__ = ["add_commands", "generate_forest_main", "parse_size", "report_main", "simulate_main"]
 
@@ -194,10 +195,14 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="first size (1M)")
     parser.add_argument("-e", "--max", dest="max_size", type=parse_size, default=1 << 30,
                         help="last size (1G)")
-    parser.add_argument("-f", "--factor", type=int, default=2, help="size step factor (2)")
+    parser.add_argument("-f", "--factor", type=int, default=None,
+                        help="size step factor (default: 2; 4 above "
+                             f"{LARGE_RANKS} ranks, where each size of a ring costs as much as "
+                             "the largest)")
     parser.add_argument("--k", type=int, default=None,
                         help="trees per root of the forest (default: 1, 2 or the optimal k, "
-                             "whichever simulates fastest at the largest size)")
+                             "whichever simulates fastest at the largest size; above "
+                             f"{LARGE_RANKS} ranks the optimal k, without trying others)")
     parser.add_argument("-o", "--output", metavar="PNG", default=None,
                         help="also draw algbw against size to this image")
 
@@ -205,17 +210,19 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_main(args: argparse.Namespace) -> int:
     """Prints the report table and, with -o, draws it."""
     from ..topology.model import TopologyError
-    from .report import draw_report, format_report, make_report
+    from .report import default_factor, draw_report, format_report, make_report
     from .simulator import SimulationError
-    if args.factor < 2 or args.min_size <= 0 or args.max_size < args.min_size:
+    if (args.factor is not None and args.factor < 2) or args.min_size <= 0 \
+            or args.max_size < args.min_size:
         return _fail("report", "sizes: need 0 < --min <= --max and --factor >= 2")
-    sizes = []
-    size = args.min_size
-    while size <= args.max_size:
-        sizes.append(size)
-        size *= args.factor
     try:
         topo = _topology(args.topology)
+        factor = args.factor or default_factor(topo.num_ranks)
+        sizes = []
+        size = args.min_size
+        while size <= args.max_size:
+            sizes.append(size)
+            size *= factor
         report = make_report(topo, args.collective, sizes, args.k)
     except (TopologyError, OSError, ValueError, SimulationError) as err:
         return _fail("report", err)
@@ -241,7 +248,15 @@ def add_commands(commands) -> None:
     simulate = commands.add_parser("simulate", help="predict a plan's time on a topology")
     add_simulate_arguments(simulate)
     simulate.set_defaults(func=simulate_main)
-    report = commands.add_parser("report", help="forest vs ring, tree, hierarchical and the "
-                                                "bound, simulated over sizes")
+    report = commands.add_parser(
+        "report", help="forest vs ring, tree, hierarchical and the bound, simulated over sizes",
+        description="Generates the forest and the ring, double binary tree and hierarchical "
+                    "plans for the topology, simulates each at every size and prints algbw per "
+                    "size against the throughput bound. Up to "
+                    f"{LARGE_RANKS} ranks: sizes 1M to 1G doubling, and the forest with 1, 2 "
+                    "or the optimal trees per root, whichever simulates fastest at the largest "
+                    f"size. Above {LARGE_RANKS} ranks it does less, so that 1,024 ranks take "
+                    "minutes: sizes 1M to 1G x4 and the optimal forest only (--k and -f "
+                    "override both).")
     add_report_arguments(report)
     report.set_defaults(func=report_main)

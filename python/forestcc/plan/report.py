@@ -6,11 +6,20 @@
     print(format_report(report)); draw_report(report, "report.png")
 
 Every algorithm's plan is generated for the topology (forestcc.algorithms: forest_plan, and the
-baselines ring_plan, double_binary_tree_plan, hierarchical_plan) and simulated
-(simulator.simulate) at each size; the bound is the topology's exact throughput optimum for the
-collective (forestcc.algorithms.throughput_bound), a bandwidth that no schedule exceeds at any
-size. Algorithms that do not apply (the tree is an all_reduce; the hierarchical plan needs boxes
-with rails) are shown as n/a.
+baselines ring_plan, double_binary_tree_plan, hierarchical_plan), prepared once
+(simulator.Simulator) and simulated at each size; the bound is the topology's exact throughput
+optimum for the collective (forestcc.algorithms.throughput_bound), a bandwidth that no schedule
+exceeds at any size. Algorithms that do not apply (the tree is an all_reduce; the hierarchical
+plan needs boxes with rails) are shown as n/a.
+
+What it does at which scale (simulation time grows with transfers: about ranks^2 per size for
+rings and forests, times the slices): up to LARGE_RANKS ranks, 11 sizes (1 MiB to 1 GiB,
+doubling) and, without k, the forest with 1, 2 or the optimal k trees per root, whichever
+simulates fastest at the largest size. Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
+1 GiB, x4) and one forest, the generator's own (optimal) k, unless k is given: a 1,024-rank
+ring all_gather makes some 16 million transfers at every size, and each extra forest
+candidate costs a full 1 GiB simulation and a plan compile. At any scale, a baseline whose plan
+would exceed MAX_BASELINE_OPS ops is n/a (its plan would not fit in memory as Python dicts).
 """
 from __future__ import annotations
 
@@ -19,11 +28,44 @@ from fractions import Fraction
 
 from .simulator import SimResult, Simulator
 
-__all__ = ["ALGORITHMS", "DEFAULT_SIZES", "Report", "draw_report", "format_report", "make_report"]
+__all__ = ["ALGORITHMS", "DEFAULT_SIZES", "LARGE_RANKS", "LARGE_SIZES", "MAX_BASELINE_OPS",
+           "Report", "default_factor", "default_sizes", "draw_report", "format_report", "make_report",
+           "ring_op_count"]
 
 ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
 # 1 MiB .. 1 GiB, doubling (nccl-tests' -b 1M -e 1G -f 2).
 DEFAULT_SIZES = tuple(1 << p for p in range(20, 31))
+# Above this many ranks the report does less work by default (see the module docstring).
+LARGE_RANKS = 256
+# 1 MiB .. 1 GiB, x4 (-b 1M -e 1G -f 4).
+LARGE_SIZES = tuple(1 << p for p in range(20, 31, 2))
+
+
+# The most ops a baseline plan may have for the report to build it: plans are built as Python
+# dicts, some 760 bytes per op at 512 ranks (a ring all_gather, 4.2 million ops, peaks at
+# 3.2 GB), so 8 million ops is about 6 GB. A 1,024-rank ring all_gather has 16.8 million.
+MAX_BASELINE_OPS = 8_000_000
+
+
+def ring_op_count(topo, collective: str) -> int:
+    """Ops of ring_plan(topo, collective) without building it (test_report.py checks the two
+    agree): on a ring of m ranks each rank, per step, waits and puts (all_gather) or waits, puts
+    and reduces (reduce_scatter), m - 1 steps, and a few ops to enter and finish; all_reduce is
+    both passes."""
+    from ..algorithms.baselines import ring_orders
+    per_step, extra = {"all_gather": (2, 3), "reduce_scatter": (3, 2)}.get(collective, (5, 2))
+    return sum(len(ring) * (per_step * (len(ring) - 1) + extra) for ring in ring_orders(topo))
+
+
+def default_factor(nranks: int) -> int:
+    """The step between sizes when none is given: 2, or 4 above LARGE_RANKS ranks."""
+    return 4 if nranks > LARGE_RANKS else 2
+
+
+def default_sizes(nranks: int) -> tuple:
+    """The sizes a report simulates when none are given: DEFAULT_SIZES, or LARGE_SIZES above
+    LARGE_RANKS ranks."""
+    return LARGE_SIZES if default_factor(nranks) == 4 else DEFAULT_SIZES
 
 
 @dataclass
@@ -42,66 +84,85 @@ class Report:
 
 
 def _forest(topo, collective, k, size):
-    """The forest plan for the report: with k given, that forest; else, of the forests with
-    1, 2 and the optimal k trees per root, the one the simulator finds fastest at `size`.
-    Fewer trees mean fewer, bigger transfers, which often realize more of the link bandwidth
-    than the exact optimum's many small ones, at a loss (printed) on paper."""
+    """The forest plan for the report, prepared, with what it was simulated at already
+    ({size: SimResult}): with k given, that forest; above LARGE_RANKS ranks, the optimal one
+    (the generator's k); else, of the forests with 1, 2 and the optimal k trees per root, the one
+    the simulator finds fastest at `size`. Fewer trees mean fewer, bigger transfers, which often
+    realize more of the link bandwidth than the exact optimum's many small ones, at a loss
+    (printed) on paper. Also returns the forest and the optimal k when it was a candidate."""
     from ..algorithms.forest import generate_forest
     from ..algorithms.forest_plan import compile_forest
     if k is not None:
         forest = generate_forest(topo, collective, k)
-        return Simulator(compile_forest(forest), topo), forest, None
+        return Simulator(compile_forest(forest), topo, validated=True), {}, forest, None
     optimal = generate_forest(topo, collective)
+    if topo.num_ranks > LARGE_RANKS:
+        return Simulator(compile_forest(optimal), topo, validated=True), {}, optimal, None
     best = None
     for candidate in sorted({1, 2, optimal.k}):
         forest = optimal if candidate == optimal.k else generate_forest(topo, collective, candidate)
-        plan = Simulator(compile_forest(forest), topo)
-        algbw = plan.run(size).algbw
-        if best is None or algbw > best[0] * 1.001:
-            best = (algbw, plan, forest)
-    return best[1], best[2], optimal.k
+        plan = Simulator(compile_forest(forest), topo, validated=True)
+        result = plan.run(size)
+        if best is None or result.algbw > best[0].algbw * 1.001:
+            best = (result, plan, forest)
+    return best[1], {size: best[0]}, best[2], optimal.k
 
 
-def _plans(topo, collective, k, size):
-    """{algorithm: Simulator of its plan}, {algorithm: why n/a}, the forest's summary and k."""
+def _prepared(topo, collective, k, size, skipped):
+    """(algorithm, Simulator of its plan, {size: SimResult} already simulated), one algorithm
+    at a time, so that only one large plan is held at once; the forest first, then a line of
+    summary. Baselines that do not apply go to `skipped` (algorithm -> why)."""
     from ..algorithms.baselines import double_binary_tree_plan, hierarchical_plan, ring_plan
-    plan, forest, optimal_k = _forest(topo, collective, k, size)
+    plan, done, forest, optimal_k = _forest(topo, collective, k, size)
     summary = forest.report()
     if optimal_k is not None and forest.k != optimal_k:
         summary += (f"\nchosen     k={forest.k} (simulated faster at {size} B than the optimal "
                     f"k={optimal_k})")
+    yield "forest", plan, done, (summary, forest.k)
+    del plan
     makers = {"ring": ring_plan, "tree": double_binary_tree_plan,
               "hierarchical": hierarchical_plan}
-    plans, skipped = {"forest": plan}, {}
     for name, make in makers.items():
+        if name == "ring" and ring_op_count(topo, collective) > MAX_BASELINE_OPS:
+            skipped[name] = (f"its plan would have {ring_op_count(topo, collective):,} ops, more "
+                             f"than the report builds in memory ({MAX_BASELINE_OPS:,}; about "
+                             "760 bytes each as Python dicts)")
+            continue
         try:
             plan = make(topo, collective)
         except ValueError as err:
             skipped[name] = str(err)
             continue
-        plans[name] = Simulator(plan, topo)  # prepared once for every size
-    return plans, skipped, summary, forest.k
+        # once for every size; it keeps no ops of the plan, which the generator validated
+        prepared = Simulator(plan, topo, validated=True)
+        del plan
+        yield name, prepared, {}, None
+        del prepared
 
 
-def make_report(topo, collective: str = "all_reduce", sizes=DEFAULT_SIZES, k: int | None = None,
+def make_report(topo, collective: str = "all_reduce", sizes=None, k: int | None = None,
                 progress=None) -> Report:
     """Generates every algorithm's plan for `topo` and simulates it at each size (bytes, the
-    nccl-tests size). k: the forest's trees per root (None: chosen by simulation, see _forest).
+    nccl-tests size; None: default_sizes for the rank count). k: the forest's trees per root
+    (None: chosen by simulation, or the optimal k above LARGE_RANKS ranks; see _forest).
     progress(algorithm, size) is called before each simulation."""
     from ..algorithms.forest import throughput_bound
+    if sizes is None:
+        sizes = default_sizes(topo.num_ranks)
+    sizes = list(sizes)
     bound, _ = throughput_bound(topo, collective)
-    plans, skipped, summary, forest_k = _plans(topo, collective, k, max(sizes))
-    report = Report(topo.name, collective, topo.num_ranks, list(sizes), bound, summary,
-                    skipped=skipped, forest_k=forest_k)
-    for name in ALGORITHMS:
-        if name not in plans:
-            report.results[name] = None
-            continue
+    report = Report(topo.name, collective, topo.num_ranks, sizes, bound, "",
+                    results={name: None for name in ALGORITHMS})
+    for name, plan, done, forest_info in _prepared(topo, collective, k, max(sizes),
+                                                   report.skipped):
+        if forest_info is not None:
+            report.forest_summary, report.forest_k = forest_info
         rows: list[SimResult] = []
         for size in sizes:
             if progress is not None:
                 progress(name, size)
-            rows.append(plans[name].run(size))
+            rows.append(done[size] if size in done else plan.run(size))
+        del plan
         report.results[name] = rows
         for note in dict.fromkeys(n for row in rows for n in row.notes):
             report.notes.append(f"{name}: {note}")

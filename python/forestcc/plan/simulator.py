@@ -337,9 +337,12 @@ class Simulator:
     """One plan on one topology, prepared once (validation, routes, decoded ops) and simulated at
     any number of sizes: ``Simulator(plan, topo).run(size)`` is ``simulate(plan, topo, size)``."""
 
-    def __init__(self, plan: dict, topo):
-        plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict)
-                             else "<plan>")
+    def __init__(self, plan: dict, topo, validated: bool = False):
+        """validated: the plan has passed plan_format.validate already (a generator's output),
+        so it is not validated again (seconds at 1,024 ranks)."""
+        if not validated:
+            plan_format.validate(plan, plan.get("name", "<plan>") if isinstance(plan, dict)
+                                 else "<plan>")
         n = plan["nranks"]
         if topo.num_ranks != n:
             raise SimulationError(f"plan {plan['name']!r} is for {n} ranks but {topo.name} has "
