@@ -223,6 +223,7 @@ void bindPlan(py::module_& m) {
       "The largest message in bytes (the larger of input and output) that the algorithm's plans "
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
   bindVerifierClocks(sub);
+  bindVerifierCoAccess(sub);
 }
 
 }  // namespace forestcc::python

@@ -6,7 +6,8 @@ are done; workers left waiting are a deadlock, and since waits are the only bloc
 signals only ever add up, one schedule finds every deadlock.
 
 Happens-before uses vector clocks with one component per worker and one per channel "lane"
-(clocks.py: sparse, and by default projected on each rank's neighbourhood).
+(clocks.py: sparse, and by default a rank's clocks keep only the components that access
+memory its own components access).
 Local ops (copy, reduce) are events of their worker, and so is get_reduce, whose worker reads
 the peer's memory itself while it reduces. Channel ops (put, get, the put of
 reduce_put, signal) are events of the channel's lane: they are issued in worker program order
@@ -167,7 +168,7 @@ class _Verifier:
                 raise TooLarge(f"proving it takes more than {max_work} work units "
                                f"({total_ops} ops)")
         # Vector clock components (clocks.py): one per worker, one per channel lane, one per
-        # rank's entry; clocks are dicts, projected on each rank's neighbourhood.
+        # rank's entry; clocks are dicts, projected on what each rank's accesses are checked against.
         if project is None:  # projecting pays where full clocks would be wide
             width = sum(len(e["workers"]) + len(e["channels"]) for e in ranks) + n
             project = width > _PROJECT_ABOVE_COMPONENTS
@@ -681,7 +682,7 @@ def _verify(plan, name, max_work, max_memory, validated) -> VerifyResult:
     first = _Verifier(plan, label, max_work, max_memory)
     result = first.run()
     if first.comps.project and result.kinds() & _CLOCK_KINDS:
-        # Clocks projected on each rank's neighbourhood never miss an ordering problem but may
+        # Projected clocks (clocks.py) never miss an ordering problem but may
         # report one that a third rank's relay resolves (clocks.py): confirm with full clocks,
         # within what is left of the budget.
         left = None if max_work is None else max_work - first.work
