@@ -101,7 +101,7 @@ void bindPlan(py::module_& m) {
               errors = plan::validationErrors(doc, source, l);
             }
             if (!errors.empty()) throw plan::PlanError(std::move(errors));
-            plan = jsonToPy(doc);
+            plan = jsonToPyFreeing(doc, text.size());
           }
           releaseFreedMemory(text.size());
           return plan;

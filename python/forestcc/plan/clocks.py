@@ -53,12 +53,13 @@ class Components:
         self.worker_comp: list = []
         self.lane_comp: list = []
         comps = 0
-        for entry in ranks:
-            self.worker_comp.append(range(comps, comps + len(entry["workers"])))
+        for entry in ranks:  # lists, not ranges: one int object per component, shared by
+            # every clock and change log that holds it
+            self.worker_comp.append(list(range(comps, comps + len(entry["workers"]))))
             comps += len(entry["workers"])
-            self.lane_comp.append(range(comps, comps + len(entry["channels"])))
+            self.lane_comp.append(list(range(comps, comps + len(entry["channels"]))))
             comps += len(entry["channels"])
-        self.entered = range(comps, comps + n)
+        self.entered = list(range(comps, comps + n))
         self.count = comps + n
         self.kept: list | None = None  # rank -> set of the components its clocks keep
         if project:
