@@ -250,6 +250,12 @@ class _Verifier:
 
     # -- memory accesses ------------------------------------------------------------------
 
+    def _op_at(self, op_id: int) -> tuple:
+        """(rank, worker, step, op name) of an op as _step numbers it: an access remembers its
+        op as one int (a tuple per op was a tenth of the memory of verifying large plans)."""
+        rank, worker, step = op_id >> 40, (op_id >> 32) & 0xFF, op_id & 0xFFFFFFFF
+        return rank, worker, step, self.plan["ranks"][rank]["workers"][worker]["ops"][step]["op"]
+
     def _race(self, kind: str, info, other, key) -> None:
         self.races.setdefault((kind, info, other), []).append(key)
 
@@ -330,9 +336,9 @@ class _Verifier:
         if src_keys == dst_keys and allow_identical:
             return
         if set(src_keys) & set(dst_keys):
-            rank, worker, step, _name = info
+            rank, worker, step, _name = self._op_at(info)
             self.issues.append(Issue(OVERLAP, rank, worker, step,
-                                     f"{_where(*info)}: source and destination overlap "
+                                     f"{_where(*self._op_at(info))}: source and destination overlap "
                                      f"without being the same chunks"))
 
     # -- execution ------------------------------------------------------------------------
@@ -416,7 +422,7 @@ class _Verifier:
     def _step(self, rank: int, worker: int, step: int, op: dict, clock) -> bool:
         """Runs one op; False when it is a wait that cannot complete yet."""
         name = op["op"]
-        info = (rank, worker, step, name)
+        info = rank << 40 | worker << 32 | step  # an op, as _op_at reads it back
         wcomp = self.worker_comp[rank][worker]
         ch = op.get("ch")
         if name == ops.WAIT:
@@ -562,7 +568,8 @@ class _Verifier:
                 f"#{needed} from rank {p} channel {pch}, which sent {sent}; {state}"))
 
     def _report_races(self) -> None:
-        for (kind, info, other), keys in self.races.items():
+        for (kind, op_id, other), keys in self.races.items():
+            info = self._op_at(op_id)
             rank, worker, step, _ = info
             what = _describe_keys(keys)
             if kind == EARLY:
@@ -576,7 +583,7 @@ class _Verifier:
                            f"intact")
             else:
                 message = (f"{_where(*info)}: accesses {what} concurrently with "
-                           f"{_where(*other)}: no signal/wait orders them")
+                           f"{_where(*self._op_at(other))}: no signal/wait orders them")
             self.issues.append(Issue(kind, rank, worker, step, message))
         self.races.clear()
 
@@ -589,7 +596,8 @@ class _Verifier:
             for comp, stamp, info in loc.reads():
                 if done.get(comp, 0) < stamp:
                     late.setdefault(info, []).append(key)
-        for info, keys in late.items():
+        for op_id, keys in late.items():
+            info = self._op_at(op_id)
             self.issues.append(Issue(
                 UNFINISHED, info[0], info[1], info[2],
                 f"{_where(*info)}: its access to {_describe_keys(keys)} may still be in flight "
