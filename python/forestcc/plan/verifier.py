@@ -231,8 +231,14 @@ class _Verifier:
         self.signals = {}
         self.waits_done = {}  # (rank, ch) -> waits completed
         self.lane_events = {}  # (rank, ch) -> events of the lane so far (its own component)
-        self.memory = {}  # (rank, buffer, index) -> _Location
-        self.races = {}  # (kind, info, info) -> [location key, ...]: one issue per op pair
+        # Chunk records by location: a chunk of one rank's memory as one int (_key; a tuple per
+        # chunk was a tenth of the memory of verifying large plans). _key_parts reads one back.
+        buffers = plan["buffers"]
+        self.buffer_base = {ops.INPUT: 0, ops.OUTPUT: buffers[ops.INPUT],
+                            ops.SCRATCH: buffers[ops.INPUT] + buffers[ops.OUTPUT]}
+        self.per_rank = self.buffer_base[ops.SCRATCH] + buffers[ops.SCRATCH]
+        self.memory = {}  # location -> _Location
+        self.races = {}  # (kind, op, op) -> [location, ...]: one issue per op pair
         self.lanes_after_peer_entered = set()  # (rank, ch) whose lane has seen a peer event
         self.banked = plan.get("scratch_banks", 1) == 2  # eager: peers' scratch needs no entry
         # The initial contents, the expected outputs and the writable-input sets: ranks x chunks.
@@ -240,8 +246,7 @@ class _Verifier:
                      * self.chunk_work, n * plan["buffers"][ops.INPUT])
         for r in range(n):
             for i in range(plan["buffers"][ops.INPUT]):
-                key = (r,) + self.alias[r](ops.INPUT, i)
-                self.memory[key] = _Location(semantics.input_symbol(r, i))
+                self.memory[self._key(r, ops.INPUT, i)] = _Location(semantics.input_symbol(r, i))
         out_chunks = plan["buffers"][ops.OUTPUT]
         # Physical input chunks the output aliases (in-place reduce_scatter/scatter): writable.
         self.writable_input = [
@@ -280,8 +285,8 @@ class _Verifier:
             for read_comp, read_stamp, read_info in loc.reads():
                 if clock.get(read_comp, 0) < read_stamp:
                     self._race(RACE, info, read_info, key)
-        rank, buffer, index = key
-        if buffer == ops.INPUT and index not in self.writable_input[rank]:
+        rank, index = divmod(key, self.per_rank)  # an input chunk: index < the input's size
+        if index < self.buffer_base[ops.OUTPUT] and index not in self.writable_input[rank]:
             self._race(INPUT_WRITE, info, None, key)
         loc.written(value, comp, stamp, info)
 
@@ -306,11 +311,25 @@ class _Verifier:
                                f"({self.entries} vector clock entries, "
                                f"{len(self.memory) + new_locations} chunk records)")
 
+    def _key(self, rank: int, buffer: str, index: int) -> int:
+        """The location of chunk ``index`` of ``buffer`` (aliases resolved) on ``rank``."""
+        buffer, index = self.alias[rank](buffer, index)
+        return rank * self.per_rank + self.buffer_base[buffer] + index
+
+    def _key_parts(self, key: int) -> tuple:
+        """(rank, buffer, index) of a location, for messages."""
+        rank, index = divmod(key, self.per_rank)
+        for buffer in (ops.SCRATCH, ops.OUTPUT, ops.INPUT):
+            if index >= self.buffer_base[buffer]:
+                return rank, buffer, index - self.buffer_base[buffer]
+        raise AssertionError("negative location")
+
     def _keys(self, rank: int, ref, count: int) -> list:
+        """The locations of ``count`` chunks from ``ref`` on ``rank`` (an alias moves a whole
+        buffer, so they are consecutive)."""
         self._charge(count * self.chunk_work, count)
-        buffer, index = ref
-        alias = self.alias[rank]
-        return [(rank,) + alias(buffer, i) for i in range(index, index + count)]
+        first = self._key(rank, ref[0], ref[1])
+        return list(range(first, first + count))
 
     def _move(self, src_keys, dst_keys, clock, comp, stamp, info) -> None:
         values = [self._read(key, clock, comp, stamp, info) for key in src_keys]
@@ -568,7 +587,8 @@ class _Verifier:
                 f"#{needed} from rank {p} channel {pch}, which sent {sent}; {state}"))
 
     def _report_races(self) -> None:
-        for (kind, op_id, other), keys in self.races.items():
+        for (kind, op_id, other), locations in self.races.items():
+            keys = [self._key_parts(key) for key in locations]
             info = self._op_at(op_id)
             rank, worker, step, _ = info
             what = _describe_keys(keys)
@@ -590,13 +610,14 @@ class _Verifier:
     def _check_unfinished(self, finished) -> None:
         late: dict = {}
         for key, loc in self.memory.items():
-            done = finished[key[0]]
+            done = finished[key // self.per_rank]
             if loc.write_comp >= 0 and done.get(loc.write_comp, 0) < loc.write_stamp:
                 late.setdefault(loc.write_info, []).append(key)
             for comp, stamp, info in loc.reads():
                 if done.get(comp, 0) < stamp:
                     late.setdefault(info, []).append(key)
-        for op_id, keys in late.items():
+        for op_id, locations in late.items():
+            keys = [self._key_parts(key) for key in locations]
             info = self._op_at(op_id)
             self.issues.append(Issue(
                 UNFINISHED, info[0], info[1], info[2],
@@ -623,7 +644,7 @@ class _Verifier:
             for i, want in enumerate(expected):
                 if want is None:
                     continue
-                loc = self.memory.get((r,) + self.alias[r](ops.OUTPUT, i))
+                loc = self.memory.get(self._key(r, ops.OUTPUT, i))
                 got = loc.value if loc is not None else None
                 if shared is None:
                     equal = got == want
