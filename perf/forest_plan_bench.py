@@ -35,7 +35,8 @@ import tempfile
 import time
 
 # (ranks, collective)
-CASES = [(128, "all_reduce"), (256, "all_gather"), (256, "all_reduce"), (1024, "all_gather")]
+CASES = [(128, "all_reduce"), (256, "all_gather"), (256, "all_reduce"), (512, "all_reduce"),
+         (1024, "all_gather")]
 LARGE = [(1024, "all_reduce")]
 REPORT_CASES = [(256, "all_gather"), (256, "all_reduce"), (1024, "all_gather")]
 
