@@ -10,14 +10,15 @@ import functools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from plan_mutations import mutate
+
 from forestcc.algorithms.forest_plan import forest_plan
 from forestcc.plan import builtin, ops, reference, verify
 from forestcc.plan import verifier as v
 from forestcc.plan.clocks import Components
 from forestcc.topology.presets import a100_fat_tree
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from plan_mutations import mutate
 
 IN, OUT, SCR = ops.INPUT, ops.OUTPUT, ops.SCRATCH
 
