@@ -101,7 +101,7 @@ void bindPlan(py::module_& m) {
               errors = plan::validationErrors(doc, source, l);
             }
             if (!errors.empty()) throw plan::PlanError(std::move(errors));
-            plan = jsonToPy(doc);
+            plan = jsonToPyFreeing(doc, text.size());
           }
           releaseFreedMemory(text.size());
           return plan;
@@ -223,6 +223,7 @@ void bindPlan(py::module_& m) {
       "The largest message in bytes (the larger of input and output) that the algorithm's plans "
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
   bindVerifierClocks(sub);
+  bindVerifierCoAccess(sub);
 }
 
 }  // namespace forestcc::python

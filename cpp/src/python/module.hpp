@@ -12,6 +12,8 @@ void bindCommunicator(pybind11::module_& m);
 void bindPlan(pybind11::module_& m);
 // The verifier's clock join (verifier_clocks.cpp), into the plan submodule.
 void bindVerifierClocks(pybind11::module_& plan);
+// Which clock components each rank keeps (verifier_coaccess.cpp), into the plan submodule.
+void bindVerifierCoAccess(pybind11::module_& plan);
 void bindCollectives(pybind11::module_& m);
 void bindSim(pybind11::module_& m);  // the plan simulator's event loop (cpp/src/sim/)
 

@@ -154,7 +154,49 @@ class FromJson {
     return py::none();
   }
 
+  // As convert, freeing each array item and object member of `v` once converted, and handing the
+  // freed pages back every so often: the dict then grows while the tree shrinks, so loading a
+  // large plan peaks at about the tree instead of the tree and the dict together (a 1,024-rank
+  // all_reduce plan: several GB each).
+  py::object take(json::Value& v) {
+    if (v.isArray()) {
+      json::Value::Array& items = v.asArray();
+      py::list out(items.size());
+      for (size_t i = 0; i < items.size(); ++i) {
+        PyList_SET_ITEM(out.ptr(), i, take(items[i]).release().ptr());
+        freed(items[i]);
+      }
+      return std::move(out);
+    }
+    if (v.isObject()) {
+      py::dict out;
+      for (json::Value::Member& m : v.asObject()) {
+        py::object key = text(m.first);
+        py::object item = take(m.second);
+        if (PyDict_SetItem(out.ptr(), key.ptr(), item.ptr()) != 0) throw py::error_already_set();
+        freed(m.second);
+      }
+      return std::move(out);
+    }
+    return convert(v);
+  }
+
+  explicit FromJson(size_t textBytes = 0) : textBytes_(textBytes) {}
+
  private:
+  // Frees a converted container; every kTrimEvery of them, the freed pages go back to the system.
+  void freed(json::Value& v) {
+    if (!v.isArray() && !v.isObject()) return;
+    v = json::Value();
+    if (++freedSinceTrim_ >= kTrimEvery) {
+      freedSinceTrim_ = 0;
+      releaseFreedMemory(textBytes_);
+    }
+  }
+
+  static constexpr size_t kTrimEvery = size_t{1} << 21;  // containers: a few hundred MB of tree
+  size_t textBytes_ = 0;
+  size_t freedSinceTrim_ = 0;
   static constexpr int64_t kSharedInts = 1 << 16;  // chunk indices, channel ids, peers
   static constexpr size_t kInternedChars = 32;     // names, not free text
 
@@ -292,6 +334,8 @@ json::Value pyToJson(const py::handle& value, const std::string& source) {
 }
 
 py::object jsonToPy(const json::Value& value) { return FromJson().convert(value); }
+
+py::object jsonToPyFreeing(json::Value& value, size_t textBytes) { return FromJson(textBytes).take(value); }
 
 void releaseFreedMemory(size_t textBytes) {
 #if defined(__GLIBC__)

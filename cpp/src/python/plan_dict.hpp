@@ -19,6 +19,9 @@ namespace forestcc::python {
 json::Value pyToJson(const pybind11::handle& value, const std::string& source);
 // A JSON tree as Python values (objects keep their member order).
 pybind11::object jsonToPy(const json::Value& value);
+// jsonToPy that frees the tree as it converts it (`value` is left empty); textBytes: the size of
+// the text it came from, which says whether freed pages are worth handing back.
+pybind11::object jsonToPyFreeing(json::Value& value, size_t textBytes);
 
 // After a parse tree of a `textBytes` long plan was converted and freed: hands the freed heap
 // pages back to the system (glibc keeps them otherwise). The tree of a 1,024-rank forest plan is

@@ -3,8 +3,8 @@
 // Verifying a 1,024-rank forest plan joins clocks hundreds of millions of entries long in all,
 // and that loop was most of the verifier's time in Python. The clocks stay Python dicts
 // ({component: events seen}) that the verifier reads everywhere else; only the join is here,
-// with exactly the rule of clocks.Components._join: an entry is taken when it raises the clock
-// and, when projecting, when the component touches a rank near the clock's rank.
+// with exactly the rule of clocks.Components.join: an entry is taken when it raises the clock
+// and, when projecting, when the clock's rank keeps the component.
 #include <Python.h>
 
 #include "python/module.hpp"
@@ -15,26 +15,17 @@ namespace forestcc::python {
 
 namespace {
 
-// Whether a component whose `touched` entry is given may be kept by a clock whose rank's
-// neighbourhood is `near` (a frozenset of ranks; nullptr: keep everything).
-bool keeps(PyObject* touches, PyObject* comp, PyObject* near) {
-  if (near == nullptr) return true;
-  Py_ssize_t index = PyLong_AsSsize_t(comp);
-  if (index == -1 && PyErr_Occurred()) throw py::error_already_set();
-  if (index < 0 || index >= PyList_GET_SIZE(touches)) throw py::index_error("clock component out of range");
-  PyObject* touched = PyList_GET_ITEM(touches, index);  // a tuple of ranks, or None: everyone's
-  if (touched == Py_None) return true;
-  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(touched); i < n; ++i) {
-    int found = PySet_Contains(near, PyTuple_GET_ITEM(touched, i));
-    if (found < 0) throw py::error_already_set();
-    if (found) return true;
-  }
-  return false;
+// Whether a clock whose rank keeps the components in `kept` (a set; nullptr: keep everything)
+// keeps `comp`.
+bool keeps(PyObject* comp, PyObject* kept) {
+  if (kept == nullptr) return true;
+  int found = PySet_Contains(kept, comp);
+  if (found < 0) throw py::error_already_set();
+  return found != 0;
 }
 
 // clock[comp] = max(clock[comp], value) where kept; a raise is appended to `changed` as comp, value.
-void joinEntry(PyObject* clock, PyObject* comp, PyObject* value, PyObject* touches, PyObject* near,
-               PyObject* changed) {
+void joinEntry(PyObject* clock, PyObject* comp, PyObject* value, PyObject* kept, PyObject* changed) {
   long events = PyLong_AsLong(value);
   if (events == -1 && PyErr_Occurred()) throw py::error_already_set();
   PyObject* have = PyDict_GetItemWithError(clock, comp);  // borrowed
@@ -44,20 +35,19 @@ void joinEntry(PyObject* clock, PyObject* comp, PyObject* value, PyObject* touch
     known = PyLong_AsLong(have);
     if (known == -1 && PyErr_Occurred()) throw py::error_already_set();
   }
-  if (events <= known || !keeps(touches, comp, near)) return;
+  if (events <= known || !keeps(comp, kept)) return;
   if (PyDict_SetItem(clock, comp, value) < 0 || PyList_Append(changed, comp) < 0 ||
       PyList_Append(changed, value) < 0) {
     throw py::error_already_set();
   }
 }
 
-PyObject* nearOf(const py::object& near) { return near.is_none() ? nullptr : near.ptr(); }
+PyObject* keptOf(const py::object& kept) { return kept.is_none() ? nullptr : kept.ptr(); }
 
-void checkTypes(const py::object& clock, const py::object& touches, const py::object& near,
-                const py::object& changed) {
-  if (!PyDict_Check(clock.ptr()) || !PyList_Check(touches.ptr()) || !PyList_Check(changed.ptr()) ||
-      !(near.is_none() || PyAnySet_Check(near.ptr()))) {
-    throw py::type_error("join_clock: expected a dict clock, a list of touches, a set (or None) "
+void checkTypes(const py::object& clock, const py::object& kept, const py::object& changed) {
+  if (!PyDict_Check(clock.ptr()) || !PyList_Check(changed.ptr()) ||
+      !(kept.is_none() || PyAnySet_Check(kept.ptr()))) {
+    throw py::type_error("join_clock: expected a dict clock, a set of kept components (or None) "
                          "and a list of changes");
   }
 }
@@ -67,31 +57,30 @@ void checkTypes(const py::object& clock, const py::object& touches, const py::ob
 void bindVerifierClocks(py::module_& plan) {
   plan.def(
       "join_clock",
-      [](const py::object& clock, const py::object& other, const py::object& touches,
-         const py::object& near, const py::object& changed) {
-        checkTypes(clock, touches, near, changed);
+      [](const py::object& clock, const py::object& other, const py::object& kept,
+         const py::object& changed) {
+        checkTypes(clock, kept, changed);
         if (!PyDict_Check(other.ptr())) throw py::type_error("join_clock: other must be a dict");
-        PyObject* n = nearOf(near);
+        PyObject* k = keptOf(kept);
         Py_ssize_t pos = 0;
         PyObject *comp, *value;
         while (PyDict_Next(other.ptr(), &pos, &comp, &value)) {
-          joinEntry(clock.ptr(), comp, value, touches.ptr(), n, changed.ptr());
+          joinEntry(clock.ptr(), comp, value, k, changed.ptr());
         }
       },
-      py::arg("clock"), py::arg("other"), py::arg("touches"), py::arg("near"), py::arg("changed"),
+      py::arg("clock"), py::arg("other"), py::arg("kept"), py::arg("changed"),
       "The verifier's clock join (plan/clocks.py): clock = max(clock, other) over the components "
-      "kept (touches[comp] is None or meets near; near None: all), each raise appended to "
-      "changed as comp, value.");
+      "in kept (None: all), each raise appended to changed as comp, value.");
   plan.def(
       "join_clock_log",
       [](const py::object& clock, const py::object& log, Py_ssize_t start, Py_ssize_t end,
-         const py::object& touches, const py::object& near, const py::object& changed) {
-        checkTypes(clock, touches, near, changed);
+         const py::object& kept, const py::object& changed) {
+        checkTypes(clock, kept, changed);
         if (!PyList_Check(log.ptr())) throw py::type_error("join_clock_log: log must be a list");
         if (start < 0 || end > PyList_GET_SIZE(log.ptr()) || (end - start) % 2 != 0) {
           throw py::index_error("join_clock_log: start/end outside the log or not in pairs");
         }
-        PyObject* n = nearOf(near);
+        PyObject* k = keptOf(kept);
         for (Py_ssize_t i = start; i + 1 < end; i += 2) {
           // The log may grow while we read it (a worker joining its own log never happens, but
           // the items are borrowed only for this step, so a list resized meanwhile is harmless).
@@ -100,7 +89,7 @@ void bindVerifierClocks(py::module_& plan) {
           Py_INCREF(comp);
           Py_INCREF(value);
           try {
-            joinEntry(clock.ptr(), comp, value, touches.ptr(), n, changed.ptr());
+            joinEntry(clock.ptr(), comp, value, k, changed.ptr());
           } catch (...) {
             Py_DECREF(comp);
             Py_DECREF(value);
@@ -110,8 +99,8 @@ void bindVerifierClocks(py::module_& plan) {
           Py_DECREF(value);
         }
       },
-      py::arg("clock"), py::arg("log"), py::arg("start"), py::arg("end"), py::arg("touches"),
-      py::arg("near"), py::arg("changed"),
+      py::arg("clock"), py::arg("log"), py::arg("start"), py::arg("end"), py::arg("kept"),
+      py::arg("changed"),
       "join_clock with the changes log[start:end] ((component, value) pairs flattened) of "
       "another clock for other.");
 }

@@ -117,6 +117,25 @@ _INPUT_IN_OUTPUT = frozenset({ops.ALL_GATHER, ops.GATHER})
 _OUTPUT_IN_INPUT = frozenset({ops.REDUCE_SCATTER, ops.SCATTER})
 
 
+# How the buffers alias, as alias_kind names it (0: not at all). The numbers are what the
+# verifier's C++ scan of a plan's accesses (_C.plan.co_access) takes.
+ALIAS_NONE, INPUT_IS_OUTPUT, INPUT_IN_OUTPUT, OUTPUT_IN_INPUT = 0, 1, 2, 3
+
+
+def alias_kind(collective: str, in_place: bool) -> int:
+    """Which buffer aliases which (see alias_function): one of ALIAS_NONE, INPUT_IS_OUTPUT,
+    INPUT_IN_OUTPUT (input is block <rank> of output), OUTPUT_IN_INPUT (the reverse)."""
+    if not in_place or collective == ops.BARRIER:
+        return ALIAS_NONE
+    if collective in _INPUT_IS_OUTPUT:
+        return INPUT_IS_OUTPUT
+    if collective in _INPUT_IN_OUTPUT:
+        return INPUT_IN_OUTPUT
+    if collective in _OUTPUT_IN_INPUT:
+        return OUTPUT_IN_INPUT
+    raise ValueError(f"unknown collective {collective!r}")
+
+
 def alias_function(collective: str, in_place: bool, rank: int,
                    k: int) -> Callable[[str, int], tuple[str, int]]:
     """Map a (buffer, chunk) reference on `rank` to the memory it names.
@@ -125,16 +144,14 @@ def alias_function(collective: str, in_place: bool, rank: int,
     all_reduce/broadcast/reduce/all_to_all/sendrecv: input is output; all_gather/gather: input
     is block <rank> of output; reduce_scatter/scatter: output is block <rank> of input.
     """
-    if not in_place or collective == ops.BARRIER:
+    kind = alias_kind(collective, in_place)
+    if kind == ALIAS_NONE:
         return lambda buffer, index: (buffer, index)
-    if collective in _INPUT_IS_OUTPUT:
+    if kind == INPUT_IS_OUTPUT:
         return lambda buffer, index: (ops.OUTPUT if buffer == ops.INPUT else buffer, index)
-    if collective in _INPUT_IN_OUTPUT:
-        offset = rank * k
+    offset = rank * k
+    if kind == INPUT_IN_OUTPUT:
         return lambda buffer, index: ((ops.OUTPUT, index + offset) if buffer == ops.INPUT
                                       else (buffer, index))
-    if collective in _OUTPUT_IN_INPUT:
-        offset = rank * k
-        return lambda buffer, index: ((ops.INPUT, index + offset) if buffer == ops.OUTPUT
-                                      else (buffer, index))
-    raise ValueError(f"unknown collective {collective!r}")
+    return lambda buffer, index: ((ops.INPUT, index + offset) if buffer == ops.OUTPUT
+                                  else (buffer, index))

@@ -33,10 +33,11 @@ __all__ = ["MAX_MEMORY", "MAX_WORK", "PROVEN", "REFUSED", "STATIC_ONLY", "cache_
            "load_proven", "plan_status", "record_proof", "verifier_version"]
 
 # Limits of the proof at load. The verifier's cost grows with its ops, the clock entries its
-# waits join (clocks projected on each rank's neighbourhood: plan/clocks.py) and the chunks x
+# waits join (clocks projected per rank: plan/clocks.py) and the chunks x
 # ranks reductions sum: a 128-rank forest all_reduce (87k ops) takes 5 million units, 1.7 CPU
 # seconds and 0.2 GB; the 256-rank all_gather 4.5 million; the 256-rank all_reduce (325k ops)
-# 34 million, and gets the static checks alone. See schedules/README.md, "Before a plan file
+# 17.8 million (34 million before the co-access projection of plan/clocks.py, and then only
+# the static checks). See schedules/README.md, "Before a plan file
 # runs", for the measurements.
 MAX_WORK = 30_000_000        # work units: at most about 15 CPU seconds of the development machine
 MAX_MEMORY = 1 << 30         # bytes of vector clocks and chunk records

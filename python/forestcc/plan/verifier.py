@@ -6,7 +6,8 @@ are done; workers left waiting are a deadlock, and since waits are the only bloc
 signals only ever add up, one schedule finds every deadlock.
 
 Happens-before uses vector clocks with one component per worker and one per channel "lane"
-(clocks.py: sparse, and by default projected on each rank's neighbourhood).
+(clocks.py: sparse, and by default a rank's clocks keep only the components that access
+memory its own components access).
 Local ops (copy, reduce) are events of their worker, and so is get_reduce, whose worker reads
 the peer's memory itself while it reduces. Channel ops (put, get, the put of
 reduce_put, signal) are events of the channel's lane: they are issued in worker program order
@@ -111,15 +112,52 @@ def _where(rank, worker, step, name) -> str:
 
 
 class _Location:
-    """Content and access history of one chunk of one rank's memory."""
-    __slots__ = ("reads", "value", "write_comp", "write_info", "write_stamp")
+    """Content and access history of one chunk of one rank's memory. A 1,024-rank all_reduce
+    plan has millions of them, most read once after each write: the first reader since the
+    write is held in place (read_comp, read_stamp, read_info), the others in a dict made only
+    when there are some (``more_reads``: component -> (stamp, info)); a dict per chunk was a
+    third of the verifier's memory."""
+    __slots__ = ("more_reads", "read_comp", "read_info", "read_stamp", "value", "write_comp",
+                 "write_info", "write_stamp")
 
     def __init__(self, value):
         self.value = value
         self.write_comp = -1  # -1: the initial content, ordered before everything
         self.write_stamp = 0
         self.write_info = None
-        self.reads: dict = {}  # component -> (stamp, info) of the latest read by it
+        self.read_comp = -1  # -1: no read since the write
+        self.read_stamp = 0
+        self.read_info = None
+        self.more_reads = None
+
+    def read(self, comp: int, stamp: int, info) -> None:
+        """Records a read by ``comp`` (the latest one per component counts)."""
+        if self.read_comp == comp or self.read_comp < 0:
+            if self.read_stamp < stamp or self.read_comp < 0:
+                self.read_comp, self.read_stamp, self.read_info = comp, stamp, info
+            return
+        more = self.more_reads
+        if more is None:
+            self.more_reads = {comp: (stamp, info)}
+            return
+        previous = more.get(comp)
+        if previous is None or previous[0] < stamp:
+            more[comp] = (stamp, info)
+
+    def reads(self):
+        """(component, stamp, info) of the latest read by each component since the write."""
+        if self.read_comp < 0:
+            return ()
+        first = ((self.read_comp, self.read_stamp, self.read_info),)
+        if self.more_reads is None:
+            return first
+        return first + tuple((comp, stamp, info)
+                             for comp, (stamp, info) in self.more_reads.items())
+
+    def written(self, value, comp: int, stamp: int, info) -> None:
+        """A write: the new content, and no reads since."""
+        self.value, self.write_comp, self.write_stamp, self.write_info = value, comp, stamp, info
+        self.read_comp, self.read_stamp, self.read_info, self.more_reads = -1, 0, None, None
 
 
 class TooLarge(Exception):
@@ -167,7 +205,7 @@ class _Verifier:
                 raise TooLarge(f"proving it takes more than {max_work} work units "
                                f"({total_ops} ops)")
         # Vector clock components (clocks.py): one per worker, one per channel lane, one per
-        # rank's entry; clocks are dicts, projected on each rank's neighbourhood.
+        # rank's entry; clocks are dicts, projected on what each rank's accesses are checked against.
         if project is None:  # projecting pays where full clocks would be wide
             width = sum(len(e["workers"]) + len(e["channels"]) for e in ranks) + n
             project = width > _PROJECT_ABOVE_COMPONENTS
@@ -193,8 +231,14 @@ class _Verifier:
         self.signals = {}
         self.waits_done = {}  # (rank, ch) -> waits completed
         self.lane_events = {}  # (rank, ch) -> events of the lane so far (its own component)
-        self.memory = {}  # (rank, buffer, index) -> _Location
-        self.races = {}  # (kind, info, info) -> [location key, ...]: one issue per op pair
+        # Chunk records by location: a chunk of one rank's memory as one int (_key; a tuple per
+        # chunk was a tenth of the memory of verifying large plans). _key_parts reads one back.
+        buffers = plan["buffers"]
+        self.buffer_base = {ops.INPUT: 0, ops.OUTPUT: buffers[ops.INPUT],
+                            ops.SCRATCH: buffers[ops.INPUT] + buffers[ops.OUTPUT]}
+        self.per_rank = self.buffer_base[ops.SCRATCH] + buffers[ops.SCRATCH]
+        self.memory = {}  # location -> _Location
+        self.races = {}  # (kind, op, op) -> [location, ...]: one issue per op pair
         self.lanes_after_peer_entered = set()  # (rank, ch) whose lane has seen a peer event
         self.banked = plan.get("scratch_banks", 1) == 2  # eager: peers' scratch needs no entry
         # The initial contents, the expected outputs and the writable-input sets: ranks x chunks.
@@ -202,8 +246,7 @@ class _Verifier:
                      * self.chunk_work, n * plan["buffers"][ops.INPUT])
         for r in range(n):
             for i in range(plan["buffers"][ops.INPUT]):
-                key = (r,) + self.alias[r](ops.INPUT, i)
-                self.memory[key] = _Location(semantics.input_symbol(r, i))
+                self.memory[self._key(r, ops.INPUT, i)] = _Location(semantics.input_symbol(r, i))
         out_chunks = plan["buffers"][ops.OUTPUT]
         # Physical input chunks the output aliases (in-place reduce_scatter/scatter): writable.
         self.writable_input = [
@@ -211,6 +254,12 @@ class _Verifier:
              if buf == ops.INPUT} for r in range(n)]
 
     # -- memory accesses ------------------------------------------------------------------
+
+    def _op_at(self, op_id: int) -> tuple:
+        """(rank, worker, step, op name) of an op as _step numbers it: an access remembers its
+        op as one int (a tuple per op was a tenth of the memory of verifying large plans)."""
+        rank, worker, step = op_id >> 40, (op_id >> 32) & 0xFF, op_id & 0xFFFFFFFF
+        return rank, worker, step, self.plan["ranks"][rank]["workers"][worker]["ops"][step]["op"]
 
     def _race(self, kind: str, info, other, key) -> None:
         self.races.setdefault((kind, info, other), []).append(key)
@@ -223,9 +272,7 @@ class _Verifier:
             self._race(UNINITIALIZED, info, None, key)
         elif loc.write_comp >= 0 and clock.get(loc.write_comp, 0) < loc.write_stamp:
             self._race(RACE, info, loc.write_info, key)
-        previous = loc.reads.get(comp)
-        if previous is None or previous[0] < stamp:
-            loc.reads[comp] = (stamp, info)
+        loc.read(comp, stamp, info)
         return loc.value
 
     def _write(self, key, value, clock, comp, stamp, info) -> None:
@@ -235,14 +282,13 @@ class _Verifier:
         else:
             if loc.write_comp >= 0 and clock.get(loc.write_comp, 0) < loc.write_stamp:
                 self._race(RACE, info, loc.write_info, key)
-            for read_comp, (read_stamp, read_info) in loc.reads.items():
+            for read_comp, read_stamp, read_info in loc.reads():
                 if clock.get(read_comp, 0) < read_stamp:
                     self._race(RACE, info, read_info, key)
-        rank, buffer, index = key
-        if buffer == ops.INPUT and index not in self.writable_input[rank]:
+        rank, index = divmod(key, self.per_rank)  # an input chunk: index < the input's size
+        if index < self.buffer_base[ops.OUTPUT] and index not in self.writable_input[rank]:
             self._race(INPUT_WRITE, info, None, key)
-        loc.value, loc.write_comp, loc.write_stamp, loc.write_info = value, comp, stamp, info
-        loc.reads = {}
+        loc.written(value, comp, stamp, info)
 
     def _needs_entry(self, remote_ref) -> bool:
         """Whether accessing a peer's ``remote_ref`` must wait until that peer entered: always,
@@ -265,11 +311,25 @@ class _Verifier:
                                f"({self.entries} vector clock entries, "
                                f"{len(self.memory) + new_locations} chunk records)")
 
+    def _key(self, rank: int, buffer: str, index: int) -> int:
+        """The location of chunk ``index`` of ``buffer`` (aliases resolved) on ``rank``."""
+        buffer, index = self.alias[rank](buffer, index)
+        return rank * self.per_rank + self.buffer_base[buffer] + index
+
+    def _key_parts(self, key: int) -> tuple:
+        """(rank, buffer, index) of a location, for messages."""
+        rank, index = divmod(key, self.per_rank)
+        for buffer in (ops.SCRATCH, ops.OUTPUT, ops.INPUT):
+            if index >= self.buffer_base[buffer]:
+                return rank, buffer, index - self.buffer_base[buffer]
+        raise AssertionError("negative location")
+
     def _keys(self, rank: int, ref, count: int) -> list:
+        """The locations of ``count`` chunks from ``ref`` on ``rank`` (an alias moves a whole
+        buffer, so they are consecutive)."""
         self._charge(count * self.chunk_work, count)
-        buffer, index = ref
-        alias = self.alias[rank]
-        return [(rank,) + alias(buffer, i) for i in range(index, index + count)]
+        first = self._key(rank, ref[0], ref[1])
+        return list(range(first, first + count))
 
     def _move(self, src_keys, dst_keys, clock, comp, stamp, info) -> None:
         values = [self._read(key, clock, comp, stamp, info) for key in src_keys]
@@ -295,9 +355,9 @@ class _Verifier:
         if src_keys == dst_keys and allow_identical:
             return
         if set(src_keys) & set(dst_keys):
-            rank, worker, step, _name = info
+            rank, worker, step, _name = self._op_at(info)
             self.issues.append(Issue(OVERLAP, rank, worker, step,
-                                     f"{_where(*info)}: source and destination overlap "
+                                     f"{_where(*self._op_at(info))}: source and destination overlap "
                                      f"without being the same chunks"))
 
     # -- execution ------------------------------------------------------------------------
@@ -381,7 +441,7 @@ class _Verifier:
     def _step(self, rank: int, worker: int, step: int, op: dict, clock) -> bool:
         """Runs one op; False when it is a wait that cannot complete yet."""
         name = op["op"]
-        info = (rank, worker, step, name)
+        info = rank << 40 | worker << 32 | step  # an op, as _op_at reads it back
         wcomp = self.worker_comp[rank][worker]
         ch = op.get("ch")
         if name == ops.WAIT:
@@ -527,7 +587,9 @@ class _Verifier:
                 f"#{needed} from rank {p} channel {pch}, which sent {sent}; {state}"))
 
     def _report_races(self) -> None:
-        for (kind, info, other), keys in self.races.items():
+        for (kind, op_id, other), locations in self.races.items():
+            keys = [self._key_parts(key) for key in locations]
+            info = self._op_at(op_id)
             rank, worker, step, _ = info
             what = _describe_keys(keys)
             if kind == EARLY:
@@ -541,20 +603,22 @@ class _Verifier:
                            f"intact")
             else:
                 message = (f"{_where(*info)}: accesses {what} concurrently with "
-                           f"{_where(*other)}: no signal/wait orders them")
+                           f"{_where(*self._op_at(other))}: no signal/wait orders them")
             self.issues.append(Issue(kind, rank, worker, step, message))
         self.races.clear()
 
     def _check_unfinished(self, finished) -> None:
         late: dict = {}
         for key, loc in self.memory.items():
-            done = finished[key[0]]
+            done = finished[key // self.per_rank]
             if loc.write_comp >= 0 and done.get(loc.write_comp, 0) < loc.write_stamp:
                 late.setdefault(loc.write_info, []).append(key)
-            for comp, (stamp, info) in loc.reads.items():
+            for comp, stamp, info in loc.reads():
                 if done.get(comp, 0) < stamp:
                     late.setdefault(info, []).append(key)
-        for info, keys in late.items():
+        for op_id, locations in late.items():
+            keys = [self._key_parts(key) for key in locations]
+            info = self._op_at(op_id)
             self.issues.append(Issue(
                 UNFINISHED, info[0], info[1], info[2],
                 f"{_where(*info)}: its access to {_describe_keys(keys)} may still be in flight "
@@ -580,7 +644,7 @@ class _Verifier:
             for i, want in enumerate(expected):
                 if want is None:
                     continue
-                loc = self.memory.get((r,) + self.alias[r](ops.OUTPUT, i))
+                loc = self.memory.get(self._key(r, ops.OUTPUT, i))
                 got = loc.value if loc is not None else None
                 if shared is None:
                     equal = got == want
@@ -681,7 +745,7 @@ def _verify(plan, name, max_work, max_memory, validated) -> VerifyResult:
     first = _Verifier(plan, label, max_work, max_memory)
     result = first.run()
     if first.comps.project and result.kinds() & _CLOCK_KINDS:
-        # Clocks projected on each rank's neighbourhood never miss an ordering problem but may
+        # Projected clocks (clocks.py) never miss an ordering problem but may
         # report one that a third rank's relay resolves (clocks.py): confirm with full clocks,
         # within what is left of the budget.
         left = None if max_work is None else max_work - first.work

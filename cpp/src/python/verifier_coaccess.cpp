@@ -1,0 +1,210 @@
+// Which vector clock components each rank's clocks keep (python/forestcc/plan/clocks.py), in C++.
+//
+// The verifier reads a clock only to ask whether an earlier access to one chunk of memory is
+// ordered before a new access to the same chunk. So a clock of rank r needs only the components
+// that access a chunk which some component of r also accesses, or a chunk of r's own memory (for
+// the check that every access to r's memory is done before r returns), and the entered marks of
+// the ranks whose memory r's components access. This scans every op of a valid plan once: each
+// op's chunks (buffers aliased as in plan/geometry.py) with the component that accesses them,
+// then per chunk every rank concerned keeps every accessor. A 1,024-rank forest plan touches
+// tens of millions of chunks: in Python that scan alone took longer than the verification.
+#include <Python.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "python/module.hpp"
+
+namespace py = pybind11;
+
+namespace forestcc::python {
+
+namespace {
+
+// How a plan's buffers alias in place (plan/geometry.py alias_function).
+enum class Alias : int { None = 0, InputIsOutput = 1, InputInOutput = 2, OutputInInput = 3 };
+
+enum Buffer : int { kInput = 0, kOutput = 1, kScratch = 2 };
+
+int64_t toInt(PyObject* value) {
+  long long v = PyLong_AsLongLong(value);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return v;
+}
+
+PyObject* field(PyObject* dict, const char* name) {  // borrowed; nullptr when absent
+  PyObject* value = PyDict_GetItemString(dict, name);
+  return value;
+}
+
+PyObject* required(PyObject* dict, const char* name) {
+  PyObject* value = field(dict, name);
+  if (value == nullptr) throw py::value_error(std::string("co_access: an op or rank lacks '") + name + "'");
+  return value;
+}
+
+bool named(PyObject* text, const char* name) {
+  return PyUnicode_Check(text) && PyUnicode_CompareWithASCIIString(text, name) == 0;
+}
+
+struct Layout {
+  int64_t size[3];  // chunks of input, output, scratch
+  int64_t perRank;  // chunks of one rank's memory, the three buffers end to end
+  int64_t k;
+  Alias alias;
+
+  // The chunk of memory a (buffer, index) reference of `rank` names, as one number for all ranks.
+  uint64_t location(int64_t rank, PyObject* ref) const {
+    if (!PyList_Check(ref) && !PyTuple_Check(ref)) throw py::type_error("co_access: a chunk ref is not a list");
+    PyObject* name = PySequence_Fast_GET_ITEM(ref, 0);
+    int64_t index = toInt(PySequence_Fast_GET_ITEM(ref, 1));
+    int buffer = named(name, "input") ? kInput : named(name, "output") ? kOutput : kScratch;
+    if (buffer == kInput && alias == Alias::InputIsOutput) {
+      buffer = kOutput;
+    } else if (buffer == kInput && alias == Alias::InputInOutput) {
+      buffer = kOutput;
+      index += rank * k;
+    } else if (buffer == kOutput && alias == Alias::OutputInInput) {
+      buffer = kInput;
+      index += rank * k;
+    }
+    int64_t offset = buffer == kInput ? 0 : buffer == kOutput ? size[0] : size[0] + size[1];
+    return static_cast<uint64_t>(rank * perRank + offset + index);
+  }
+};
+
+struct Scan {
+  const Layout& layout;
+  std::vector<std::pair<uint64_t, uint32_t>> touched;  // (location, component)
+
+  void add(uint32_t comp, int64_t rank, PyObject* ref, int64_t count) {
+    uint64_t first = layout.location(rank, ref);
+    for (int64_t i = 0; i < count; ++i) touched.emplace_back(first + i, comp);
+  }
+};
+
+}  // namespace
+
+void bindVerifierCoAccess(py::module_& plan) {
+  plan.def(
+      "co_access",
+      [](const py::list& ranks, const py::list& sizes, int64_t k, int alias) {
+        Layout layout{};
+        for (int b = 0; b < 3; ++b) layout.size[b] = py::cast<int64_t>(sizes[b]);
+        layout.perRank = layout.size[0] + layout.size[1] + layout.size[2];
+        layout.k = k;
+        layout.alias = static_cast<Alias>(alias);
+        const int64_t n = static_cast<int64_t>(ranks.size());
+        // Components as clocks.Components numbers them: per rank its workers, then its channels;
+        // then one entered mark per rank.
+        std::vector<uint32_t> base(n);
+        std::vector<uint32_t> workersOf(n);
+        std::vector<int32_t> rankOf;
+        std::vector<std::vector<int64_t>> peers(n);
+        uint64_t comps = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          PyObject* entry = ranks[r].ptr();
+          PyObject* workers = required(entry, "workers");
+          PyObject* channels = required(entry, "channels");
+          base[r] = static_cast<uint32_t>(comps);
+          workersOf[r] = static_cast<uint32_t>(PyList_GET_SIZE(workers));
+          for (Py_ssize_t c = 0; c < PyList_GET_SIZE(channels); ++c) {
+            peers[r].push_back(toInt(required(PyList_GET_ITEM(channels, c), "peer")));
+          }
+          comps += workersOf[r] + peers[r].size();
+          rankOf.insert(rankOf.end(), workersOf[r] + peers[r].size(), static_cast<int32_t>(r));
+        }
+        const uint64_t entered = comps;
+        if (comps + n >= (uint64_t{1} << 32)) throw py::value_error("co_access: too many clock components");
+        Scan scan{layout, {}};
+        for (int64_t r = 0; r < n; ++r) {
+          PyObject* workers = required(ranks[r].ptr(), "workers");
+          uint32_t lane0 = base[r] + workersOf[r];
+          for (Py_ssize_t w = 0; w < PyList_GET_SIZE(workers); ++w) {
+            uint32_t worker = base[r] + static_cast<uint32_t>(w);
+            PyObject* opList = required(PyList_GET_ITEM(workers, w), "ops");
+            for (Py_ssize_t s = 0; s < PyList_GET_SIZE(opList); ++s) {
+              PyObject* op = PyList_GET_ITEM(opList, s);
+              PyObject* name = required(op, "op");
+              if (named(name, "signal") || named(name, "wait") || named(name, "flush")) continue;
+              PyObject* countField = field(op, "n");
+              int64_t count = countField == nullptr ? 1 : toInt(countField);
+              PyObject* chField = field(op, "ch");
+              int64_t ch = chField == nullptr ? -1 : toInt(chField);
+              uint32_t lane = ch < 0 ? 0 : lane0 + static_cast<uint32_t>(ch);
+              int64_t peer = ch < 0 ? r : peers[r][ch];
+              if (named(name, "put") || named(name, "put_signal")) {
+                scan.add(lane, r, required(op, "src"), count);
+                scan.add(lane, peer, required(op, "dst"), count);
+              } else if (named(name, "get")) {
+                scan.add(lane, peer, required(op, "src"), count);
+                scan.add(lane, r, required(op, "dst"), count);
+              } else if (named(name, "copy")) {
+                scan.add(worker, r, required(op, "src"), count);
+                scan.add(worker, r, required(op, "dst"), count);
+              } else {  // reduce, reduce_put, get_reduce: the worker reduces
+                PyObject* dst = required(op, "dst");
+                scan.add(worker, r, dst, count);
+                PyObject* srcs = required(op, "srcs");
+                for (Py_ssize_t i = 0; i < PyList_GET_SIZE(srcs); ++i) {
+                  scan.add(worker, r, PyList_GET_ITEM(srcs, i), count);
+                }
+                if (named(name, "reduce_put")) {  // then its lane puts dst to the peer
+                  scan.add(lane, r, dst, count);
+                  scan.add(lane, peer, required(op, "remote"), count);
+                } else if (named(name, "get_reduce")) {  // the worker reads the peer itself
+                  scan.add(worker, peer, required(op, "src"), count);
+                }
+              }
+            }
+          }
+        }
+        auto& touched = scan.touched;
+        std::sort(touched.begin(), touched.end());
+        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+        // Per chunk: the ranks concerned (its owner, every accessor's rank) keep every accessor
+        // and the owner's entered mark. Packed as rank << 34 | component.
+        std::vector<uint64_t> kept;
+        std::vector<uint64_t> group;
+        std::vector<int64_t> concerned;
+        for (size_t i = 0; i < touched.size();) {
+          uint64_t location = touched[i].first;
+          int64_t owner = static_cast<int64_t>(location / layout.perRank);
+          group.assign(1, entered + owner);
+          concerned.assign(1, owner);
+          for (; i < touched.size() && touched[i].first == location; ++i) {
+            group.push_back(touched[i].second);
+            concerned.push_back(rankOf[touched[i].second]);
+          }
+          std::sort(concerned.begin(), concerned.end());
+          concerned.erase(std::unique(concerned.begin(), concerned.end()), concerned.end());
+          for (int64_t r : concerned) {
+            for (uint64_t comp : group) kept.push_back(static_cast<uint64_t>(r) << 34 | comp);
+          }
+        }
+        std::vector<std::pair<uint64_t, uint32_t>>().swap(touched);
+        std::sort(kept.begin(), kept.end());
+        kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+        py::list result;
+        size_t i = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          py::set mine;
+          for (; i < kept.size() && static_cast<int64_t>(kept[i] >> 34) == r; ++i) {
+            mine.add(py::int_(kept[i] & ((uint64_t{1} << 34) - 1)));
+          }
+          result.append(std::move(mine));
+        }
+        return result;
+      },
+      py::arg("ranks"), py::arg("sizes"), py::arg("k"), py::arg("alias"),
+      "The clock components each rank of a valid plan keeps (plan/clocks.py): per rank a set of "
+      "the components that access a chunk some component of that rank accesses or a chunk of "
+      "its own memory, with the entered marks of the ranks whose memory its components access. "
+      "ranks: the plan's 'ranks'; sizes: chunks of input, output and scratch; alias: 0 out of "
+      "place, 1 input is output, 2 input is block `rank` of output, 3 output is block `rank` of "
+      "input.");
+}
+
+}  // namespace forestcc::python
