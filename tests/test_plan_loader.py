@@ -53,6 +53,7 @@ JSON_ERRORS = [
     ("1" * 4301, "1:1: number longer than 4300 characters"),
     ('"a\tb"', "1:3: control character byte 0x09 in a string"),
     ('"\\x"', "1:3: bad escape \\x in a string"),
+    (b'"\\\x80', "1:3: bad escape \\ followed by byte 0x80 in a string"),
     ('"\\u12g4"', "1:6: bad hex digit 'g' in a \\u escape"),
     ('"abc', "1:5: unexpected end of input in a string"),
     ('{\n  "a": 1,\n  "a": 2}', "3:3: duplicate member \"a\""),

@@ -482,7 +482,9 @@ class Parser {
         }
         default:
           --pos_;
-          fail("bad escape \\" + std::string(1, e) + " in a string");
+          // Not the raw byte: a message must stay valid UTF-8 whatever the input was.
+          fail(std::string("bad escape \\") + (e >= 0x20 && e < 0x7f ? std::string(1, e) : " followed by " + describe(e)) +
+               " in a string");
       }
     }
   }
