@@ -138,6 +138,17 @@ def test_tiled_reductions(n, transport):
     assert result.lines("TILED OK"), result.stdout
 
 
+@pytest.mark.parametrize("n,setting", [(2, "on"), (3, "on"), (2, "off")])
+def test_reused_private_buffers_move_to_huge_pages(n, setting):
+    # cpp/src/executor/huge_pages.hpp: on a buffer's second use, not its first; never with 0
+    env = {"FORESTCC_HUGE_PAGE_BYTES": "0"} if setting == "off" else {}
+    result = run_job(n, "huge_pages_check.py", setting, env=env)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    if result.lines("UNSUPPORTED"):
+        pytest.skip(result.stdout.strip())
+    assert result.lines("HUGE PAGES"), result.stdout
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_64_mib_messages(n):
     # 16 Mi float32 elements per block = 64 MiB (all_gather/reduce_scatter: per rank block)

@@ -25,6 +25,7 @@ std::string shmPrefix();        // FORESTCC_SHM_PREFIX
 double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait yields; -1: auto
 double yieldMicroseconds();     // FORESTCC_YIELD_US: yield time before a wait sleeps
 double streamingBytes();        // FORESTCC_STREAMING_BYTES: calls this large copy with streaming stores
+double hugePageBytes();         // FORESTCC_HUGE_PAGE_BYTES: private buffers this large, used again, go on huge pages
 std::string transports();       // FORESTCC_TRANSPORT: "auto" or a list of transport names
 int tcpStreams();               // FORESTCC_TCP_STREAMS: sockets per pair of ranks over tcp
 std::string socketInterfaces(); // FORESTCC_SOCKET_IFNAME: interfaces tcp listens on ("" : the route to rank 0)

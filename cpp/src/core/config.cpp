@@ -34,6 +34,11 @@ const std::vector<ConfigEntry>& configTable() {
        "Collectives whose data on this node (every local rank's input and output; one buffer in "
        "place) reaches this many bytes copy with streaming (non-temporal) stores, which skip the "
        "cache: faster once the data no longer fits in it (default: 1.5x a 32 MiB L3)."},
+      {"FORESTCC_HUGE_PAGE_BYTES", "float", "4194304",
+       "Private buffers (not forestcc.empty) of at least this many bytes that calls use again are "
+       "moved onto 2 MiB pages (madvise MADV_COLLAPSE, Linux 6.1 and later; once per buffer, on "
+       "its second use): peers copy private memory with cross-process calls, which pin every page "
+       "they touch. 0: never."},
       {"FORESTCC_TUNING", "string", "",
        "Tuning table algo=\"auto\" reads (a JSON file from forestcc-perf --tune); empty: "
        "$XDG_CONFIG_HOME/forestcc/tuning.json when it exists, else the table shipped with forestcc."},
@@ -76,16 +81,16 @@ std::string configString(const char* name) {
   throw Error(ErrorCode::Internal, std::string("forestcc: unknown configuration knob ") + name);
 }
 
-static double parseFloat(const char* name) {
+static double parseFloat(const char* name, bool zeroAllowed = false) {
   std::string s = configString(name);
   try {
     size_t used = 0;
     double v = std::stod(s, &used);
-    if (used != s.size() || !(v > 0)) throw std::invalid_argument(s);
+    if (used != s.size() || !(v > 0 || (zeroAllowed && v == 0))) throw std::invalid_argument(s);
     return v;
   } catch (const std::exception&) {
-    throw Error(ErrorCode::InvalidUsage,
-                std::string("forestcc: ") + name + "='" + s + "' is not a positive number");
+    throw Error(ErrorCode::InvalidUsage, std::string("forestcc: ") + name + "='" + s + "' is not a " +
+                                             (zeroAllowed ? "number >= 0" : "positive number"));
   }
 }
 
@@ -103,6 +108,7 @@ double spinMicroseconds() {
 }
 double yieldMicroseconds() { return parseFloat("FORESTCC_YIELD_US"); }
 double streamingBytes() { return parseFloat("FORESTCC_STREAMING_BYTES"); }
+double hugePageBytes() { return parseFloat("FORESTCC_HUGE_PAGE_BYTES", true); }
 std::string transports() { return configString("FORESTCC_TRANSPORT"); }
 int tcpStreams() {
   const std::string s = configString("FORESTCC_TCP_STREAMS");

@@ -46,9 +46,14 @@ void Executor::publish(Call& call) {
     Published& last = published_[b];
     const uint64_t address = reinterpret_cast<uint64_t>(call.geometry.local[b]);
     const uint64_t bytes = call.geometry.localBytes[b];
-    if (last.generation == generation && last.address == address && last.bytes == bytes) continue;
-    mb.handles[b] = s.describe(call.geometry.local[b], bytes);
-    last = {address, bytes, generation};
+    if (last.generation != generation || last.address != address || last.bytes != bytes) {
+      mb.handles[b] = s.describe(call.geometry.local[b], bytes);
+      last = {address, bytes, generation, mb.handles[b].kind == MemoryKind::Host && mb.handles[b].shmId == 0};
+    }
+    // Peers copy it with cross-process calls: the fewer pages, the cheaper (huge_pages.hpp). In
+    // place, input and output are one use.
+    if (last.privateHost && !(b == 1 && address == published_[0].address))
+      hugePages_.used(call.geometry.local[b], bytes);
   }
   // all_to_all_v through laid-out scratch publishes it once sized (layOutScratch).
   if (!(call.variable && call.plan->laysOutScratch)) publishScratch(call);

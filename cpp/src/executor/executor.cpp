@@ -29,6 +29,7 @@ struct Executor::WorkerThread {
 Executor::Executor(std::shared_ptr<Communicator::State> state)
     : state_(std::move(state)),
       streamingBytes_(static_cast<uint64_t>(config::streamingBytes())),
+      hugePages_(static_cast<uint64_t>(config::hugePageBytes())),
       debug_(config::debug()) {
   expected_.assign(static_cast<size_t>(state_->size) * kMaxPlanChannelsPerPeer, 0);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/state.hpp"
+#include "executor/huge_pages.hpp"
 #include "executor/interpreter.hpp"
 #include "forestcc/collectives.hpp"
 #include "forestcc/plan.hpp"
@@ -182,7 +183,9 @@ class Executor {
   // (a registry lookup and a formatted name per call otherwise).
   struct Published {
     uint64_t address = 0, bytes = 0, generation = 0;
+    bool privateHost = false;  // this process's own host memory (not forestcc's shared segments)
   } published_[2];
+  HugePageAdvisor hugePages_;  // FORESTCC_HUGE_PAGE_BYTES, read once
   // Same-node peers' doorbells, rung when this rank enters a call (made on first use: the
   // connections never change after the communicator is made).
   std::vector<Doorbell*> peerDoorbells_;
