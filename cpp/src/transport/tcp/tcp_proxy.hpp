@@ -27,7 +27,7 @@ class TcpProxy {
  private:
   void run();
   void sendPending();
-  void lost(TcpPeer& peer, int stream, TcpPeer::Received how);
+  void lost(TcpPeer& peer, int stream);
 
   int rank_;
   int epoll_ = -1;
