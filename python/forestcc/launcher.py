@@ -385,7 +385,9 @@ class _Job:
             failed = [(r, p.returncode) for r, p in enumerate(self.procs)
                       if p.poll() is not None and p.returncode != 0]
             if failed:
-                rank, rc = failed[0]
+                # A rank killed by a signal first: the others that ended by then most often
+                # exited because of it (they raise naming the dead peer), and it is the cause.
+                rank, rc = min(failed, key=lambda f: (f[1] > 0, f[0]))
                 running = [r for r, p in enumerate(self.procs) if p.poll() is None]
                 self.say(f"{self._who(rank)} (pid {self.procs[rank].pid}) {_describe(rc)}")
                 if running:
