@@ -224,6 +224,8 @@ void bindPlan(py::module_& m) {
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
   bindVerifierClocks(sub);
   bindVerifierCoAccess(sub);
+  bindVerifierDigest(sub);
+  bindTreeCompiler(sub);
 }
 
 }  // namespace forestcc::python
