@@ -167,3 +167,20 @@ def test_take_ranks_checks_the_rank_count():
     b = PlanBuilder("all_gather", 3)
     with pytest.raises(ValueError, match="2 channel lists and 3 worker lists for 3 ranks"):
         b.take_ranks([[], []], [[], [], []])
+
+
+@pytest.mark.parametrize("trees, reverse, message", [
+    ([(0, 0, 1, ((0, 1),), None), (1, 0, 1, ((0, 1),), None)], [], "tree 1: arc 0->1 out of order"),
+    ([(0, 0, 1, ((0, 2),), None), (1, 0, 1, ((1, 0),), None)], [], "tree 0: arc 0->2 out of order"),
+    ([(5, 0, 1, ((0, 1),), None)], [], "tree 0: root 5 outside 0..1"),
+    ([(0, 0, 2, ((0, 1),), None)], [], r"tree 0: chunks 0..1 outside 0..0"),
+    ([(0, 0, 1, ((0, 1),), [3])], [0], "tree 0: unknown route id 3"),
+    ([(0, 0, 1, ((0, 1),), [0])], [4], "reverse route id 4 unknown"),
+    ([(0, 0, 1, ((0, 1),), [0, 0])], [0], "tree 0 has 1 arcs but 2 route ids"),
+])
+def test_the_native_compiler_refuses_malformed_trees(trees, reverse, message):
+    """_C.plan.compile_trees checks what its arrays rely on, even called directly (compile_trees
+    checks the tiling before it)."""
+    from forestcc import _C
+    with pytest.raises(ValueError, match=message):
+        _C.plan.compile_trees("all_gather", 2, 1, False, False, 64, trees, reverse)

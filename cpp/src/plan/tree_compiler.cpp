@@ -42,7 +42,33 @@ ChunkRef ref(Buffer buffer, int64_t index) { return ChunkRef{buffer, fits32(inde
 // The trees as arrays: parent and incoming route of every rank, children in arc order.
 class Forest {
  public:
-  Forest(const std::vector<TreeInput>& trees, int nranks) : trees_(trees), n_(nranks) {
+  // Checks what the arrays below rely on (tree_plan._check_tiling checks the rest before this
+  // is called): ranks in range, parents reached before their children, route ids known, chunks
+  // inside 0..k-1.
+  Forest(const std::vector<TreeInput>& trees, int nranks, int64_t k, size_t routeCount)
+      : trees_(trees), n_(nranks) {
+    if (nranks < 1) throw std::invalid_argument("tree plan: nranks must be at least 1");
+    std::vector<char> reached(n_);
+    for (size_t t = 0; t < trees.size(); ++t) {
+      const TreeInput& tree = trees[t];
+      const std::string where = "tree plan: tree " + std::to_string(t) + ": ";
+      if (tree.root < 0 || tree.root >= nranks) throw std::invalid_argument(where + "root " + std::to_string(tree.root) + " outside 0.." + std::to_string(nranks - 1));
+      if (tree.count < 1 || tree.first < 0 || tree.first + tree.count > k) {
+        throw std::invalid_argument(where + "chunks " + std::to_string(tree.first) + ".." +
+                                    std::to_string(tree.first + tree.count - 1) + " outside 0.." + std::to_string(k - 1));
+      }
+      std::fill(reached.begin(), reached.end(), 0);
+      reached[tree.root] = 1;
+      for (const auto& [p, c] : tree.arcs) {
+        if (p < 0 || p >= nranks || c < 0 || c >= nranks || !reached[p] || reached[c]) {
+          throw std::invalid_argument(where + "arc " + std::to_string(p) + "->" + std::to_string(c) + " out of order");
+        }
+        reached[c] = 1;
+      }
+      for (int route : tree.routes) {
+        if (route < -1 || route >= int64_t(routeCount)) throw std::invalid_argument(where + "unknown route id " + std::to_string(route));
+      }
+    }
     const size_t count = trees.size();
     parent_.assign(count * n_, -1);
     routeIn_.assign(count * n_, -1);
@@ -327,7 +353,7 @@ class Program {
 class Compiler {
  public:
   Compiler(const std::vector<TreeInput>& trees, const TreeCompileOptions& o)
-      : o_(o), forest_(trees, o.nranks), prog_(o),
+      : o_(o), forest_(trees, o.nranks, o.chunksPerBlock, o.reverseRoute.size()), prog_(o),
         segs_(buildSegments(forest_, trees.size(), o.nranks, o.reverseRoute)),
         k_(o.chunksPerBlock) {}
 
@@ -641,6 +667,11 @@ TreeCompileResult compileTrees(const std::vector<TreeInput>& trees, const TreeCo
       options.collective != Collective::AllReduce) {
     throw std::invalid_argument(std::string("tree plans implement all_gather, reduce_scatter, all_reduce, not ") +
                                 name(options.collective));
+  }
+  for (int reverse : options.reverseRoute) {
+    if (reverse < 0 || reverse >= int64_t(options.reverseRoute.size())) {
+      throw std::invalid_argument("tree plan: reverse route id " + std::to_string(reverse) + " unknown");
+    }
   }
   return Compiler(trees, options).run();
 }

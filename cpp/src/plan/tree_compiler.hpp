@@ -44,7 +44,9 @@ struct TreeCompileResult {
   int64_t scratchChunks = 0;  // how far the ops reach into scratch
 };
 
-// Throws std::invalid_argument when a chunk index, count or channel id does not fit the op record.
+// Throws std::invalid_argument when a tree is malformed (a rank out of range, an arc whose parent
+// was not reached first, an unknown route id, chunks outside 0..k-1) or a chunk index, count or
+// channel id does not fit the op record.
 TreeCompileResult compileTrees(const std::vector<TreeInput>& trees, const TreeCompileOptions& options);
 
 }  // namespace forestcc::plan
