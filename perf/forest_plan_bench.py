@@ -3,7 +3,8 @@
 
 For rail-optimized fat trees of DGX-A100 boxes (``topology.presets.a100_fat_tree``), each case
 generates the forest (box rotation: well under a second at these sizes), compiles it into a plan
-(``compile_forest``: trees -> validated plan dict), writes the file, then, in a fresh process,
+(``compile_forest``: trees -> validated plan dict; ``--engine python`` times the Python reference
+compiler instead of the C++ one), writes the file, then, in a fresh process,
 loads it (the C++ loader and validator) and verifies it (``forestcc.plan.verify``). Each step runs
 in its own process, so peak memory is per step. Prints, per case: ranks, ops, file size, CPU
 seconds of compiling, loading and verifying (the machine may be shared: CPU seconds are the
@@ -11,9 +12,10 @@ steadier number), wall seconds of verifying, and peak memory of compiling, of lo
 loader's parse tree) and of verifying.
 
     python perf/forest_plan_bench.py [--only 1024:all_gather] [--all] [--json] [--keep DIR]
+                                     [--engine python]
 
---all adds the 1,024-rank all_reduce (5 million ops: about a minute of CPU and 5 GB to compile,
-4 GB to load and 6 GB to verify; run it alone on a shared machine).
+--all adds the 1,024-rank all_reduce (5 million ops: 15 CPU s and 4.8 GB to compile, 3.8 GB to
+load, 5.3 GB to verify; run it alone on a shared machine).
 
     python perf/forest_plan_bench.py --report [--only 256:all_reduce] [--topology mi250x4:all_reduce]
 
@@ -48,7 +50,7 @@ def _peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def compile_case(ranks: int, collective: str, path: str) -> dict:
+def compile_case(ranks: int, collective: str, path: str, engine: str = "native") -> dict:
     from forestcc.algorithms import generate_forest
     from forestcc.algorithms.forest_plan import compile_forest
     from forestcc.plan import format as plan_format
@@ -58,7 +60,7 @@ def compile_case(ranks: int, collective: str, path: str) -> dict:
     cpu = time.process_time()
     forest = generate_forest(topo, collective)
     generated = time.process_time()
-    plan = compile_forest(forest)
+    plan = compile_forest(forest, engine=engine)
     compiled = time.process_time()
     plan_format.save(plan, path, validate_first=False)  # compile_forest validated it
     return {"ops": sum(len(w["ops"]) for e in plan["ranks"] for w in e["workers"]),
@@ -119,7 +121,7 @@ def main() -> int:
     parser.add_argument("--only", action="append", metavar="RANKS:COLLECTIVE",
                         help="run only this case (repeatable), e.g. 1024:all_gather")
     parser.add_argument("--all", action="store_true",
-                        help="also the 1,024-rank all_reduce (5-6 GB per step)")
+                        help="also the 1,024-rank all_reduce (4-6 GB per step)")
     parser.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     parser.add_argument("--keep", metavar="DIR", help="write the plan files here (default: a "
                                                       "temporary directory, removed after)")
@@ -127,11 +129,14 @@ def main() -> int:
                         help="time `forestcc plan report` per case instead (see above)")
     parser.add_argument("--topology", action="append", metavar="PRESET:COLLECTIVE",
                         help="with --report: a preset case (repeatable), e.g. mi250x4:all_reduce")
+    parser.add_argument("--engine", choices=("native", "python"), default="native",
+                        help="the tree compiler's op emission: C++ (default) or the Python "
+                             "reference (tree_plan.py); the plans are the same")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         step, *rest = args.child
-        row = (compile_case(int(rest[0]), rest[1], rest[2]) if step == "compile"
+        row = (compile_case(int(rest[0]), rest[1], rest[2], *rest[3:]) if step == "compile"
                else report_case(rest[0], rest[1]) if step == "report"
                else verify_case(rest[0]))
         print(json.dumps(row))
@@ -151,7 +156,8 @@ def main() -> int:
         for ranks, collective in cases:
             path = os.path.join(directory, f"forest_{collective}_{ranks}.json")
             row = {"ranks": ranks, "collective": collective,
-                   **_child("compile", str(ranks), collective, path), **_child("verify", path)}
+                   **_child("compile", str(ranks), collective, path, args.engine),
+                   **_child("verify", path)}
             print(json.dumps(row) if args.json else
                   f"{ranks:>6} {collective:>14} {row['ops']:>10} {row['file_bytes'] / 1e6:>8.0f} "
                   f"{row['compile_cpu_s']:>14.1f} {row['load_cpu_s']:>11.1f} "

@@ -625,3 +625,43 @@ def test_forest_generator_records_the_proof_of_what_it_writes(tmp_path, monkeypa
     _no_verifier(monkeypatch)
     proof.load_proven(path)
     assert proof.plan_status(path) == proof.PROVEN
+
+
+def _cpp_digest(root, sources, changed=None):
+    """The digest CMakeLists.txt compiles into _C: SHA-256 of "<path> <SHA-256 of file>\\n"
+    lines; `changed`: {path: replacement bytes}."""
+    import hashlib
+    lines = ""
+    for source in sources:
+        data = (changed or {}).get(source)
+        if data is None:
+            data = (root / source).read_bytes()
+        lines += f"{source} {hashlib.sha256(data).hexdigest()}\n"
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def test_the_verifier_version_covers_its_cpp_sources(monkeypatch):
+    """_C carries a digest of the C++ sources the verdict depends on (the build computes it from
+    the files it names), and verifier_version changes with it."""
+    from pathlib import Path
+
+    from forestcc import _C
+    root = Path(__file__).resolve().parents[1]
+    sources = _C.plan.VERIFIER_CPP_SOURCES
+    for needed in ("cpp/src/plan/validate.cpp", "cpp/src/plan/json.cpp",
+                   "cpp/src/python/plan_dict.cpp", "cpp/src/python/verifier_clocks.cpp",
+                   "cpp/src/python/verifier_coaccess.cpp"):
+        assert needed in sources
+    if not all((root / s).is_file() for s in sources):
+        pytest.skip("not a source checkout")
+    # The build's digest is of these files as they are (a stale build fails here: rebuild).
+    assert _C.plan.VERIFIER_CPP_DIGEST == _cpp_digest(root, sources)
+    # A change to any one of them changes the digest, and with it the version.
+    validator = (root / "cpp/src/plan/validate.cpp").read_bytes()
+    edited = _cpp_digest(root, sources, {"cpp/src/plan/validate.cpp": validator + b"\n"})
+    assert edited != _C.plan.VERIFIER_CPP_DIGEST
+    monkeypatch.setattr(proof, "_version", None)
+    before = proof.verifier_version()
+    monkeypatch.setattr(proof, "_version", None)
+    monkeypatch.setattr(_C.plan, "VERIFIER_CPP_DIGEST", edited)
+    assert proof.verifier_version() != before

@@ -223,7 +223,7 @@ void Value::push(Value value) { asArray().push_back(std::move(value)); }
 
 class Parser {
  public:
-  Parser(const std::string& text, const std::string& source) : text_(text), source_(source) {}
+  Parser(std::string_view text, const std::string& source) : text_(text), source_(source) {}
 
   Value document() {
     skipSpace();
@@ -234,7 +234,7 @@ class Parser {
   }
 
  private:
-  const std::string& text_;
+  std::string_view text_;  // a view: a plan's text is hundreds of MB, held once by the caller
   const std::string& source_;
   size_t pos_ = 0;
   int line_ = 1;
@@ -597,7 +597,7 @@ class Parser {
   }
 };
 
-Value parse(const std::string& text, const std::string& sourceName) {
+Value parse(std::string_view text, const std::string& sourceName) {
   return Parser(text, sourceName).document();
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include "forestcc/error.hpp"
 #include <utility>
@@ -145,7 +146,7 @@ class ParseError : public Error {
 // (Python's limit on integer text, so every number read converts to a Python int).
 constexpr int kMaxDepth = 512;
 constexpr size_t kMaxNumberLength = 4300;
-Value parse(const std::string& text, const std::string& sourceName);
+Value parse(std::string_view text, const std::string& sourceName);
 
 // Writes `value` as JSON. indent < 0: one line; otherwise pretty-printed with that many spaces.
 // Doubles are written so they read back to the same value; NaN and infinities are refused

@@ -97,7 +97,7 @@ std::string readPlanFile(const std::string& path, const Limits& limits) {
   return data;
 }
 
-json::Value parsePlanJson(const std::string& text, const std::string& source) {
+json::Value parsePlanJson(std::string_view text, const std::string& source) {
   try {
     return json::parse(text, source);
   } catch (const json::ParseError& e) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "forestcc/plan_file.hpp"
@@ -12,7 +13,7 @@
 namespace forestcc::plan {
 
 // The JSON tree of plan text; PlanError "<source>: not valid JSON: <line>:<col>: <reason>".
-json::Value parsePlanJson(const std::string& text, const std::string& source);
+json::Value parsePlanJson(std::string_view text, const std::string& source);
 // Every structural problem of a plan document (types, ranges, names, buffer sizes, chunk refs in
 // range, channel ownership and pairing, the limits), as full messages; empty when valid. The
 // checks are format v1's, the messages those of schedules/README.md ("Errors").

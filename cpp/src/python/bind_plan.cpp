@@ -1,5 +1,7 @@
 #include <pybind11/stl.h>
 
+#include <string_view>
+
 #include "collectives/generators.hpp"
 #include "collectives/tuning_table.hpp"
 #include "forestcc/error.hpp"
@@ -51,6 +53,25 @@ py::tuple outcome(F&& run) {
   }
 }
 
+// The text of a str (its UTF-8, which Python caches) or bytes as a view of the object's own
+// buffer: a plan's text is hundreds of MB at 1,024 ranks, and a copy would be held through the
+// whole parse. The caller's reference keeps the object (immutable) alive while the view is read.
+std::string_view textView(const py::handle& text) {
+  if (PyBytes_Check(text.ptr())) {
+    return {PyBytes_AS_STRING(text.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(text.ptr()))};
+  }
+  if (PyUnicode_Check(text.ptr())) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+    if (data == nullptr) {
+      PyErr_Clear();
+      throw py::type_error("plan text: a str that cannot be encoded as UTF-8 (lone surrogates)");
+    }
+    return {data, static_cast<size_t>(size)};
+  }
+  throw py::type_error(std::string("plan text must be str or bytes, not ") + Py_TYPE(text.ptr())->tp_name);
+}
+
 }  // namespace
 
 void bindPlan(py::module_& m) {
@@ -88,8 +109,9 @@ void bindPlan(py::module_& m) {
       "(bytes of a plan file, errors): 'cannot read' or 'larger than MAX_FILE_BYTES' naming it.");
   sub.def(
       "load_text",
-      [](const std::string& text, const std::string& source, py::object limits) {
+      [](const py::object& textObject, const std::string& source, py::object limits) {
         const plan::Limits l = limitsOf(limits);
+        const std::string_view text = textView(textObject);
         return outcome([&] {
           py::object plan;
           {
@@ -111,7 +133,8 @@ void bindPlan(py::module_& m) {
       "(plan dict, errors) of plan JSON text (str or UTF-8 bytes), parsed and validated.");
   sub.def(
       "parse_text",
-      [](const std::string& text, const std::string& source) {
+      [](const py::object& textObject, const std::string& source) {
+        const std::string_view text = textView(textObject);
         return outcome([&] {
           py::object value;
           {
@@ -224,6 +247,8 @@ void bindPlan(py::module_& m) {
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
   bindVerifierClocks(sub);
   bindVerifierCoAccess(sub);
+  bindVerifierDigest(sub);
+  bindTreeCompiler(sub);
 }
 
 }  // namespace forestcc::python

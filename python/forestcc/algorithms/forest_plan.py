@@ -95,11 +95,12 @@ def _text(value: Fraction) -> str:
 
 def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = False,
                    max_slices: int | None = None, min_slice_bytes: int | None = None,
-                   name: str | None = None) -> dict:
+                   name: str | None = None, engine: str = "native") -> dict:
     """The forest as a validated plan for its collective (see the module docstring).
 
     mode: "pipelined" (workers per rank and parent: slices pipeline through the trees) or
-    "compact" (one worker per rank, one slice unless max_slices says otherwise)."""
+    "compact" (one worker per rank, one slice unless max_slices says otherwise). engine:
+    tree_plan.compile_trees' ("native": C++, or "python": the reference; the same plan)."""
     topo = forest.topology
     n = topo.num_ranks
     collective = forest.collective
@@ -108,7 +109,7 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
         "_compact" if mode == "compact" else "")
     with paused_gc():  # millions of op dicts at 1,024 ranks (plan/bulk.py)
         builder, routes = compile_trees(collective, n, forest_tree_specs(forest), k, mode=mode,
-                                        in_place=in_place, name=label)
+                                        in_place=in_place, name=label, engine=engine)
     if max_slices is None:
         max_slices = DEFAULT_MAX_SLICES if mode != "compact" else 1
     if min_slice_bytes is None:

@@ -47,6 +47,11 @@ every chunk, so they need no flow control; an entry handshake per slice would al
 slice in flight per channel and add a round trip to every slice). Every put is followed by a
 signal that the receiver waits for, so all writes into a rank are done before it returns.
 Signals and waits balance per channel pair and slice.
+
+Engines. The op emission above runs in C++ by default (``engine="native"``:
+cpp/src/plan/tree_compiler.cpp, the same steps in the same order, through
+``forestcc._C.plan.compile_trees``); this module's Python is the reference (``engine="python"``)
+and documents the algorithm. Both give the same plan, op for op (tests/test_tree_compiler_native.py).
 """
 from __future__ import annotations
 
@@ -54,13 +59,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
+from forestcc import _C
+
 from ..plan import PlanBuilder
 from ..plan import ops as plan_ops
 
-__all__ = ["MAX_CHANNELS_PER_PEER", "MAX_REDUCE_SOURCES", "MODES", "TreeSpec", "compile_trees"]
+__all__ = ["ENGINES", "MAX_CHANNELS_PER_PEER", "MAX_REDUCE_SOURCES", "MODES", "TreeSpec",
+           "compile_trees"]
 
 IN, OUT, SCR = plan_ops.INPUT, plan_ops.OUTPUT, plan_ops.SCRATCH
 MODES = ("pipelined", "compact")
+ENGINES = ("native", "python")
 COLLECTIVES = (plan_ops.ALL_GATHER, plan_ops.REDUCE_SCATTER, plan_ops.ALL_REDUCE)
 # The C++ op record holds at most this many reduction sources (plan.hpp kMaxReduceSources).
 MAX_REDUCE_SOURCES = 8
@@ -293,18 +302,24 @@ class _Program:
 def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
                   chunks_per_block: int, *, mode: str = "pipelined", in_place: bool = False,
                   name: str | None = None,
-                  max_channels_per_peer: int = MAX_CHANNELS_PER_PEER) -> tuple[PlanBuilder, dict]:
+                  max_channels_per_peer: int = MAX_CHANNELS_PER_PEER,
+                  engine: str = "native") -> tuple[PlanBuilder, dict]:
     """Builds the plan's ranks into a PlanBuilder; returns it with the channel routes
     ({(rank, ch): node path}) for the provenance. The caller calls builder.build(...).
-    Pipelined workers span as few tree levels as keep max_channels_per_peer."""
+    Pipelined workers span as few tree levels as keep max_channels_per_peer. engine: "native"
+    (C++) or "python" (the reference); the same plan either way."""
     if collective not in COLLECTIVES:
         raise ValueError(f"tree plans implement {', '.join(COLLECTIVES)}, not {collective!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     k = chunks_per_block
     _check_tiling(collective, nranks, trees, k)
     b = PlanBuilder(collective, nranks, chunks_per_block=k, in_place=in_place,
                     name=name or f"tree_{collective}_{nranks}")
+    if engine == "native":
+        return b, _compile_native(b, trees, mode, max_channels_per_peer)
     prog = _Program(b, mode)
     segments = _segments(trees)
     root_of = {id(s): trees[s.trees[0]].root for s in segments}
@@ -324,6 +339,34 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
         _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key)
     prog.emit()
     return b, prog.routes
+
+
+def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer) -> dict:
+    """The ranks built by _C.plan.compile_trees into b; returns the channel routes. Routes go to
+    C++ as ids (equal paths, equal ids) with the id of each one's reverse."""
+    ids: dict = {}
+    paths: list = []
+
+    def intern(path: tuple) -> int:
+        found = ids.get(path)
+        if found is None:
+            found = ids[path] = len(paths)
+            paths.append(path)
+        return found
+
+    specs = [(spec.root, spec.first, spec.count, spec.arcs,
+              None if spec.routes is None else [intern(tuple(r)) for r in spec.routes])
+             for spec in trees]
+    reverse = []
+    while len(reverse) < len(paths):  # reversing may add paths: their reverses follow
+        reverse.append(intern(tuple(reversed(paths[len(reverse)]))))
+    channels, workers, channel_routes, scratch = _C.plan.compile_trees(
+        b.collective, b.nranks, b.chunks_per_block, mode == "compact", b.in_place,
+        max_channels_per_peer, specs, reverse)
+    b.take_ranks(channels, workers)
+    b.reach_scratch(scratch)
+    return {(rank, ch): paths[route] for rank, table in enumerate(channel_routes)
+            for ch, route in enumerate(table) if route >= 0}
 
 
 def _check_tiling(collective, nranks, trees, k):

@@ -70,6 +70,16 @@ class PlanBuilder:
         1)."""
         return self._workers[rank][worker]
 
+    def take_ranks(self, channels: list, workers: list) -> None:
+        """Every rank's channels ([(peer, transport)] per rank) and workers ([[op dict]] per rank)
+        made elsewhere, in this builder's own form (the C++ tree compiler's answer); what was
+        added before is replaced. Give the scratch the ops reach with reach_scratch."""
+        if len(channels) != self.nranks or len(workers) != self.nranks:
+            raise ValueError(f"take_ranks: {len(channels)} channel lists and {len(workers)} worker "
+                             f"lists for {self.nranks} ranks")
+        self._channels = channels
+        self._workers = workers
+
     def reach_scratch(self, chunks: int) -> None:
         """The plan's scratch holds at least `chunks` chunks (for ops added through ops_of, whose
         refs the builder does not scan)."""

@@ -26,6 +26,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from forestcc import _C
+
 from . import format as plan_format
 from . import verifier
 
@@ -57,13 +59,16 @@ _version: str | None = None
 
 
 def verifier_version() -> str:
-    """A digest of the verifier's sources: a recorded proof holds for this version only."""
+    """A digest of the verifier's sources, Python and C++ (the parser, validator and verifier
+    parts in _C, whose digest the build compiles in: _C.plan.VERIFIER_CPP_DIGEST): a recorded
+    proof holds for this version only."""
     global _version
     if _version is None:
         h = hashlib.sha256()
         here = Path(__file__).parent
         for name in _VERIFIER_SOURCES:
             h.update(name.encode() + b"\0" + (here / name).read_bytes())
+        h.update(b"_C\0" + _C.plan.VERIFIER_CPP_DIGEST.encode())
         _version = h.hexdigest()[:16]
     return _version
 

@@ -1,0 +1,679 @@
+#include "plan/tree_compiler.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+namespace forestcc::plan {
+
+namespace {
+
+// Worker keys (tree_plan.py's tuples as integers): a root's sender, a root's reducer, and per
+// group of tree levels one down worker and one up worker.
+constexpr int64_t kRootKey = -1;    // ("root",)
+constexpr int64_t kUpRootKey = -2;  // ("up-root",)
+int64_t downKey(int level) { return 2 * int64_t{level}; }
+int64_t upKey(int level) { return 2 * int64_t{level} + 1; }
+// _channels_per_peer's other kinds of channel end: ("entry", key) and "doorman".
+constexpr int64_t kEntryOffset = int64_t{1} << 40;
+constexpr int64_t kDoormanKey = -(int64_t{1} << 41);
+
+// Consecutive trees [t0, t1) crossing sender -> receiver as one put (tree_plan._Segment).
+struct Segment {
+  int sender, receiver, t0, t1, route, back, parent, depth;
+  int64_t lo, hi;
+  std::vector<int> children;
+};
+
+uint32_t fits32(int64_t value, const char* what) {
+  if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
+    throw std::invalid_argument(std::string("tree plan: ") + what + " " + std::to_string(value) +
+                                " does not fit the op record (0 .. 2^32-1)");
+  }
+  return static_cast<uint32_t>(value);
+}
+
+ChunkRef ref(Buffer buffer, int64_t index) { return ChunkRef{buffer, fits32(index, "chunk index")}; }
+
+// The trees as arrays: parent and incoming route of every rank, children in arc order.
+class Forest {
+ public:
+  // Checks what the arrays below rely on (tree_plan._check_tiling checks the rest before this
+  // is called): ranks in range, parents reached before their children, route ids known, chunks
+  // inside 0..k-1.
+  Forest(const std::vector<TreeInput>& trees, int nranks, int64_t k, size_t routeCount)
+      : trees_(trees), n_(nranks) {
+    if (nranks < 1) throw std::invalid_argument("tree plan: nranks must be at least 1");
+    std::vector<char> reached(n_);
+    for (size_t t = 0; t < trees.size(); ++t) {
+      const TreeInput& tree = trees[t];
+      const std::string where = "tree plan: tree " + std::to_string(t) + ": ";
+      if (tree.root < 0 || tree.root >= nranks) throw std::invalid_argument(where + "root " + std::to_string(tree.root) + " outside 0.." + std::to_string(nranks - 1));
+      if (tree.count < 1 || tree.first < 0 || tree.first + tree.count > k) {
+        throw std::invalid_argument(where + "chunks " + std::to_string(tree.first) + ".." +
+                                    std::to_string(tree.first + tree.count - 1) + " outside 0.." + std::to_string(k - 1));
+      }
+      std::fill(reached.begin(), reached.end(), 0);
+      reached[tree.root] = 1;
+      for (const auto& [p, c] : tree.arcs) {
+        if (p < 0 || p >= nranks || c < 0 || c >= nranks || !reached[p] || reached[c]) {
+          throw std::invalid_argument(where + "arc " + std::to_string(p) + "->" + std::to_string(c) + " out of order");
+        }
+        reached[c] = 1;
+      }
+      for (int route : tree.routes) {
+        if (route < -1 || route >= int64_t(routeCount)) throw std::invalid_argument(where + "unknown route id " + std::to_string(route));
+      }
+    }
+    const size_t count = trees.size();
+    parent_.assign(count * n_, -1);
+    routeIn_.assign(count * n_, -1);
+    kidsBegin_.assign(count * (n_ + 1), 0);
+    kids_.resize(count);
+    for (size_t t = 0; t < count; ++t) {
+      const TreeInput& tree = trees[t];
+      int* begin = &kidsBegin_[t * (n_ + 1)];
+      for (const auto& [p, c] : tree.arcs) ++begin[p + 1];
+      for (int v = 0; v < n_; ++v) begin[v + 1] += begin[v];
+      std::vector<int> fill(begin, begin + n_);
+      kids_[t].resize(tree.arcs.size());
+      for (size_t i = 0; i < tree.arcs.size(); ++i) {
+        const auto [p, c] = tree.arcs[i];
+        parent_[t * n_ + c] = p;
+        routeIn_[t * n_ + c] = tree.routes.empty() ? -1 : tree.routes[i];
+        kids_[t][fill[p]++] = c;
+      }
+    }
+  }
+  bool isChild(int t, int node, int child) const { return parent_[size_t(t) * n_ + child] == node; }
+  int routeTo(int t, int child) const { return routeIn_[size_t(t) * n_ + child]; }
+  template <class F>
+  void forChildren(int t, int node, F&& f) const {
+    const int* begin = &kidsBegin_[size_t(t) * (n_ + 1)];
+    for (int i = begin[node]; i < begin[node + 1]; ++i) f(kids_[t][i]);
+  }
+  const TreeInput& tree(int t) const { return trees_[t]; }
+
+ private:
+  const std::vector<TreeInput>& trees_;
+  size_t n_;
+  std::vector<int> parent_, routeIn_, kidsBegin_;
+  std::vector<std::vector<int>> kids_;
+};
+
+struct Run {
+  int t0, t1, route;
+};
+
+// tree_plan._runs: maximal runs of consecutive trees among `ids` where `child` is a child of
+// `node`, with the same route and adjacent chunks.
+std::vector<Run> runs(const Forest& f, const std::vector<int>& ids, int node, int child) {
+  std::vector<Run> out;
+  for (int t : ids) {
+    if (!f.isChild(t, node, child)) continue;
+    const int route = f.routeTo(t, child);
+    if (!out.empty()) {
+      Run& last = out.back();
+      const TreeInput& prev = f.tree(last.t1 - 1);
+      if (last.t1 == t && last.route == route && prev.first + prev.count == f.tree(t).first) {
+        last.t1 = t + 1;
+        continue;
+      }
+    }
+    out.push_back({t, t + 1, route});
+  }
+  return out;
+}
+
+// tree_plan._segments: root segments per root, built outwards (parents first).
+std::vector<Segment> buildSegments(const Forest& f, size_t treeCount, int nranks,
+                                   const std::vector<int>& reverseRoute) {
+  std::vector<Segment> out;
+  std::vector<int> rootOrder;
+  std::vector<std::vector<int>> byRoot(nranks);
+  for (size_t t = 0; t < treeCount; ++t) {
+    const int root = f.tree(int(t)).root;
+    if (byRoot[root].empty()) rootOrder.push_back(root);
+    byRoot[root].push_back(int(t));
+  }
+  std::vector<int> seen(nranks, -1);
+  int stamp = 0;
+  // The children of `node` in the trees `ids`, in order of first appearance.
+  auto firstSeen = [&](const std::vector<int>& ids, int node) {
+    std::vector<int> order;
+    ++stamp;
+    for (int t : ids) {
+      f.forChildren(t, node, [&](int c) {
+        if (seen[c] != stamp) {
+          seen[c] = stamp;
+          order.push_back(c);
+        }
+      });
+    }
+    return order;
+  };
+  auto make = [&](int sender, int receiver, const Run& run, int parent) {
+    Segment s;
+    s.sender = sender;
+    s.receiver = receiver;
+    s.t0 = run.t0;
+    s.t1 = run.t1;
+    s.route = run.route;
+    s.back = run.route < 0 ? -1 : reverseRoute.at(run.route);
+    s.parent = parent;
+    s.depth = parent < 0 ? 1 : out[parent].depth + 1;
+    s.lo = f.tree(run.t0).first;
+    s.hi = f.tree(run.t1 - 1).first + f.tree(run.t1 - 1).count;
+    out.push_back(std::move(s));
+    const int id = int(out.size()) - 1;
+    if (parent >= 0) out[parent].children.push_back(id);
+    return id;
+  };
+  std::vector<int> frontier;
+  for (int root : rootOrder) {
+    for (int c : firstSeen(byRoot[root], root)) {
+      for (const Run& run : runs(f, byRoot[root], root, c)) frontier.push_back(make(root, c, run, -1));
+    }
+  }
+  std::vector<int> ids;
+  while (!frontier.empty()) {
+    std::vector<int> next;
+    for (int s : frontier) {
+      const int x = out[s].receiver;
+      ids.clear();
+      for (int t = out[s].t0; t < out[s].t1; ++t) ids.push_back(t);
+      for (int c : firstSeen(ids, x)) {
+        for (const Run& run : runs(f, ids, x, c)) next.push_back(make(x, c, run, s));
+      }
+    }
+    frontier = std::move(next);
+  }
+  return out;
+}
+
+struct ChannelKey {
+  int x, wx, y, wy, route;
+  bool operator==(const ChannelKey& o) const {
+    return x == o.x && wx == o.wx && y == o.y && wy == o.wy && route == o.route;
+  }
+};
+struct ChannelKeyHash {
+  size_t operator()(const ChannelKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int v : {k.x, k.wx, k.y, k.wy, k.route}) h = (h ^ uint32_t(v)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+// tree_plan._Program: per-worker op lists, channels made on first use, entry handshakes last.
+class Program {
+ public:
+  explicit Program(const TreeCompileOptions& o)
+      : compact_(o.compact), reverse_(o.reverseRoute), workerIds_(o.nranks), items_(o.nranks),
+        chans_(o.nranks) {}
+
+  int worker(int rank, int64_t key) {
+    if (compact_) key = 0;
+    auto [it, added] = workerIds_[rank].try_emplace(key, int(items_[rank].size()));
+    if (added) items_[rank].emplace_back();
+    return it->second;
+  }
+
+  std::vector<Op>& ops(int rank, int wid) { return items_[rank][wid]; }
+
+  // (channel on a, channel on b) joining worker wa of a and wb of b; data a -> b takes route_ab.
+  std::pair<int, int> channel(int a, int wa, int b, int wb, int routeAB) {
+    const bool flip = std::make_pair(b, wb) < std::make_pair(a, wa);
+    const ChannelKey key = flip ? ChannelKey{b, wb, a, wa, routeAB < 0 ? -1 : reverse_.at(routeAB)}
+                                : ChannelKey{a, wa, b, wb, routeAB};
+    auto it = channels_.find(key);
+    if (it == channels_.end()) {
+      const auto pair = channelPair(key.x, key.y);
+      chans_[key.x][pair.first].owner = key.wx;
+      chans_[key.y][pair.second].owner = key.wy;
+      it = channels_.emplace(key, pair).first;
+    }
+    const auto [p0, p1] = it->second;
+    return flip ? std::make_pair(p1, p0) : std::make_pair(p0, p1);
+  }
+
+  void handover(int rank, int from, int to) {
+    if (from == to) return;
+    auto it = loopbacks_.find({rank, from, to});
+    if (it == loopbacks_.end()) {
+      const auto pair = channelPair(rank, rank);
+      chans_[rank][pair.first].owner = from;
+      chans_[rank][pair.second].owner = to;
+      it = loopbacks_.emplace(std::make_tuple(rank, from, to), pair).first;
+    }
+    ops(rank, from).push_back(control(OpCode::Signal, it->second.first));
+    ops(rank, to).push_back(control(OpCode::Wait, it->second.second));
+  }
+
+  // A put by the channel's owner into its peer (the peer's doorman lets it in), along `route`.
+  void notePut(int rank, int ch, int route) {
+    sendsTo_.emplace_back(rank, chans_[rank][ch].owner, chans_[rank][ch].peer);
+    if (route >= 0) chans_[rank][ch].route = route;
+  }
+  void noteSend(int rank, int wid, int peer, int ch, int route) {
+    sendsTo_.emplace_back(rank, wid, peer);
+    if (route >= 0) chans_[rank][ch].route = route;
+  }
+
+  static Op control(OpCode code, int ch) {
+    Op op{};
+    op.code = code;
+    op.channel = channelId(ch);
+    op.count = 1;
+    return op;
+  }
+  static uint16_t channelId(int ch) {
+    if (ch > std::numeric_limits<uint16_t>::max()) {
+      throw std::invalid_argument("tree plan: channel id " + std::to_string(ch) +
+                                  " does not fit the op record (0 .. 65535)");
+    }
+    return static_cast<uint16_t>(ch);
+  }
+
+  // tree_plan._Program.emit: the doormen and entry waits, then the result.
+  TreeCompileResult emit(int64_t scratchEnd) {
+    std::sort(sendsTo_.begin(), sendsTo_.end());
+    sendsTo_.erase(std::unique(sendsTo_.begin(), sendsTo_.end()), sendsTo_.end());
+    const int n = int(items_.size());
+    std::vector<int> doorman(n, -1);
+    std::map<std::tuple<int, int, int>, int> entry;  // (rank, worker, peer) -> entry channel on rank
+    for (const auto& [rank, wid, peer] : sendsTo_) {
+      if (doorman[peer] < 0) {
+        doorman[peer] = int(items_[peer].size());
+        items_[peer].emplace_back();
+      }
+      const auto [mine, theirs] = channelPair(rank, peer);
+      entry[{rank, wid, peer}] = mine;
+      items_[peer][doorman[peer]].push_back(control(OpCode::Signal, theirs));
+    }
+    TreeCompileResult out;
+    out.scratchChunks = scratchEnd;
+    out.ranks.resize(n);
+    out.channelRoutes.resize(n);
+    std::vector<int> entered(n, -1);
+    int stamp = 0;
+    for (int rank = 0; rank < n; ++rank) {
+      RankProgram& program = out.ranks[rank];
+      for (const Channel& c : chans_[rank]) {
+        program.channels.push_back(ChannelSpec{c.peer, Transport::Auto});
+        out.channelRoutes[rank].push_back(c.route);
+      }
+      program.workers.resize(items_[rank].size());
+      for (size_t wid = 0; wid < items_[rank].size(); ++wid) {
+        std::vector<Op>& queued = items_[rank][wid];
+        std::vector<Op>& ops = program.workers[wid].ops;
+        ops.reserve(queued.size() + 4);
+        ++stamp;
+        for (const Op& op : queued) {
+          if (op.code == OpCode::Put || op.code == OpCode::PutSignal || op.code == OpCode::ReducePut) {
+            const int peer = chans_[rank][op.channel].peer;
+            if (entered[peer] != stamp) {
+              entered[peer] = stamp;
+              ops.push_back(control(OpCode::Wait, entry.at({rank, int(wid), peer})));
+            }
+          }
+          ops.push_back(op);
+        }
+        std::vector<Op>().swap(queued);
+      }
+    }
+    return out;
+  }
+
+ private:
+  struct Channel {
+    int peer, owner, route;
+  };
+  std::pair<int, int> channelPair(int a, int b) {
+    chans_[a].push_back({b, -1, -1});
+    const int ca = int(chans_[a].size()) - 1;
+    chans_[b].push_back({a, -1, -1});
+    return {ca, int(chans_[b].size()) - 1};
+  }
+
+  bool compact_;
+  const std::vector<int>& reverse_;
+  std::vector<std::unordered_map<int64_t, int>> workerIds_;
+  std::vector<std::vector<std::vector<Op>>> items_;  // rank -> worker -> ops
+  std::vector<std::vector<Channel>> chans_;
+  std::unordered_map<ChannelKey, std::pair<int, int>, ChannelKeyHash> channels_;
+  std::map<std::tuple<int, int, int>, std::pair<int, int>> loopbacks_;
+  std::vector<std::tuple<int, int, int>> sendsTo_;
+};
+
+class Compiler {
+ public:
+  Compiler(const std::vector<TreeInput>& trees, const TreeCompileOptions& o)
+      : o_(o), forest_(trees, o.nranks, o.chunksPerBlock, o.reverseRoute.size()), prog_(o),
+        segs_(buildSegments(forest_, trees.size(), o.nranks, o.reverseRoute)),
+        k_(o.chunksPerBlock) {}
+
+  TreeCompileResult run() {
+    int maxDepth = 0;
+    for (const Segment& s : segs_) maxDepth = std::max(maxDepth, s.depth);
+    levels_ = 1;
+    while (!o_.compact && channelsPerPeer() > o_.maxChannelsPerPeer && levels_ <= maxDepth) ++levels_;
+    if (o_.collective != Collective::AllGather) upPhase();
+    if (o_.collective != Collective::ReduceScatter) downPhase();
+    return prog_.emit(scratchEnd_);
+  }
+
+ private:
+  int level(int seg) const { return (segs_[seg].depth - 1) / levels_; }
+  int64_t recvKey(int seg) const { return downKey(level(seg)); }
+  int64_t sendKey(int seg) const { return segs_[seg].parent < 0 ? kRootKey : recvKey(segs_[seg].parent); }
+  int64_t upKeyOf(int seg) const { return upKey(level(seg)); }
+  int64_t upParentKey(int seg) const {
+    return segs_[seg].parent < 0 ? kUpRootKey : upKeyOf(segs_[seg].parent);
+  }
+  int rootOf(int seg) const { return forest_.tree(segs_[seg].t0).root; }
+
+  ChunkRef resultRef(int root, int64_t chunk) const {
+    return ref(Buffer::Output, o_.collective == Collective::AllGather ? root * k_ + chunk : chunk);
+  }
+  ChunkRef inputRef(int root, int64_t chunk) const {
+    return ref(Buffer::Input, o_.collective == Collective::ReduceScatter ? root * k_ + chunk : chunk);
+  }
+
+  // tree_plan._channels_per_peer (pipelined mode only).
+  int channelsPerPeer() const {
+    std::vector<std::tuple<int, int, int64_t, int64_t, int>> keys;
+    auto add = [&](int a, int64_t wa, int b, int64_t wb, int route, int back) {
+      if (b < a) keys.emplace_back(b, a, wb, wa, back);
+      else keys.emplace_back(a, b, wa, wb, route);
+    };
+    const bool down = o_.collective != Collective::ReduceScatter;
+    const bool up = o_.collective != Collective::AllGather;
+    for (int s = 0; s < int(segs_.size()); ++s) {
+      const Segment& seg = segs_[s];
+      if (down) {
+        add(seg.sender, sendKey(s), seg.receiver, recvKey(s), seg.route, seg.back);
+        add(seg.sender, kEntryOffset + sendKey(s), seg.receiver, kDoormanKey, -1, -1);
+      }
+      if (up) {
+        add(seg.receiver, upKeyOf(s), seg.sender, upParentKey(s), seg.back, seg.route);
+        add(seg.receiver, kEntryOffset + upKeyOf(s), seg.sender, kDoormanKey, -1, -1);
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    int most = 0;
+    for (size_t i = 0; i < keys.size();) {
+      size_t j = i;
+      while (j < keys.size() && std::get<0>(keys[j]) == std::get<0>(keys[i]) &&
+             std::get<1>(keys[j]) == std::get<1>(keys[i]))
+        ++j;
+      most = std::max(most, int(j - i));
+      i = j;
+    }
+    return most;
+  }
+
+  Op dataOp(OpCode code, int ch, int64_t n) const {
+    Op op{};
+    op.code = code;
+    op.channel = ch < 0 ? 0 : Program::channelId(ch);
+    op.count = fits32(n, "chunk count");
+    return op;
+  }
+
+  // tree_plan._reduce: dst = reduction of srcs, folded into ops of at most kMaxReduceSources.
+  void reduce(int rank, int w, ChunkRef dst, std::vector<ChunkRef> srcs, int64_t n, int ch = -1,
+              ChunkRef remote = {}) {
+    auto withSources = [&](Op op, size_t from, size_t to) {
+      op.dst = dst;
+      op.sourceCount = uint8_t(to - from);
+      for (size_t i = from; i < to; ++i) op.sources[i - from] = srcs[i];
+      return op;
+    };
+    while (srcs.size() > size_t(kMaxReduceSources)) {
+      prog_.ops(rank, w).push_back(withSources(dataOp(OpCode::Reduce, -1, n), 0, kMaxReduceSources));
+      std::vector<ChunkRef> rest{dst};
+      rest.insert(rest.end(), srcs.begin() + kMaxReduceSources, srcs.end());
+      srcs = std::move(rest);
+    }
+    if (ch < 0) {
+      prog_.ops(rank, w).push_back(withSources(dataOp(OpCode::Reduce, -1, n), 0, srcs.size()));
+    } else {
+      Op op = withSources(dataOp(OpCode::ReducePut, ch, n), 0, srcs.size());
+      op.remote = remote;
+      prog_.ops(rank, w).push_back(op);
+    }
+  }
+
+  void signalAfter(int rank, int w, int ch) {
+    Op& last = prog_.ops(rank, w).back();
+    if (last.code == OpCode::Put && last.channel == ch) last.code = OpCode::PutSignal;
+    else prog_.ops(rank, w).push_back(Program::control(OpCode::Signal, ch));
+  }
+
+  struct Item {
+    int64_t order0;
+    int order1;
+    int rank;
+    int seg;  // the incoming (down) or sent (up) segment; -1 at the root
+    const std::vector<int>* others;  // contributions (up) or outgoing segments (down)
+    int root;
+    int64_t lo, hi;
+  };
+
+  static void sortItems(std::vector<Item>& items) {
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return std::tie(a.order0, a.order1, a.rank) < std::tie(b.order0, b.order1, b.rank);
+    });
+  }
+
+  // tree_plan._up_phase.
+  void upPhase() {
+    std::vector<std::vector<int64_t>> freeBlock(o_.nranks);
+    std::vector<int64_t> slot(segs_.size());
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      const Segment& seg = segs_[s];
+      std::vector<int64_t>& free = freeBlock[seg.sender];
+      if (free.empty()) free.assign(size_t(k_), 0);
+      const int64_t block = *std::max_element(free.begin() + seg.lo, free.begin() + seg.hi);
+      std::fill(free.begin() + seg.lo, free.begin() + seg.hi, block + 1);
+      slot[s] = block * k_ + seg.lo;
+      scratchEnd_ = std::max(scratchEnd_, slot[s] + seg.hi - seg.lo);
+    }
+    std::vector<int> rootOrder;
+    std::vector<std::vector<int>> byRoot(o_.nranks);
+    for (int s = 0; s < int(segs_.size()); ++s) {
+      if (segs_[s].parent >= 0) continue;
+      if (byRoot[segs_[s].sender].empty()) rootOrder.push_back(segs_[s].sender);
+      byRoot[segs_[s].sender].push_back(s);
+    }
+    std::vector<Item> items;
+    items.reserve(segs_.size() + rootOrder.size());
+    for (int s = 0; s < int(segs_.size()); ++s) {
+      const Segment& seg = segs_[s];
+      items.push_back({-seg.depth, seg.t1 - 1, seg.receiver, s, &seg.children, rootOf(s), seg.lo, seg.hi});
+    }
+    for (int root : rootOrder) {
+      Item item{0, -1, root, -1, &byRoot[root], root, std::numeric_limits<int64_t>::max(), 0};
+      for (int s : byRoot[root]) {
+        item.order1 = std::max(item.order1, segs_[s].t1 - 1);
+        item.lo = std::min(item.lo, segs_[s].lo);
+        item.hi = std::max(item.hi, segs_[s].hi);
+      }
+      items.push_back(item);
+    }
+    sortItems(items);
+    std::vector<int> incoming;
+    std::vector<int64_t> bounds;
+    std::vector<ChunkRef> srcs;
+    for (const Item& item : items) {
+      const int x = item.rank;
+      const int w = prog_.worker(x, item.seg < 0 ? kUpRootKey : upKeyOf(item.seg));
+      incoming = *item.others;
+      std::stable_sort(incoming.begin(), incoming.end(), [&](int a, int b) {
+        return std::make_pair(segs_[a].t1 - 1, segs_[a].receiver) <
+               std::make_pair(segs_[b].t1 - 1, segs_[b].receiver);
+      });
+      for (int child : incoming) {
+        const Segment& c = segs_[child];
+        const int cw = prog_.worker(c.receiver, upKeyOf(child));
+        const int ch = prog_.channel(c.receiver, cw, x, w, c.back).second;
+        prog_.ops(x, w).push_back(Program::control(OpCode::Wait, ch));
+      }
+      bounds = {item.lo, item.hi};
+      for (int s : incoming) {
+        bounds.push_back(segs_[s].lo);
+        bounds.push_back(segs_[s].hi);
+      }
+      std::sort(bounds.begin(), bounds.end());
+      bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+      int chUp = -1;
+      int64_t remoteBase = 0;
+      if (item.seg >= 0) {
+        const Segment& sent = segs_[item.seg];
+        const int parentW = prog_.worker(sent.sender, upParentKey(item.seg));
+        chUp = prog_.channel(x, w, sent.sender, parentW, sent.back).first;
+        remoteBase = slot[item.seg] - sent.lo;
+      }
+      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        const int64_t a = bounds[i], n = bounds[i + 1] - a;
+        srcs.clear();
+        for (int s : incoming) {
+          if (segs_[s].lo <= a && bounds[i + 1] <= segs_[s].hi) {
+            srcs.push_back(ref(Buffer::Scratch, slot[s] + a - segs_[s].lo));
+          }
+        }
+        const ChunkRef own = inputRef(item.root, a);
+        if (item.seg < 0) {  // the root: reduce into the output
+          const ChunkRef dst = resultRef(item.root, a);
+          if (!srcs.empty()) {
+            std::vector<ChunkRef> all{own};
+            all.insert(all.end(), srcs.begin(), srcs.end());
+            reduce(x, w, dst, std::move(all), n);
+          } else if (!o_.inPlace) {
+            Op op = dataOp(OpCode::Copy, -1, n);
+            op.src = own;
+            op.dst = dst;
+            prog_.ops(x, w).push_back(op);
+          }
+          continue;
+        }
+        const ChunkRef remote = ref(Buffer::Scratch, remoteBase + a);
+        if (!srcs.empty()) {
+          std::vector<ChunkRef> all = srcs;
+          all.push_back(own);
+          reduce(x, w, srcs[0], std::move(all), n, chUp, remote);
+        } else {
+          Op op = dataOp(OpCode::Put, chUp, n);
+          op.src = own;
+          op.dst = remote;
+          prog_.ops(x, w).push_back(op);
+        }
+      }
+      if (item.seg >= 0) {
+        prog_.notePut(x, chUp, segs_[item.seg].back);
+        signalAfter(x, w, chUp);
+      }
+    }
+  }
+
+  // tree_plan._down_phase.
+  void downPhase() {
+    std::vector<int> rootOrder;
+    std::vector<std::vector<int>> senders(o_.nranks);
+    for (int s = 0; s < int(segs_.size()); ++s) {
+      if (segs_[s].parent >= 0) continue;
+      const int root = segs_[s].sender;
+      if (senders[root].empty()) rootOrder.push_back(root);
+      senders[root].push_back(prog_.worker(root, sendKey(s)));
+    }
+    for (int root : rootOrder) {
+      if (o_.collective == Collective::AllReduce) {
+        std::vector<int> distinct;
+        for (int w : senders[root]) {
+          if (std::find(distinct.begin(), distinct.end(), w) == distinct.end()) distinct.push_back(w);
+        }
+        for (int w : distinct) prog_.handover(root, prog_.worker(root, kUpRootKey), w);
+      }
+      if (o_.collective == Collective::AllGather && !o_.inPlace) {
+        Op op = dataOp(OpCode::Copy, -1, k_);
+        op.src = ref(Buffer::Input, 0);
+        op.dst = ref(Buffer::Output, root * k_);
+        prog_.ops(root, senders[root][0]).push_back(op);
+      }
+    }
+    std::vector<std::vector<int>> single;  // a root segment as a one-element outgoing list
+    single.reserve(segs_.size());
+    std::vector<Item> items;
+    for (int s = 0; s < int(segs_.size()); ++s) {
+      const Segment& seg = segs_[s];
+      items.push_back({seg.depth, seg.t0, seg.receiver, s, &seg.children, 0, 0, 0});
+      if (seg.parent < 0) {
+        single.push_back({s});
+        items.push_back({0, seg.t0, seg.sender, -1, &single.back(), 0, 0, 0});
+      }
+    }
+    sortItems(items);
+    std::vector<std::pair<int, int>> arrival(segs_.size(), {-1, -1});  // (channel, worker) on the receiver
+    const bool fromInput = o_.collective == Collective::AllGather;
+    std::vector<int> outgoing;
+    for (const Item& item : items) {
+      const int x = item.rank;
+      if (item.seg >= 0) {
+        const auto [ch, w] = arrival[item.seg];
+        prog_.ops(x, w).push_back(Program::control(OpCode::Wait, ch));
+      }
+      outgoing = *item.others;
+      if (outgoing.size() > 1) {
+        std::stable_sort(outgoing.begin(), outgoing.end(), [&](int a, int b) {
+          return std::make_pair(segs_[a].t0, segs_[a].receiver) <
+                 std::make_pair(segs_[b].t0, segs_[b].receiver);
+        });
+      }
+      for (int s : outgoing) {
+        const Segment& seg = segs_[s];
+        const int w = prog_.worker(x, sendKey(s));
+        const int childW = prog_.worker(seg.receiver, recvKey(s));
+        const auto [ch, childCh] = prog_.channel(x, w, seg.receiver, childW, seg.route);
+        arrival[s] = {childCh, childW};
+        const ChunkRef at = resultRef(rootOf(s), seg.lo);
+        Op op = dataOp(OpCode::PutSignal, ch, seg.hi - seg.lo);
+        op.src = item.seg < 0 && fromInput ? ref(Buffer::Input, seg.lo) : at;
+        op.dst = at;
+        prog_.ops(x, w).push_back(op);
+        prog_.noteSend(x, w, seg.receiver, ch, seg.route);
+      }
+    }
+  }
+
+  const TreeCompileOptions& o_;
+  Forest forest_;
+  Program prog_;
+  std::vector<Segment> segs_;
+  int64_t k_;
+  int levels_ = 1;
+  int64_t scratchEnd_ = 0;
+};
+
+}  // namespace
+
+TreeCompileResult compileTrees(const std::vector<TreeInput>& trees, const TreeCompileOptions& options) {
+  if (options.collective != Collective::AllGather && options.collective != Collective::ReduceScatter &&
+      options.collective != Collective::AllReduce) {
+    throw std::invalid_argument(std::string("tree plans implement all_gather, reduce_scatter, all_reduce, not ") +
+                                name(options.collective));
+  }
+  for (int reverse : options.reverseRoute) {
+    if (reverse < 0 || reverse >= int64_t(options.reverseRoute.size())) {
+      throw std::invalid_argument("tree plan: reverse route id " + std::to_string(reverse) + " unknown");
+    }
+  }
+  return Compiler(trees, options).run();
+}
+
+}  // namespace forestcc::plan
