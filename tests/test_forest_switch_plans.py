@@ -63,3 +63,44 @@ def test_a_refused_plan_is_not_used():
     # the plan's splits would break Edmonds' condition and packing would get stuck.
     batched, _ = both(topology.preset("mi250x4"))
     assert batched.stats["switches_pairwise"] >= 1
+
+
+def by_node_and_by_arc(topo, collective="all_gather"):
+    """The generic forest grown node by node and arc by arc, both checked exact."""
+    graph = topo.reversed() if collective == "reduce_scatter" else topo
+    factor = 2 if collective == "all_reduce" else 1
+    forests = [_generic_forest(topo, graph, collective, None, factor, pack_by_node=by_node)
+               for by_node in (True, False)]
+    for forest in forests:
+        check_forest(forest)
+        assert forest.optimal, forest.report()
+    assert forests[0].bound_time == forests[1].bound_time and forests[0].k == forests[1].k
+    assert forests[0].stats["arcs_by_batch"] > 0 and forests[1].stats["arcs_by_batch"] == 0
+    return forests
+
+
+@SETTINGS
+@given(perturbed(small_cluster()))
+def test_node_by_node_packing_matches_arc_by_arc_on_perturbed_clusters(topo):
+    by_node_and_by_arc(topo)
+
+
+@SETTINGS
+@given(perturbed(small_cluster(boxes=3, gpus=3)))
+def test_node_by_node_packing_matches_arc_by_arc_on_odd_clusters(topo):
+    by_node_and_by_arc(topo, "all_reduce")
+
+
+@pytest.mark.parametrize("name", ["dgx-a100x2", "mi250x2", "mi250x4", "torus-4x4", "dgx-h100x2"])
+def test_node_by_node_packing_on_presets(name):
+    by_node, by_arc = by_node_and_by_arc(topology.preset(name))
+    assert by_node.stats["maxflows"] < by_arc.stats["maxflows"]
+
+
+def test_node_by_node_packing_is_the_default_from_128_ranks():
+    from forestcc.algorithms import generate_forest
+    forest = generate_forest(a100_fat_tree(16, 16), method="generic")
+    check_forest(forest)
+    assert forest.optimal and forest.stats["arcs_by_batch"] > 0
+    assert forest.stats["switches_pairwise"] == 0
+    assert forest.stats["maxflows"] < 5_000  # 176,627 pair by pair and arc by arc

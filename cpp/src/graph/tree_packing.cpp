@@ -125,6 +125,7 @@ class TreePacking {
         }
         for (size_t b = 0; b < good; ++b) join(batch[b].group, batch[b].parent, y, groups_[batch[b].group].tree.multiplicity);
         if (good > 0) progress = true;
+        stats().arcsByBatch += static_cast<long long>(good);
         if (good < batch.size()) {
           const Join& next = batch[good];
           const Cap want = std::min(res(next.parent, y), groups_[next.group].tree.multiplicity);
@@ -350,10 +351,12 @@ class TreePacking {
 
 }  // namespace
 
-std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k) {
+std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode) {
   auto start = std::chrono::steady_clock::now();
   TreePacking packing(graph, k, kSharedLevels);
-  std::vector<LogicalTree> trees = graph.count >= kByNodeFrom ? packing.runByNode() : packing.run();
+  std::vector<LogicalTree> trees = (byNode < 0 ? graph.count >= kByNodeFrom : byNode != 0)
+                                          ? packing.runByNode()
+                                          : packing.run();
   stats().secondsPack +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return trees;
