@@ -17,23 +17,26 @@ from forestcc.topology import Link, Node, Topology
 COUNTS = "1,1001,300007"
 
 
-def two_boxes(per_box: int) -> Topology:
-    """Two boxes of `per_box` ranks on a switch each (100 GB/s), every rank also on one network
-    switch (10 GB/s): forests use both, through switches."""
+def two_boxes(per_box: int, second: int | None = None) -> Topology:
+    """Two boxes of `per_box` (and `second`) ranks on a switch each (100 GB/s), every rank also on
+    one network switch (10 GB/s): forests use both, through switches. Boxes of different sizes take
+    the generic path (switch removal by checked plans, then Edmonds packing)."""
     nodes, links = [], []
-    for b in range(2):
+    rank = 0
+    for b, size in enumerate((per_box, per_box if second is None else second)):
         nodes.append(Node(f"b{b}.sw", "switch", box=b))
-        for g in range(per_box):
+        for g in range(size):
             name = f"b{b}.r{g}"
-            nodes.append(Node(name, "compute", rank=b * per_box + g, box=b, rail=g))
+            nodes.append(Node(name, "compute", rank=rank, box=b, rail=g))
+            rank += 1
             for src, dst, bw in ((name, f"b{b}.sw", 100), (name, "net", 10)):
                 links += [Link(src, dst, Fraction(bw), Fraction(1)),
                           Link(dst, src, Fraction(bw), Fraction(1))]
     nodes.append(Node("net", "switch"))
-    return Topology(f"two-boxes-{2 * per_box}", nodes, links)
+    return Topology(f"two-boxes-{rank}", nodes, links)
 
 
-TOPOLOGIES = {4: two_boxes(2), 8: topology.preset("dgx-a100x1")}
+TOPOLOGIES = {4: two_boxes(2), 5: two_boxes(3, 2), 8: topology.preset("dgx-a100x1")}
 
 
 def _write_plans(tmp_path, topo, mode):
@@ -51,7 +54,7 @@ def _write_plans(tmp_path, topo, mode):
 
 
 @pytest.mark.parametrize("mode", ["compact", "pipelined"])
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4, 5, 8])
 def test_forest_plans_run_on_the_cpu_executor(tmp_path, no_new_shm, n, mode):
     specs = _write_plans(tmp_path, TOPOLOGIES[n], mode)
     result = run_job(n, "forest_plan_check.py", COUNTS, *specs)

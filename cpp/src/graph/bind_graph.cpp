@@ -34,6 +34,9 @@ py::dict statsDict() {
   const Stats& s = stats();
   py::dict d;
   d["maxflows"] = s.maxflows;
+  d["switches_batched"] = s.switchesBatched;
+  d["switches_pairwise"] = s.switchesPairwise;
+  d["arcs_by_batch"] = s.arcsByBatch;
   d["seconds_bound"] = s.secondsBound;
   d["seconds_switch_removal"] = s.secondsSplit;
   d["seconds_packing"] = s.secondsPack;
@@ -55,7 +58,8 @@ py::tuple maxRatioCutPy(int n, const std::vector<bool>& compute, const std::vect
 }
 
 py::dict generateForestPy(int n, const std::vector<bool>& compute, const std::vector<int>& src,
-                          const std::vector<int>& dst, const std::vector<Cap>& cap, Cap k) {
+                          const std::vector<int>& dst, const std::vector<Cap>& cap, Cap k,
+                          bool batchSwitches, int packByNode) {
   stats() = Stats{};
   Network net;
   CutBound bound;
@@ -70,8 +74,8 @@ py::dict generateForestPy(int n, const std::vector<bool>& compute, const std::ve
     natural = naturalTreeCount(net, bound.ratio);
     if (k <= 0) k = natural;
     scaled = capacitiesForTrees(net, bound, k);
-    logical = removeSwitches(net, scaled.caps, k);
-    trees = routeTrees(logical, shallowTrees(logical, packTrees(logical, k), kShallowingChecks));
+    logical = removeSwitches(net, scaled.caps, k, batchSwitches);
+    trees = routeTrees(logical, shallowTrees(logical, packTrees(logical, k, packByNode), kShallowingChecks));
   }
   py::list treeList;
   for (const PhysicalTree& t : trees)
@@ -115,9 +119,12 @@ PYBIND11_MODULE(_graph, m) {
         py::arg("dst"), py::arg("cap"),
         "Exact max over cuts S of |S∩Vc|/B+(S): returns (num, den, nodes of S).");
   m.def("generate_forest", &generateForestPy, py::arg("n"), py::arg("compute"), py::arg("src"),
-        py::arg("dst"), py::arg("cap"), py::arg("k") = 0,
+        py::arg("dst"), py::arg("cap"), py::arg("k") = 0, py::arg("batch_switches") = true,
+        py::arg("pack_by_node") = -1,
         "ForestColl all_gather forest: bound, switch removal, k out-trees per root, routes. "
-        "k = 0 picks the smallest k that reaches the optimum exactly.");
+        "k = 0 picks the smallest k that reaches the optimum exactly. batch_switches=False "
+        "isolates every switch pair by pair (the reference for the batched plans); pack_by_node: 1 "
+        "grows trees node by node, 0 arc by arc, -1 node by node from 128 ranks on.");
   m.def("rooted_condition_holds", &conditionPy, py::arg("n"), py::arg("compute"), py::arg("src"),
         py::arg("dst"), py::arg("cap"), py::arg("k"),
         "Edmonds' condition: every compute node can receive N*k from a source feeding k to each.");

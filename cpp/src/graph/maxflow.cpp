@@ -18,8 +18,8 @@ int MaxFlow::addNode() {
   return n_++;
 }
 
-void MaxFlow::addArc(int u, int v, Cap cap) {
-  if (cap <= 0 || u == v) return;
+int MaxFlow::addArc(int u, int v, Cap cap) {
+  if (cap <= 0 || u == v) return -1;
   to_.push_back(v);
   residual_.push_back(cap);
   next_.push_back(head_[u]);
@@ -28,6 +28,7 @@ void MaxFlow::addArc(int u, int v, Cap cap) {
   residual_.push_back(0);
   next_.push_back(head_[v]);
   head_[v] = static_cast<int>(to_.size()) - 1;
+  return static_cast<int>(to_.size()) - 2;
 }
 
 bool MaxFlow::buildLevels(int source, int sink) {

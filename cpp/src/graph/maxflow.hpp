@@ -20,8 +20,11 @@ class MaxFlow {
   // Starts a fresh network of n nodes (reusing the buffers of the previous one).
   void reset(int n);
   int addNode();  // returns the new node's index
-  // Adds u -> v with capacity cap and its residual twin; arcs with cap <= 0 are skipped.
-  void addArc(int u, int v, Cap cap);
+  // Adds u -> v with capacity cap and its residual twin; arcs with cap <= 0 are skipped (-1).
+  // Returns the arc's index, for flowOn.
+  int addArc(int u, int v, Cap cap);
+  // The flow on an arc added as `arc` (its twin's residual).
+  Cap flowOn(int arc) const { return residual_[arc ^ 1]; }
   // Pushes flow from source to sink until it reaches `limit` or no augmenting path is left;
   // returns the flow pushed by this call (== limit when the limit was reached). A later call on
   // the same source adds to the flow already there (incremental use, see save()).

@@ -44,6 +44,9 @@ Cap checkedCap(Wide value, const char* what);  // throws when value does not fit
 // Counters reported back to Python so benchmarks can say where the time went.
 struct Stats {
   long long maxflows = 0;
+  long long switchesBatched = 0;   // switches isolated by one checked plan (switch_removal.cpp)
+  long long switchesPairwise = 0;  // switches isolated pair by pair (the plan did not hold)
+  long long arcsByBatch = 0;       // tree arcs admitted in node-by-node batches (tree_packing.cpp)
   long long shallowingChanges = 0;  // parent trades and moves the shallowing pass made
   double secondsBound = 0, secondsSplit = 0, secondsPack = 0, secondsShallow = 0,
          secondsPaths = 0;

@@ -10,10 +10,14 @@ namespace forestcc::graph {
 
 namespace {
 
+// Plans tried per switch before it is isolated pair by pair (each failure teaches the next plan one
+// set to keep its pairs out of; on the presets one or two suffice).
+constexpr int kPlanAttempts = 4;
+
 class SwitchRemoval {
  public:
-  SwitchRemoval(const Network& net, const std::vector<Cap>& caps, Cap k)
-      : net_(net), n_(net.n), k_(k), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()), outs_(n_) {
+  SwitchRemoval(const Network& net, const std::vector<Cap>& caps, Cap k, bool batched)
+      : net_(net), n_(net.n), k_(k), batched_(batched), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()), outs_(n_) {
     need_ = checkedCap(Wide(net.computeCount()) * k, "N*k");
     for (size_t i = 0; i < net.arcs.size(); ++i) {
       const Arc& a = net.arcs[i];
@@ -237,8 +241,176 @@ class SwitchRemoval {
     return order;
   }
 
+  // One planned split of the batch: `amount` moves from (u,w),(w,t) to (u,t).
+  struct Move {
+    int u, t;
+    Cap amount;
+  };
+
+  // The splits that isolate w, planned without max-flows over the whole network: first each in-arc
+  // spread over the out-arcs of the other parts of the network in fair shares (spreadOrder, as the
+  // pair-by-pair passes below do), then the rest moved between different parts as far as a small
+  // transport flow (in-arcs to out-arcs of other parts) can, then whatever is left (pairs within a
+  // part, loops). Pairs within a part come last because they are what tight sets forbid: a box
+  // whose in-capacity is all the cut bound allows loses capacity to every split inside it (u and t
+  // in the box, w outside). Empty when w's in- and out-capacity differ.
+  std::vector<Move> isolationPlan(int w, const std::vector<int>& part,
+                                  const std::vector<std::vector<char>>& avoid) {
+    std::vector<int> ins, outs;
+    std::vector<Cap> in(n_, 0), out(n_, 0);
+    Wide inTotal = 0, outTotal = 0;
+    for (int v = 0; v < n_; ++v) {
+      if ((in[v] = cap_[idx(v, w)]) > 0) ins.push_back(v), inTotal += in[v];
+      if ((out[v] = cap_[idx(w, v)]) > 0) outs.push_back(v), outTotal += out[v];
+    }
+    std::vector<Move> plan;
+    if (inTotal != outTotal || ins.empty()) return plan;
+    auto inside = [&](int u, int t) {  // both ends in a set the plan must not lower
+      for (const std::vector<char>& X : avoid)
+        if (X[u] && X[t]) return true;
+      return false;
+    };
+    auto move = [&](int u, int t, Cap amount) {
+      if (amount <= 0) return;
+      plan.push_back({u, t, amount});
+      in[u] -= amount;
+      out[t] -= amount;
+    };
+    for (int u : ins) {
+      const Cap others = static_cast<Cap>(outs.size()) - (cap_[idx(w, u)] > 0 ? 1 : 0);
+      Cap share = others > 0 ? (in[u] + others - 1) / others : in[u];
+      if (share < k_) share = std::min(k_, in[u]);
+      else share = (share + k_ - 1) / k_ * k_;
+      for (int t : spreadOrder(u, outs, part))
+        if (t != u && !inside(u, t)) move(u, t, std::min({in[u], out[t], share}));
+    }
+    MaxFlow transport;  // node i: ins[i]; ins.size() + j: outs[j]; then source and sink
+    const int a = static_cast<int>(ins.size()), b = static_cast<int>(outs.size());
+    transport.reset(a + b + 2);
+    std::vector<std::pair<int, std::pair<int, int>>> pairArcs;
+    for (int i = 0; i < a; ++i) transport.addArc(a + b, i, in[ins[i]]);
+    for (int j = 0; j < b; ++j) transport.addArc(a + j, a + b + 1, out[outs[j]]);
+    for (int i = 0; i < a; ++i)
+      for (int j = 0; j < b; ++j)
+        if (ins[i] != outs[j] && !inside(ins[i], outs[j]) && in[ins[i]] > 0 && out[outs[j]] > 0)
+          pairArcs.push_back({transport.addArc(i, a + j, kInfiniteCap), {ins[i], outs[j]}});
+    transport.run(a + b, a + b + 1);
+    for (const auto& [arc, ut] : pairArcs) move(ut.first, ut.second, transport.flowOn(arc));
+    for (int u : ins)
+      for (int t : outs)
+        if (t != u && !inside(u, t)) move(u, t, std::min(in[u], out[t]));
+    for (int u : ins)
+      for (int t : outs)
+        if (t != u) move(u, t, std::min(in[u], out[t]));
+    for (int u : ins) move(u, u, std::min(in[u], out[u]));  // loops: only u can take it back
+    for (int v = 0; v < n_; ++v)
+      if (in[v] != 0 || out[v] != 0) return {};  // cannot happen when the totals agree
+    return plan;
+  }
+
+  // Applies the capacity side of `plan` (+1) or takes it back (-1); routes are left alone.
+  void shiftCapacities(int w, const std::vector<Move>& plan, int sign) {
+    for (const Move& m : plan) {
+      cap_[idx(m.u, w)] -= sign * m.amount;
+      cap_[idx(w, m.t)] -= sign * m.amount;
+      if (m.u == m.t) continue;
+      if (sign > 0 && cap_[idx(m.u, m.t)] == 0) outs_[m.u].push_back(m.t);
+      cap_[idx(m.u, m.t)] += sign * m.amount;
+    }
+    if (sign > 0) return;
+    // flowTo dropped the emptied arcs from the lists and the plan added some: list exactly the
+    // arcs with capacity again, so no arc is missing or listed twice.
+    relist(w);
+    for (const Move& m : plan) relist(m.u);
+  }
+
+  void relist(int u) {
+    outs_[u].clear();
+    for (int v = 0; v < n_; ++v)
+      if (cap_[idx(u, v)] > 0) outs_[u].push_back(v);
+  }
+
+  // Isolates w with its whole isolationPlan at once when a few max-flows prove the plan keeps
+  // Edmonds' condition; false (nothing changed) when they do not. Why so few flows suffice: a split
+  // (u,w),(w,t) lowers ρ(X) only for X ∋ w with u,t ∉ X and for X ⊇ {u,t} with w ∉ X; once w is
+  // isolated the first kind is the same set without w (w has no arcs left), which lost nothing. So
+  // every set that lost capacity holds both ends of some planned pair, and one max-flow into each
+  // node of the smaller end side (every u, or every t) checks them all: 2·|in|·|out| flows become
+  // min(|in|, |out|) (plus augmentations where such a node is a switch, conditionHoldsAt).
+  // Edmonds' condition for every set X ∋ y that holds a compute node: ρ(X) >= k·|Vc \ X|. One
+  // max-flow into y, unless its minimum cut holds switches only (y a switch whose in-capacity is
+  // below N·k, which the condition does not ask about): then each compute node c is added as a
+  // sink in turn, one augmentation each from the saved flow (as in familySlack). On failure,
+  // *lowered is the sink side of a violated cut.
+  bool conditionHoldsAt(int y, std::vector<char>* lowered) {
+    std::vector<char> side;
+    const Cap value = flowTo({}, {y}, need_, &side);
+    if (value >= need_) return true;
+    bool holdsCompute = false;
+    for (int c : net_.computeNodes) holdsCompute |= side[c] != 0;
+    if (holdsCompute) {
+      *lowered = std::move(side);
+      return false;
+    }
+    const int t = n_ + 1;
+    bool holds = true;
+    flow_.save(saved_);
+    for (int c : net_.computeNodes) {
+      flow_.addArc(c, t, kInfiniteCap);
+      ++stats().maxflows;
+      if (value + flow_.run(n_, t, need_ - value) < need_) {
+        std::vector<char> source = flow_.sourceSide();
+        lowered->assign(n_, 0);
+        for (int v = 0; v < n_; ++v) (*lowered)[v] = !source[v];
+        holds = false;
+      }
+      flow_.restore(saved_);
+      if (!holds) break;
+    }
+    return holds;
+  }
+
+  bool isolateAtOnce(int w, const std::vector<int>& part) {
+    // A plan that fails names the set it lowered too far (the sink side of the failing flow); the
+    // next plan keeps its pairs out of it. Each try costs at most min(|in|, |out|) max-flows.
+    std::vector<std::vector<char>> avoid;
+    for (const std::vector<char>& X : tight_)
+      if (!X[w]) avoid.push_back(X);
+    for (int attempt = 0; attempt < kPlanAttempts; ++attempt) {
+      const std::vector<Move> plan = isolationPlan(w, part, avoid);
+      if (plan.empty()) return false;
+      std::vector<char> isU(n_, 0), isT(n_, 0);
+      for (const Move& m : plan) isU[m.u] = isT[m.t] = 1;
+      std::vector<int> us, ts;
+      for (int v = 0; v < n_; ++v) {
+        if (isU[v]) us.push_back(v);
+        if (isT[v]) ts.push_back(v);
+      }
+      const std::vector<int>& sinks = us.size() <= ts.size() ? us : ts;
+      shiftCapacities(w, plan, +1);
+      std::vector<char> lowered;
+      for (int y : sinks)
+        if (!conditionHoldsAt(y, &lowered)) break;
+      shiftCapacities(w, plan, -1);
+      if (lowered.empty()) {
+        for (const Move& m : plan) split(m.u, w, m.t, m.amount);
+        dropArcsAt(w);
+        ++stats().switchesBatched;
+        return true;
+      }
+      avoid.push_back(std::move(lowered));
+    }
+    return false;
+  }
+
   void isolate(int w) {
     const std::vector<int> part = partsWithout(w);
+    if (batched_ && isolateAtOnce(w, part)) {
+      removed_.resize(n_, 0);
+      removed_[w] = 1;
+      return;
+    }
+    ++stats().switchesPairwise;
     // First pass: spread each in-arc over the out-arcs in fair shares, so logical arcs fan out (short
     // trees); later passes move whatever is admissible.
     for (int pass = 0;; ++pass) {
@@ -310,6 +482,7 @@ class SwitchRemoval {
   const Network& net_;
   int n_;
   Cap k_, need_;
+  bool batched_;
   std::vector<Cap> cap_;                      // dense n*n working capacities
   std::vector<std::vector<PathPiece>> pieces_;  // dense n*n routes of each working arc
   std::vector<std::vector<int>> outs_;  // out-neighbours of each node (some may have emptied)
@@ -323,9 +496,10 @@ class SwitchRemoval {
 
 }  // namespace
 
-SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k) {
+SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k,
+                               bool batched) {
   auto start = std::chrono::steady_clock::now();
-  SwitchFreeGraph g = SwitchRemoval(net, caps, k).run();
+  SwitchFreeGraph g = SwitchRemoval(net, caps, k, batched).run();
   stats().secondsSplit +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return g;

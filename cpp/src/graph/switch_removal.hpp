@@ -29,7 +29,10 @@ struct SwitchFreeGraph {
 };
 
 // caps: integer capacities per net.arcs entry (U·bandwidth); k: trees per root. The caller must have
-// checked Edmonds' condition for (caps, k); the result satisfies it too.
-SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k);
+// checked Edmonds' condition for (caps, k); the result satisfies it too. batched: first try to
+// isolate each switch by one whole plan checked with min(in, out) max-flows (switch_removal.cpp,
+// isolateAtOnce); false goes pair by pair from the start, two max-flows per split.
+SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k,
+                               bool batched = true);
 
 }  // namespace forestcc::graph

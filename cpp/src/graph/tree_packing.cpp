@@ -18,6 +18,11 @@ using Word = unsigned long long;
 // simulated plans, at 1.7 and 2.1 times the packing time.
 constexpr int kSharedLevels = 1;
 
+// From this many ranks on, trees grow node by node (TreePacking::runByNode: one max-flow attaches a
+// rank to every tree that can take it) instead of arc by arc. Below it the arc-by-arc growth stays:
+// its trees are the ones the simulated figures in docs/forest-generation.md were measured on.
+constexpr int kByNodeFrom = 128;
+
 struct NodeSet {
   std::vector<Word> words;
   explicit NodeSet(int n = 0) : words((n + 63) / 64, 0) {}
@@ -67,6 +72,90 @@ class TreePacking {
   // from the start let the first roots' trees take the arcs near every root, so the last roots'
   // trees wound through what was left (mi250x4: up to 44 levels at k = 1); sharing every level
   // makes every max-flow carry every group's partial tree, several times slower.
+  // Node by node: for each rank y in turn, every incomplete group that y can join (a member x with
+  // an arc x -> y whose capacity covers all its copies, not blocked by a known tight set) takes
+  // the arc from its shallowest such member, and ONE max-flow into y proves the whole batch. Why
+  // one suffices: every new arc enters y, so only sets X ∋ y lose capacity, and for those the
+  // groups that took y no longer need to enter X; the flow into y checks all of them (groups that
+  // hold y need nothing either; the others enter through a hub as in admissible()). A batch that
+  // fails is bisected: its longest prefix that holds is taken, its next group is decided by the
+  // exact one-arc check (which may split the group), the rest wait for the next round. Rounds
+  // repeat until every group spans all ranks; a round without progress hands the rest to the
+  // arc-by-arc growth. The order of growth is free (every admitted step keeps the packing
+  // completable), so the result is as exact as run()'s; growing all groups a level at a time also
+  // keeps the trees shallow.
+  std::vector<LogicalTree> runByNode() {
+    turns_ = {};
+    deferred_.clear();
+    std::vector<Cap> taken(static_cast<size_t>(n_) * n_, 0);
+    std::vector<std::vector<int>> ins(n_);
+    for (size_t a : arcs_) ins[a % n_].push_back(static_cast<int>(a / n_));
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int y = 0; y < n_; ++y) {
+        std::vector<Join> batch;
+        for (size_t j = 0; j < groups_.size(); ++j) {
+          Group& g = groups_[j];
+          if (g.complete || g.members.has(y)) continue;
+          int best = -1;
+          for (int x : ins[y]) {
+            if (!g.members.has(x) || res(x, y) - taken[static_cast<size_t>(x) * n_ + y] < g.tree.multiplicity)
+              continue;
+            if (best >= 0 && g.depth[x] >= g.depth[best]) continue;
+            if (blocked(g, x, y)) continue;
+            best = x;
+          }
+          if (best < 0) continue;
+          batch.push_back({static_cast<int>(j), best});
+          taken[static_cast<size_t>(best) * n_ + y] += g.tree.multiplicity;
+        }
+        for (const Join& b : batch) taken[static_cast<size_t>(b.parent) * n_ + y] = 0;
+        if (batch.empty()) continue;
+        size_t good = 0;
+        if (batchHolds(y, batch, batch.size())) {
+          good = batch.size();
+        } else {
+          size_t lo = 0, hi = batch.size() - 1;  // prefix lo holds, prefix hi + 1 does not
+          while (lo < hi) {
+            size_t mid = (lo + hi + 1) / 2;
+            if (batchHolds(y, batch, mid)) lo = mid;
+            else hi = mid - 1;
+          }
+          good = lo;
+        }
+        for (size_t b = 0; b < good; ++b) join(batch[b].group, batch[b].parent, y, groups_[batch[b].group].tree.multiplicity);
+        if (good > 0) progress = true;
+        stats().arcsByBatch += static_cast<long long>(good);
+        if (good < batch.size()) {
+          const Join& next = batch[good];
+          const Cap want = std::min(res(next.parent, y), groups_[next.group].tree.multiplicity);
+          const Cap copies = admissible(next.group, next.parent, y, want);
+          if (copies > 0) {
+            if (copies < groups_[next.group].tree.multiplicity) {
+              Group rest = groups_[next.group];
+              rest.tree.multiplicity -= copies;
+              groups_[next.group].tree.multiplicity = copies;
+              groups_.push_back(std::move(rest));
+            }
+            join(next.group, next.parent, y, copies);
+            progress = true;
+          }
+        }
+      }
+    }
+    // What node-by-node growth could not finish (arcs whose capacity no longer covers a whole
+    // group), arc by arc.
+    sharedLevels_ = std::numeric_limits<int>::max();
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      Group& g = groups_[i];
+      g.scanParent = 0;
+      g.scanStep = 0;
+      if (static_cast<int>(g.order.size()) == n_) g.complete = true;
+      if (!g.complete) deferred_.push_back(static_cast<int>(i));
+    }
+    return run();
+  }
+
   std::vector<LogicalTree> run() {
     while (!turns_.empty()) {
       int i = turns_.top().group;
@@ -134,6 +223,53 @@ class TreePacking {
       if (!side[v]) X.add(v);
     tight_.push_back(std::move(X));  // tight once the admitted copies take the arc
     return std::max<Cap>(0, value - base);
+  }
+
+  struct Join {
+    int group;
+    int parent;
+  };
+
+  // Group i takes (x, y) with `copies` (its whole multiplicity, the caller split it before).
+  void join(int i, int x, int y, Cap copies) {
+    Group& g = groups_[i];
+    res(x, y) -= copies;
+    g.tree.arcs.push_back({x, y});
+    g.order.push_back(y);
+    g.depth[y] = g.depth[x] + 1;
+    g.members.add(y);
+    if (static_cast<int>(g.order.size()) == n_) g.complete = true;
+  }
+
+  // Whether the first `count` joins of `batch` (each a whole group into y) keep Lovász's
+  // condition for every set X ∋ y (see runByNode): one max-flow into y.
+  bool batchHolds(int y, const std::vector<Join>& batch, size_t count) {
+    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) -= groups_[batch[b].group].tree.multiplicity;
+    std::vector<char> joining(groups_.size(), 0);
+    for (size_t b = 0; b < count; ++b) joining[batch[b].group] = 1;
+    flow_.reset(n_ + 1);
+    const int s = n_;
+    for (size_t a : arcs_)
+      if (residual_[a] > 0) flow_.addArc(static_cast<int>(a / n_), static_cast<int>(a % n_), residual_[a]);
+    Wide need = 0;
+    std::vector<Cap> feed(n_, 0);
+    for (size_t j = 0; j < groups_.size(); ++j) {
+      const Group& g = groups_[j];
+      if (g.complete || joining[j] || g.members.has(y)) continue;
+      need += g.tree.multiplicity;
+      if (g.order.size() == 1) {
+        feed[g.tree.root] += g.tree.multiplicity;
+      } else {
+        int hub = flow_.addNode();
+        flow_.addArc(s, hub, g.tree.multiplicity);
+        for (int v : g.order) flow_.addArc(hub, v, kInfiniteCap);
+      }
+    }
+    for (int v = 0; v < n_; ++v) flow_.addArc(s, v, feed[v]);
+    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += groups_[batch[b].group].tree.multiplicity;
+    const Cap limit = checkedCap(need, "tree demand");
+    ++stats().maxflows;
+    return flow_.run(s, y, limit) >= limit;
   }
 
   // The depth of the node group i scans next (the key of its turn).
@@ -215,9 +351,12 @@ class TreePacking {
 
 }  // namespace
 
-std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k) {
+std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode) {
   auto start = std::chrono::steady_clock::now();
-  std::vector<LogicalTree> trees = TreePacking(graph, k, kSharedLevels).run();
+  TreePacking packing(graph, k, kSharedLevels);
+  std::vector<LogicalTree> trees = (byNode < 0 ? graph.count >= kByNodeFrom : byNode != 0)
+                                          ? packing.runByNode()
+                                          : packing.run();
   stats().secondsPack +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return trees;

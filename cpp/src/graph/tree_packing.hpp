@@ -21,7 +21,9 @@ struct LogicalTree {
   std::vector<std::pair<int, int>> arcs;  // (parent, child) compute indices, in growth order
 };
 
-std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k);
+// byNode: 1 grows the trees node by node (one max-flow attaches a rank to every tree that can take
+// it), 0 arc by arc (one max-flow per tree arc), -1 picks node by node from 128 ranks on.
+std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode = -1);
 
 struct PhysicalTree {
   int root;  // network node index

@@ -291,9 +291,20 @@ def generate_forest(topo: Topology, collective: str = "all_gather", k: int | Non
             raise TopologyError(f"{topo.name}: box rotation (with or without extra entries) needs "
                                 "boxes with the same rails, one rank per rail, each box joined by "
                                 "its own switches, and did not reach the cut bound here")
+    return _generic_forest(topo, graph, collective, k, factor)
+
+
+def _generic_forest(topo: Topology, graph: Topology, collective: str, k: int | None, factor: int,
+                    batch_switches: bool = True, pack_by_node: bool | None = None) -> Forest:
+    """The generic path in C++ (`cpp/src/graph/`). batch_switches=False isolates every switch pair
+    by pair, each split checked alone (the reference the batched plans are tested against);
+    pack_by_node: True grows the trees node by node, False arc by arc, None node by node from 128
+    ranks on (`tree_packing.cpp`)."""
     src, dst, cap, _ = _integer_capacities(graph)
     compute = [n.is_compute for n in graph.nodes]
-    result = _graph_module().generate_forest(len(graph.nodes), compute, src, dst, cap, k or 0)
+    by_node = -1 if pack_by_node is None else int(pack_by_node)
+    result = _graph_module().generate_forest(len(graph.nodes), compute, src, dst, cap, k or 0,
+                                             batch_switches, by_node)
     names = [n.id for n in graph.nodes]
     routes = [tuple(names[v] for v in path) for path in result["paths"]]
     rank = [n.rank for n in graph.nodes]

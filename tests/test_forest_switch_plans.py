@@ -1,0 +1,106 @@
+"""Switch removal by checked plans (cpp/src/graph/switch_removal.cpp, isolateAtOnce): a switch is
+isolated by one whole plan of splits that min(|in|, |out|) max-flows prove keeps Edmonds'
+condition, instead of two max-flows per pair of its arcs. The plans must give the same exact
+optimum as the pair-by-pair reference, on random heterogeneous clusters too, and a plan the
+check refuses must not be used (pair by pair takes over)."""
+from __future__ import annotations
+
+import pytest
+from forest_checks import check_forest
+from hypothesis import given
+from test_forest_heterogeneous import SETTINGS, perturbed, small_cluster
+
+from forestcc import topology
+from forestcc.algorithms.forest import _generic_forest
+from forestcc.topology.presets import a100_fat_tree
+
+
+def both(topo, collective="all_gather"):
+    """The generic forest with batched plans and with the pair-by-pair reference, both checked."""
+    graph = topo.reversed() if collective == "reduce_scatter" else topo
+    factor = 2 if collective == "all_reduce" else 1
+    batched = _generic_forest(topo, graph, collective, None, factor)
+    pairwise = _generic_forest(topo, graph, collective, None, factor, batch_switches=False)
+    for forest in (batched, pairwise):
+        check_forest(forest)
+        assert forest.optimal, forest.report()
+    assert batched.bound_time == pairwise.bound_time
+    assert batched.k == pairwise.k  # the smallest k at which the optimum is integral
+    assert pairwise.stats["switches_batched"] == 0
+    return batched, pairwise
+
+
+@SETTINGS
+@given(perturbed(small_cluster()))
+def test_plans_match_pair_by_pair_on_perturbed_clusters(topo):
+    both(topo)
+
+
+@SETTINGS
+@given(perturbed(small_cluster(boxes=3, gpus=3)))
+def test_plans_match_pair_by_pair_on_odd_clusters(topo):
+    both(topo, "all_reduce")
+
+
+@pytest.mark.parametrize("name", ["dgx-a100x2", "mi250x2", "dgx-h100x2"])
+def test_presets_are_isolated_by_plans(name):
+    batched, pairwise = both(topology.preset(name))
+    assert batched.stats["switches_batched"] > 0
+    assert batched.stats["maxflows"] < pairwise.stats["maxflows"]
+
+
+def test_fat_tree_needs_far_fewer_max_flows():
+    # 32 ranks in 4 units: NVSwitches, leaves and spines all isolated by plans
+    batched, pairwise = both(a100_fat_tree(4, 1))
+    assert batched.stats["switches_pairwise"] == 0
+    assert batched.stats["switches_batched"] == pairwise.stats["switches_pairwise"]
+    assert batched.stats["maxflows"] * 2 < pairwise.stats["maxflows"]
+
+
+def test_a_refused_plan_is_not_used():
+    # mi250x4's network switch joins 64 GCDs whose xGMI meshes bind: every plan tried lowers some
+    # tight set, the check refuses it and the switch goes pair by pair. Were the check skipped,
+    # the plan's splits would break Edmonds' condition and packing would get stuck.
+    batched, _ = both(topology.preset("mi250x4"))
+    assert batched.stats["switches_pairwise"] >= 1
+
+
+def by_node_and_by_arc(topo, collective="all_gather"):
+    """The generic forest grown node by node and arc by arc, both checked exact."""
+    graph = topo.reversed() if collective == "reduce_scatter" else topo
+    factor = 2 if collective == "all_reduce" else 1
+    forests = [_generic_forest(topo, graph, collective, None, factor, pack_by_node=by_node)
+               for by_node in (True, False)]
+    for forest in forests:
+        check_forest(forest)
+        assert forest.optimal, forest.report()
+    assert forests[0].bound_time == forests[1].bound_time and forests[0].k == forests[1].k
+    assert forests[0].stats["arcs_by_batch"] > 0 and forests[1].stats["arcs_by_batch"] == 0
+    return forests
+
+
+@SETTINGS
+@given(perturbed(small_cluster()))
+def test_node_by_node_packing_matches_arc_by_arc_on_perturbed_clusters(topo):
+    by_node_and_by_arc(topo)
+
+
+@SETTINGS
+@given(perturbed(small_cluster(boxes=3, gpus=3)))
+def test_node_by_node_packing_matches_arc_by_arc_on_odd_clusters(topo):
+    by_node_and_by_arc(topo, "all_reduce")
+
+
+@pytest.mark.parametrize("name", ["dgx-a100x2", "mi250x2", "mi250x4", "torus-4x4", "dgx-h100x2"])
+def test_node_by_node_packing_on_presets(name):
+    by_node, by_arc = by_node_and_by_arc(topology.preset(name))
+    assert by_node.stats["maxflows"] < by_arc.stats["maxflows"]
+
+
+def test_node_by_node_packing_is_the_default_from_128_ranks():
+    from forestcc.algorithms import generate_forest
+    forest = generate_forest(a100_fat_tree(16, 16), method="generic")
+    check_forest(forest)
+    assert forest.optimal and forest.stats["arcs_by_batch"] > 0
+    assert forest.stats["switches_pairwise"] == 0
+    assert forest.stats["maxflows"] < 5_000  # 176,627 pair by pair and arc by arc
