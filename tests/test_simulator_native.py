@@ -6,6 +6,9 @@ presets and on odd rank counts, with and without memory bandwidth, at sizes that
 unevenly. The native loop's input checks and deadlock report are tested here too."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from fractions import Fraction
 
 import pytest
@@ -82,6 +85,38 @@ def test_native_equals_reference_when_events_tie():
         assert_same(forest_plan(topo, collective)[0], topo)
         assert_same(ring_plan(topo, collective), topo)
         assert_same(reference.reference_plan(collective, 5), topo)
+
+
+# One put of 12,000 B over a 1,000 GB/s link once a 700 us entry signal is in: the link's event
+# falls at 700.012 us, where (event - start) x bandwidth leaves the transfer 5.6e-8 B short,
+# beyond the rounding allowance, but the 5.6e-14 us that would take are below the clock's
+# resolution at 700 us, so the event came due at the same time again and again. Run in a child
+# process so that a loop that never ends fails the test instead of hanging it.
+_TINY_REMAINDER = """
+import json
+from fractions import Fraction
+from forestcc.plan import reference
+from forestcc.plan.simulator import simulate
+from forestcc.topology import Link, Node, Topology
+topo = Topology("pair", [Node("a", "compute", 0), Node("b", "compute", 1)],
+                [Link("a", "b", Fraction(1000), Fraction(700)),
+                 Link("b", "a", Fraction(1000), Fraction(700))])
+print(json.dumps([(r.time_us, r.transfers) for r in
+                  (simulate(reference.ring_sendrecv(2), topo, 12_000, engine=engine)
+                   for engine in ("native", "python"))]))
+"""
+
+
+def test_a_remainder_below_the_clock_resolution_ends_the_transfer():
+    try:
+        out = subprocess.run([sys.executable, "-c", _TINY_REMAINDER], capture_output=True,
+                             text=True, timeout=120, check=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the simulation did not end: a link event keeps falling due at the same time")
+    native, python = json.loads(out.stdout)
+    assert native == python  # to the last bit
+    # entry signal (700 us), 12,000 B at 1,000 bytes per ns (0.012 us), arrival (700 us)
+    assert native[0] == pytest.approx(1400.012, abs=1e-9) and native[1] == 2
 
 
 def test_native_loop_reports_the_same_deadlock():

@@ -29,7 +29,9 @@ The model, in the words of the plan format (``schedules/README.md``):
   fastest path through any nodes is used and a note says so).
 * Every directed link is a processor-sharing server: the n transfers on it each get 1/n of its
   bandwidth. A transfer is served by all links of its path at once (cut-through) and has been sent
-  when the last of them has carried all its bytes; it arrives the path's summed latency later,
+  when the last of them has carried all its bytes (to within rounding, or with a remainder that
+  would take less time than the clock can add to now: time always moves on); it arrives the
+  path's summed latency later,
   never before an earlier op of the same channel. The next op of the channel starts when it has
   been sent. A signal carries no bytes: it arrives one path latency after it was issued, behind
   everything sent before it on its channel.

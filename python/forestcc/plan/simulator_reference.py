@@ -80,13 +80,18 @@ class _Loop:
     # Link events are pushed only when a link's next completion moves earlier; one that fires
     # early (the link got busier since) finds nothing done and reschedules itself.
 
+    def _finish_time(self, link, now):
+        """When the link's first transfer to finish would be done at its current share (the
+        heap must not be empty), never before now."""
+        when = now + (self.finishing[link][0][0] - self.vtime[link]) * self.active[link] \
+            / self.bw[link]
+        return max(when, now)
+
     def _reschedule(self, link, now):
-        heap = self.finishing[link]
-        if not heap:
+        if not self.finishing[link]:
             self.next_event[link] = math.inf
             return
-        when = now + (heap[0][0] - self.vtime[link]) * self.active[link] / self.bw[link]
-        when = max(when, now)
+        when = self._finish_time(link, now)
         if when < self.next_event[link]:
             self.next_event[link] = when
             self.seq += 1
@@ -143,7 +148,9 @@ class _Loop:
         heap = self.finishing[link]
         hops_left = self.hops_left
         limit = self.vtime[link] * (1 + 1e-12) + 1e-9
-        while heap and heap[0][0] <= limit:
+        # done: served to within rounding, or so nearly that what is left takes less time than
+        # the clock can add to now (else the link's event would be due at now for ever)
+        while heap and (heap[0][0] <= limit or self._finish_time(link, now) <= now):
             _, fid = heapq.heappop(heap)
             self.active[link] -= 1
             hops_left[fid] -= 1
