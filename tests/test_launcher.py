@@ -295,3 +295,42 @@ def test_usage_errors_across_hosts(args, message):
     p = subprocess.run([*LAUNCHER, *args], env=env, capture_output=True, text=True,
                        timeout=JOB_TIMEOUT)
     assert p.returncode != 0 and message in p.stderr, p.stderr
+
+
+class _EndsBetweenLooks:
+    """A rank that is still running at forestcc-run's first look and has exited 2 at every later
+    one: it ends between two looks. Its pid names no process (os.killpg finds nothing)."""
+
+    pid = 2 ** 30
+
+    def __init__(self):
+        self.looks = 0
+        self.returncode = None
+
+    def poll(self):
+        self.looks += 1
+        if self.looks > 1:
+            self.returncode = 2
+        return self.returncode
+
+    def wait(self):
+        return self.poll()
+
+
+def test_a_rank_that_fails_between_two_looks_fails_the_job():
+    """CI once saw forestcc-run exit 0 after its one rank exited 2: the failure check found the
+    rank running, the all-finished check a moment later found it finished. Every decision now
+    comes from one look at every rank."""
+    import argparse
+
+    from forestcc.launch_hosts import Placement
+    from forestcc.launcher import _Job
+
+    job = _Job(argparse.Namespace(grace=0.0), [Placement(0, "", 0, 1)], starter=None)
+    job.procs = [_EndsBetweenLooks()]
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert job.supervise() == 2
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

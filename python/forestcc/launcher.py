@@ -382,8 +382,11 @@ class _Job:
                 self.say(f"received {signal.Signals(sig).name}; stopping all ranks")
                 self.stop(signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
                 return 128 + sig
-            failed = [(r, p.returncode) for r, p in enumerate(self.procs)
-                      if p.poll() is not None and p.returncode != 0]
+            # One look at every rank, and every decision below from it: a rank that ends
+            # between two looks must not be seen running by the first and finished by the second
+            # (its failure would go unseen and the job exit 0).
+            codes = [p.poll() for p in self.procs]
+            failed = [(r, rc) for r, rc in enumerate(codes) if rc is not None and rc != 0]
             if failed:
                 # A rank killed by a signal first: the others that ended by then most often
                 # exited because of it (they raise naming the dead peer), and it is the cause.
@@ -394,7 +397,7 @@ class _Job:
                     self.say(f"stopping rank(s) {', '.join(map(str, running))}")
                 self.stop()
                 return rc if rc > 0 else 128 - rc
-            if all(p.poll() is not None for p in self.procs):
+            if all(rc is not None for rc in codes):
                 self.signal_all(signal.SIGKILL)  # stray grandchildren of finished ranks
                 return 0
             time.sleep(_POLL_SECONDS)
