@@ -241,6 +241,15 @@ class SwitchRemoval {
     return order;
   }
 
+  // The first pass's share of u's arc into w per out-arc of w (other than back to u), rounded up to
+  // whole multiples of k: they let a group of k identical trees share one logical arc unsplit.
+  Cap fairShare(int u, int w, const std::vector<int>& outs) const {
+    const Cap in = cap_[idx(u, w)];
+    const Cap others = static_cast<Cap>(outs.size()) - (cap_[idx(w, u)] > 0 ? 1 : 0);
+    const Cap share = others > 0 ? (in + others - 1) / others : in;
+    return share < k_ ? std::min(k_, in) : (share + k_ - 1) / k_ * k_;
+  }
+
   // One planned split of the batch: `amount` moves from (u,w),(w,t) to (u,t).
   struct Move {
     int u, t;
@@ -277,10 +286,7 @@ class SwitchRemoval {
       out[t] -= amount;
     };
     for (int u : ins) {
-      const Cap others = static_cast<Cap>(outs.size()) - (cap_[idx(w, u)] > 0 ? 1 : 0);
-      Cap share = others > 0 ? (in[u] + others - 1) / others : in[u];
-      if (share < k_) share = std::min(k_, in[u]);
-      else share = (share + k_ - 1) / k_ * k_;
+      const Cap share = fairShare(u, w, outs);
       for (int t : spreadOrder(u, outs, part))
         if (t != u && !inside(u, t)) move(u, t, std::min({in[u], out[t], share}));
     }
@@ -405,11 +411,7 @@ class SwitchRemoval {
 
   void isolate(int w) {
     const std::vector<int> part = partsWithout(w);
-    if (batched_ && isolateAtOnce(w, part)) {
-      removed_.resize(n_, 0);
-      removed_[w] = 1;
-      return;
-    }
+    if (batched_ && isolateAtOnce(w, part)) return;
     ++stats().switchesPairwise;
     // First pass: spread each in-arc over the out-arcs in fair shares, so logical arcs fan out (short
     // trees); later passes move whatever is admissible.
@@ -428,11 +430,7 @@ class SwitchRemoval {
       for (size_t a = 0; a < ins.size(); ++a) {
         int u = ins[a];
         const std::vector<int> targets = spreadOrder(u, outs, part);
-        const Cap others = static_cast<Cap>(outs.size()) - (cap_[idx(w, u)] > 0 ? 1 : 0);
-        Cap share = others > 0 ? (cap_[idx(u, w)] + others - 1) / others : cap_[idx(u, w)];
-        // Whole multiples of k let a group of k identical trees share one logical arc unsplit.
-        if (share < k_) share = std::min(k_, cap_[idx(u, w)]);
-        else share = (share + k_ - 1) / k_ * k_;
+        const Cap share = fairShare(u, w, outs);
         for (int t : targets) {
           if (t == u || cap_[idx(u, w)] == 0 || cap_[idx(w, t)] == 0) continue;
           Cap want = std::min(cap_[idx(u, w)], cap_[idx(w, t)]);
@@ -458,8 +456,6 @@ class SwitchRemoval {
         throw std::runtime_error("switch removal is stuck at node " + std::to_string(w) +
                                  " (its in- and out-bandwidth differ?)");
     }
-    removed_.resize(n_, 0);
-    removed_[w] = 1;
   }
 
   SwitchFreeGraph result() {
@@ -489,7 +485,6 @@ class SwitchRemoval {
   MaxFlow::Saved saved_;
   std::vector<std::vector<int>> paths_;
   std::map<std::vector<int>, int> pathIds_;
-  std::vector<char> removed_;
   std::vector<std::vector<char>> tight_;  // sets with zero surplus (each holds a compute node)
   MaxFlow flow_;
 };

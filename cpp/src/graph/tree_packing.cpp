@@ -193,25 +193,8 @@ class TreePacking {
   // The surplus of X counts, for every other incomplete group j, m_j when X misses j's nodes; as a
   // cut, j's term is an arc s -> (j's nodes) of capacity m_j. Records the cut when it binds.
   Cap admissible(int i, int x, int y, Cap want) {
-    flow_.reset(n_ + 1);
+    const Wide others = loadDemand([&](size_t j, const Group&) { return static_cast<int>(j) == i; });
     const int s = n_;
-    for (size_t a : arcs_)
-      if (residual_[a] > 0) flow_.addArc(static_cast<int>(a / n_), static_cast<int>(a % n_), residual_[a]);
-    Wide others = 0;
-    std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
-    for (size_t j = 0; j < groups_.size(); ++j) {
-      const Group& g = groups_[j];
-      if (static_cast<int>(j) == i || g.complete) continue;
-      others += g.tree.multiplicity;
-      if (g.order.size() == 1) {
-        feed[g.tree.root] += g.tree.multiplicity;
-      } else {
-        int hub = flow_.addNode();
-        flow_.addArc(s, hub, g.tree.multiplicity);
-        for (int v : g.order) flow_.addArc(hub, v, kInfiniteCap);
-      }
-    }
-    for (int v = 0; v < n_; ++v) flow_.addArc(s, v, feed[v]);
     flow_.addArc(s, x, kInfiniteCap);
     const Cap base = checkedCap(others, "tree demand");
     ++stats().maxflows;
@@ -247,16 +230,29 @@ class TreePacking {
     for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) -= groups_[batch[b].group].tree.multiplicity;
     std::vector<char> joining(groups_.size(), 0);
     for (size_t b = 0; b < count; ++b) joining[batch[b].group] = 1;
+    const Wide need =
+        loadDemand([&](size_t j, const Group& g) { return joining[j] || g.members.has(y); });
+    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += groups_[batch[b].group].tree.multiplicity;
+    const Cap limit = checkedCap(need, "tree demand");
+    ++stats().maxflows;
+    return flow_.run(n_, y, limit) >= limit;
+  }
+
+  // Loads flow_ with the residual arcs and, from the source n_, the demand of every incomplete
+  // group that skip(j, group) keeps in: a group still at its root is fed at the root, any other
+  // through a hub onto its nodes. Returns the demand (the sum of their multiplicities).
+  template <class Skip>
+  Wide loadDemand(Skip skip) {
     flow_.reset(n_ + 1);
     const int s = n_;
     for (size_t a : arcs_)
       if (residual_[a] > 0) flow_.addArc(static_cast<int>(a / n_), static_cast<int>(a % n_), residual_[a]);
-    Wide need = 0;
-    std::vector<Cap> feed(n_, 0);
+    Wide demand = 0;
+    std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
     for (size_t j = 0; j < groups_.size(); ++j) {
       const Group& g = groups_[j];
-      if (g.complete || joining[j] || g.members.has(y)) continue;
-      need += g.tree.multiplicity;
+      if (g.complete || skip(j, g)) continue;
+      demand += g.tree.multiplicity;
       if (g.order.size() == 1) {
         feed[g.tree.root] += g.tree.multiplicity;
       } else {
@@ -266,10 +262,7 @@ class TreePacking {
       }
     }
     for (int v = 0; v < n_; ++v) flow_.addArc(s, v, feed[v]);
-    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += groups_[batch[b].group].tree.multiplicity;
-    const Cap limit = checkedCap(need, "tree demand");
-    ++stats().maxflows;
-    return flow_.run(s, y, limit) >= limit;
+    return demand;
   }
 
   // The depth of the node group i scans next (the key of its turn).

@@ -256,8 +256,7 @@ class Program {
 
   // A put by the channel's owner into its peer (the peer's doorman lets it in), along `route`.
   void notePut(int rank, int ch, int route) {
-    sendsTo_.emplace_back(rank, chans_[rank][ch].owner, chans_[rank][ch].peer);
-    if (route >= 0) chans_[rank][ch].route = route;
+    noteSend(rank, chans_[rank][ch].owner, chans_[rank][ch].peer, ch, route);
   }
   void noteSend(int rank, int wid, int peer, int ch, int route) {
     sendsTo_.emplace_back(rank, wid, peer);
@@ -360,7 +359,6 @@ class Compiler {
   TreeCompileResult run() {
     int maxDepth = 0;
     for (const Segment& s : segs_) maxDepth = std::max(maxDepth, s.depth);
-    levels_ = 1;
     while (!o_.compact && channelsPerPeer() > o_.maxChannelsPerPeer && levels_ <= maxDepth) ++levels_;
     if (o_.collective != Collective::AllGather) upPhase();
     if (o_.collective != Collective::ReduceScatter) downPhase();

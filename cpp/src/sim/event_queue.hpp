@@ -16,7 +16,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -34,7 +33,6 @@ struct Event {
 class EventQueue {
  public:
   bool empty() const { return size_ == 0; }
-  size_t size() const { return size_; }
 
   // Requires time >= the time of the last event popped (and >= 0).
   void push(const Event& e) {

@@ -65,7 +65,7 @@ def default_factor(nranks: int) -> int:
 def default_sizes(nranks: int) -> tuple:
     """The sizes a report simulates when none are given: DEFAULT_SIZES, or LARGE_SIZES above
     LARGE_RANKS ranks."""
-    return LARGE_SIZES if default_factor(nranks) == 4 else DEFAULT_SIZES
+    return LARGE_SIZES if nranks > LARGE_RANKS else DEFAULT_SIZES
 
 
 @dataclass
@@ -123,8 +123,9 @@ def _prepared(topo, collective, k, size, skipped):
     makers = {"ring": ring_plan, "tree": double_binary_tree_plan,
               "hierarchical": hierarchical_plan}
     for name, make in makers.items():
-        if name == "ring" and ring_op_count(topo, collective) > MAX_BASELINE_OPS:
-            skipped[name] = (f"its plan would have {ring_op_count(topo, collective):,} ops, more "
+        count = ring_op_count(topo, collective) if name == "ring" else 0
+        if count > MAX_BASELINE_OPS:
+            skipped[name] = (f"its plan would have {count:,} ops, more "
                              f"than the report builds in memory ({MAX_BASELINE_OPS:,}; about "
                              "760 bytes each as Python dicts)")
             continue

@@ -355,9 +355,9 @@ class _Verifier:
         if src_keys == dst_keys and allow_identical:
             return
         if set(src_keys) & set(dst_keys):
-            rank, worker, step, _name = self._op_at(info)
-            self.issues.append(Issue(OVERLAP, rank, worker, step,
-                                     f"{_where(*self._op_at(info))}: source and destination overlap "
+            where = self._op_at(info)
+            self.issues.append(Issue(OVERLAP, *where[:3],
+                                     f"{_where(*where)}: source and destination overlap "
                                      f"without being the same chunks"))
 
     # -- execution ------------------------------------------------------------------------

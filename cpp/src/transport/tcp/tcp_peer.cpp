@@ -314,11 +314,11 @@ TcpPeer::Received TcpPeer::receive(int s) {
       want = st.body.size() - st.bodyGot;
     }
     const ssize_t n = ::recv(st.fd, to, want, MSG_DONTWAIT);
-    if (n == 0) return Received::Closed;
+    if (n == 0) return Received::Ended;
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Received::More;
-      return saidGoodbye() ? Received::Closed : Received::Failed;
+      return Received::Ended;
     }
     const uint64_t got = static_cast<uint64_t>(n);
     if (st.dataLeft) {

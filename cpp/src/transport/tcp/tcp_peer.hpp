@@ -96,8 +96,9 @@ class TcpPeer {
   std::atomic<int64_t> sendAnswer{0};
 
   // ---- the proxy thread ----
-  // Reads what the socket has; false when the peer is gone (the caller poisons).
-  enum class Received { More, Closed, Failed };
+  // Reads what the socket has: Ended when the stream closed or failed (TcpProxy::lost decides
+  // what that means for the peer).
+  enum class Received { More, Ended };
   Received receive(int s);
   // Sends what is queued until the socket is full; false when the peer is gone.
   bool send(int s);
