@@ -89,9 +89,9 @@ void reduceWrapping(T* dst, const T* const* s, int n, size_t count, F f) {
   reduceNative(reinterpret_cast<U*>(dst), reinterpret_cast<const U* const*>(s), n, count, f);
 }
 
-// ---- 16- and 8-bit floats: widen a tile to float32, reduce, narrow once ----
-// A codec's widen and narrow are its scalar definition, run over the elements a vector form
-// (when the level has one) left at the end.
+// ---- 16- and 8-bit floats: widened to float32, reduced there, narrowed once ----
+// The scalar conversions (codecs: widen and narrow arrays) define the results; every level runs
+// them, and the vector forms below must give their bits.
 
 inline float floatFromBits(uint32_t u) {
   float f;
@@ -114,97 +114,29 @@ inline uint16_t floatToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-#if defined(__AVX512F__)
-// bfloat16 bits of 16 floats, as floatToBf16 (not VCVTNEPS2BF16, which flushes subnormals).
-inline __m256i floatToBf16x16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                 _mm512_set1_epi32(0x7f800000));
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
-  const __m512i quiet = _mm512_or_si512(u, _mm512_set1_epi32(0x400000));
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_mask_blend_epi32(nan, rounded, quiet), 16));
-}
-#elif defined(__AVX2__)
-// bfloat16 bits of 8 floats (in the low 16 bits of each 32-bit lane), as floatToBf16.
-inline __m256i floatToBf16x8(__m256 x) {
-  const __m256i u = _mm256_castps_si256(x);
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                         _mm256_set1_epi32(0x7f800000));
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd));
-  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
-  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
-}
-#endif
-
 struct Bf16Codec {
   static void widen(const uint16_t* in, float* out, size_t n) {
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16) {
-      const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
-      _mm512_storeu_si512(out + i, _mm512_slli_epi32(h, 16));
-    }
-#elif defined(__AVX2__)
-    for (; i + 8 <= n; i += 8) {
-      const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_slli_epi32(h, 16));
-    }
-#endif
-    for (; i < n; ++i) out[i] = bf16ToFloat(in[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(in[i]);
   }
   static void narrow(const float* in, uint16_t* out, size_t n) {
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), floatToBf16x16(_mm512_loadu_ps(in + i)));
-#elif defined(__AVX2__)
-    for (; i + 16 <= n; i += 16) {
-      const __m256i lo = floatToBf16x8(_mm256_loadu_ps(in + i));
-      const __m256i hi = floatToBf16x8(_mm256_loadu_ps(in + i + 8));
-      // packus works within 128-bit halves: lanes come out as lo0 hi0 lo1 hi1; put them in order.
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
-    }
-#endif
-    for (; i < n; ++i) out[i] = floatToBf16(in[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = floatToBf16(in[i]);
   }
 };
 
-// float16 through _Float16 conversions (library calls at x86-64-v2; one instruction with F16C),
-// and the vector conversions (round to nearest even, as the scalar ones) where the level has them.
+// float16 through _Float16 conversions: library calls at x86-64-v2, one F16C instruction above
+// (round to nearest even either way).
 struct F16Codec {
   static void widen(const uint16_t* in, float* out, size_t n) {
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
-#elif defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-#endif
     const _Float16* h = reinterpret_cast<const _Float16*>(in);
-    for (; i < n; ++i) out[i] = static_cast<float>(h[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(h[i]);
   }
   static void narrow(const float* in, uint16_t* out, size_t n) {
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                          _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#elif defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                       _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
     _Float16* h = reinterpret_cast<_Float16*>(out);
-    for (; i < n; ++i) h[i] = static_cast<_Float16>(in[i]);
+    for (size_t i = 0; i < n; ++i) h[i] = static_cast<_Float16>(in[i]);
   }
 };
 
-// The 8-bit floats: Fp8Format's table widening and scalar narrowing, with vector forms of
-// toFloat and fromFloat (core/fp8.hpp) at AVX2 and AVX-512. They work on 32-bit lanes.
+// ---- Vector forms (AVX2: 8 float32 lanes; AVX-512: 16) of the conversions above ----
 #if defined(__AVX512F__)
 using Vi = __m512i;
 using Vf = __m512;
@@ -229,8 +161,6 @@ inline Vi roundEvenToInt(Vf a) {
 }
 inline Vi loadBytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline void storeBytes(uint8_t* p, Vi v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); }
-inline Vf loadFloats(const float* p) { return _mm512_loadu_ps(p); }
-inline void storeFloats(float* p, Vf v) { _mm512_storeu_ps(p, v); }
 #elif defined(__AVX2__)
 using Vi = __m256i;
 using Vf = __m256;
@@ -263,8 +193,6 @@ inline void storeBytes(uint8_t* p, Vi v) {
   const __m128i hi = _mm256_extracti128_si256(b, 1);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_unpacklo_epi32(lo, hi));
 }
-inline Vf loadFloats(const float* p) { return _mm256_loadu_ps(p); }
-inline void storeFloats(float* p, Vf v) { _mm256_storeu_ps(p, v); }
 #endif
 
 #if defined(__AVX2__)
@@ -311,27 +239,100 @@ Vi floatBitsToFp8(Vi u) {
   return orV(code, sign);
 }
 
-template <class Fmt>
-struct Fp8VectorCodec {
-  static void widen(const uint8_t* in, float* out, size_t n) {
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) storeFloats(out + i, asFloat(fp8ToFloatBits<Fmt>(loadBytes(in + i))));
-    Fmt::widen(in + i, out + i, n - i);
-  }
-  static void narrow(const float* in, uint8_t* out, size_t n) {
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) storeBytes(out + i, floatBitsToFp8<Fmt>(asInt(loadFloats(in + i))));
-    Fmt::narrow(in + i, out + i, n - i);
-  }
-};
-using E4M3Codec = Fp8VectorCodec<E4M3>;
-using E5M2Codec = Fp8VectorCodec<E5M2>;
-#else
-using E4M3Codec = E4M3;
-using E5M2Codec = E5M2;
-#endif
+// bfloat16 bits of each lane's float, as floatToBf16 (not VCVTNEPS2BF16, which flushes subnormals).
+inline Vi floatToBf16Bits(Vf x) {
+  const Vi u = asInt(x);
+  const Vi odd = andV(shr<16>(u), set1(1));
+  const Vi rounded = addV(u, addV(set1(0x7fff), odd));
+  return shr<16>(pickGt(andV(u, set1(0x7fffffffu)), set1(0x7f800000u), orV(u, set1(0x400000)), rounded));
+}
 
-// 16- and 8-bit floats: Codec widens its storage type to float32 and narrows it back (once).
+// Vector codecs: load kLanes elements as float32 lanes, store kLanes lanes narrowed; Scalar is
+// the codec whose bits they give.
+struct Bf16Vector {
+  using Scalar = Bf16Codec;
+#if defined(__AVX512F__)
+  static Vf load(const uint16_t* p) {
+    return asFloat(shl<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))));
+  }
+  static void store(uint16_t* p, Vf v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(floatToBf16Bits(v)));
+  }
+#else
+  static Vf load(const uint16_t* p) {
+    return asFloat(shl<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+  }
+  static void store(uint16_t* p, Vf v) {
+    // packus packs within 128-bit halves: the 8 results are quadwords 0 and 2.
+    const Vi bits = floatToBf16Bits(v);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+#endif
+};
+
+struct F16Vector {
+  using Scalar = F16Codec;
+  static constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+#if defined(__AVX512F__)
+  static Vf load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static void store(uint16_t* p, Vf v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, kRound)); }
+#else
+  static Vf load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static void store(uint16_t* p, Vf v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, kRound)); }
+#endif
+};
+
+template <class Fmt>
+struct Fp8Vector {
+  using Scalar = Fmt;
+  static Vf load(const uint8_t* p) { return asFloat(fp8ToFloatBits<Fmt>(loadBytes(p))); }
+  static void store(uint8_t* p, Vf v) { storeBytes(p, floatBitsToFp8<Fmt>(asInt(v))); }
+};
+
+// Each vector of every source is loaded and combined in registers, and the result narrowed and
+// stored: no float32 copy goes through memory. Sources in the order given; dst may alias one
+// (a vector of every source is read before its result is stored). The last count % kLanes
+// elements go one at a time through the scalar codec.
+template <class Vec, class T, class F>
+void reduceWidened(T* dst, const T* const* s, int n, size_t count, F f) {
+  size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    Vf acc = Vec::load(s[0] + i);
+    for (int j = 1; j < n; ++j) acc = f(acc, Vec::load(s[j] + i));
+    Vec::store(dst + i, acc);
+  }
+  for (; i < count; ++i) {
+    float acc, x;
+    Vec::Scalar::widen(s[0] + i, &acc, 1);
+    for (int j = 1; j < n; ++j) {
+      Vec::Scalar::widen(s[j] + i, &x, 1);
+      acc = f(acc, x);
+    }
+    Vec::Scalar::narrow(&acc, dst + i, 1);
+  }
+}
+
+template <class Vec, class T>
+void divideWidened(T* p, size_t count, int divisor) {
+  const float d = static_cast<float>(divisor);
+  const Vf dv = asFloat(set1(bitsOfFloat(d)));
+  size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) Vec::store(p + i, Vec::load(p + i) / dv);
+  for (; i < count; ++i) {
+    float x;
+    Vec::Scalar::widen(p + i, &x, 1);
+    x /= d;
+    Vec::Scalar::narrow(&x, p + i, 1);
+  }
+}
+
+using F16Kernel = F16Vector;
+using Bf16Kernel = Bf16Vector;
+using E4M3Kernel = Fp8Vector<E4M3>;
+using E5M2Kernel = Fp8Vector<E5M2>;
+#else  // x86-64-v2: tiles widened into float32 arrays, reduced there, narrowed once
+
 template <class Codec, class T, class F>
 void reduceWidened(T* dst, const T* const* s, int n, size_t count, F f) {
   alignas(64) float acc[kTile];
@@ -347,6 +348,24 @@ void reduceWidened(T* dst, const T* const* s, int n, size_t count, F f) {
   }
 }
 
+template <class Codec, class T>
+void divideWidened(T* p, size_t count, int divisor) {
+  alignas(64) float tmp[kTile];
+  const float d = static_cast<float>(divisor);
+  for (size_t b = 0; b < count; b += kTile) {
+    const size_t len = tileEnd(b, count) - b;
+    Codec::widen(p + b, tmp, len);
+    for (size_t i = 0; i < len; ++i) tmp[i] /= d;
+    Codec::narrow(tmp, p + b, len);
+  }
+}
+
+using F16Kernel = F16Codec;
+using Bf16Kernel = Bf16Codec;
+using E4M3Kernel = E4M3;
+using E5M2Kernel = E5M2;
+#endif
+
 template <class F>
 void dispatchType(void* dst, const void* const* srcs, int n, size_t count, DataType type, F f) {
   switch (type) {
@@ -356,10 +375,10 @@ void dispatchType(void* dst, const void* const* srcs, int n, size_t count, DataT
     case DataType::Uint32: return reduceNative(static_cast<uint32_t*>(dst), reinterpret_cast<const uint32_t* const*>(srcs), n, count, f);
     case DataType::Int64: return reduceWrapping(static_cast<int64_t*>(dst), reinterpret_cast<const int64_t* const*>(srcs), n, count, f);
     case DataType::Uint64: return reduceNative(static_cast<uint64_t*>(dst), reinterpret_cast<const uint64_t* const*>(srcs), n, count, f);
-    case DataType::Float16: return reduceWidened<F16Codec>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
-    case DataType::BFloat16: return reduceWidened<Bf16Codec>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
-    case DataType::Float8E4M3: return reduceWidened<E4M3Codec>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t* const*>(srcs), n, count, f);
-    case DataType::Float8E5M2: return reduceWidened<E5M2Codec>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t* const*>(srcs), n, count, f);
+    case DataType::Float16: return reduceWidened<F16Kernel>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
+    case DataType::BFloat16: return reduceWidened<Bf16Kernel>(static_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t* const*>(srcs), n, count, f);
+    case DataType::Float8E4M3: return reduceWidened<E4M3Kernel>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t* const*>(srcs), n, count, f);
+    case DataType::Float8E5M2: return reduceWidened<E5M2Kernel>(static_cast<uint8_t*>(dst), reinterpret_cast<const uint8_t* const*>(srcs), n, count, f);
     case DataType::Float32: return reduceNative(static_cast<float*>(dst), reinterpret_cast<const float* const*>(srcs), n, count, f);
     case DataType::Float64: return reduceNative(static_cast<double*>(dst), reinterpret_cast<const double* const*>(srcs), n, count, f);
   }
@@ -379,18 +398,6 @@ void dispatchOrdered(void* dst, const void* const* srcs, int n, size_t count, Da
 template <class T>
 void divideInts(T* p, size_t count, int divisor) {
   for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(divisor));
-}
-
-template <class Codec, class T>
-void divideWidened(T* p, size_t count, int divisor) {
-  alignas(64) float tmp[kTile];
-  const float d = static_cast<float>(divisor);
-  for (size_t b = 0; b < count; b += kTile) {
-    const size_t len = tileEnd(b, count) - b;
-    Codec::widen(p + b, tmp, len);
-    for (size_t i = 0; i < len; ++i) tmp[i] /= d;
-    Codec::narrow(tmp, p + b, len);
-  }
 }
 
 }  // namespace
@@ -428,10 +435,10 @@ void divideElements(void* data, size_t count, DataType type, int divisor) {
       for (size_t i = 0; i < count; ++i) p[i] /= divisor;
       return;
     }
-    case DataType::Float16: return divideWidened<F16Codec>(static_cast<uint16_t*>(data), count, divisor);
-    case DataType::BFloat16: return divideWidened<Bf16Codec>(static_cast<uint16_t*>(data), count, divisor);
-    case DataType::Float8E4M3: return divideWidened<E4M3Codec>(static_cast<uint8_t*>(data), count, divisor);
-    case DataType::Float8E5M2: return divideWidened<E5M2Codec>(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::Float16: return divideWidened<F16Kernel>(static_cast<uint16_t*>(data), count, divisor);
+    case DataType::BFloat16: return divideWidened<Bf16Kernel>(static_cast<uint16_t*>(data), count, divisor);
+    case DataType::Float8E4M3: return divideWidened<E4M3Kernel>(static_cast<uint8_t*>(data), count, divisor);
+    case DataType::Float8E5M2: return divideWidened<E5M2Kernel>(static_cast<uint8_t*>(data), count, divisor);
   }
 }
 
