@@ -1,10 +1,11 @@
 // The CPU reductions' code, compiled once per instruction-set level: reduce_kernels_<level>.cpp
 // defines FORESTCC_REDUCE_ISA (the namespace of its entry points) and includes this file, and
-// CMakeLists.txt gives each of those files its own -m flags. The wider levels use the same
-// scalar definitions; the compiler vectorizes the element-wise loops at the level's width, and
-// the conversions of 16- and 8-bit floats have hand-written vector forms below (under
-// __F16C__/__AVX2__/__AVX512F__) that give the scalar ones' bits exactly. Element-wise a op b has
-// no order across elements, so vector width never changes a result.
+// CMakeLists.txt gives each of those files its own -m flags. Native types: the same loops at
+// every level, vectorized by the compiler at the level's width. 16- and 8-bit floats: at
+// x86-64-v2 tiles are widened to float32 arrays with the scalar conversions, reduced, narrowed;
+// at AVX2 and AVX-512 (under __AVX2__) hand-written vector conversions, which give the scalar
+// ones' bits exactly, let each vector be reduced in registers. Element-wise a op b has no order
+// across elements, so vector width never changes a result.
 //
 // Everything here has internal linkage (an anonymous namespace; Fp8Format gets a local Instance
 // type): a template or inline function with external linkage would be instantiated in each of
