@@ -9,6 +9,8 @@ import ml_dtypes  # noqa: F401 - the rank programs' bfloat16 and float8 arrays n
 import pytest
 from conftest import run_job
 
+from forestcc import _C
+
 # Block element counts: empty, one element, counts that do not divide by any rank count.
 SMALL = "0,1,7,1001"
 # For the reductions also: more than two of the kernels' 2048-element tiles, and a ragged end.
@@ -136,6 +138,21 @@ def test_tiled_reductions(n, transport):
     result = run_job(n, "tiled_reduce_check.py", env={"FORESTCC_TRANSPORT": transport})
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert result.lines("TILED OK"), result.stdout
+
+
+@pytest.mark.parametrize("level", _C.reduce_kernels.supported())
+def test_every_cpu_isa_level(level):
+    # FORESTCC_CPU_ISA forces the reductions' instruction set (tests/test_reduce_kernels.py holds
+    # the kernels to numpy and to each other); here whole collectives run at each level
+    _ok(run_job(2, "collectives_check.py", "auto", "1,7," + TILES,
+                "--dtypes", "float32,float16,bfloat16,float8_e4m3fn,int8",
+                env={"FORESTCC_CPU_ISA": level}), 2)
+
+
+def test_unknown_cpu_isa_level_fails_at_init():
+    result = run_job(2, "collectives_check.py", "auto", "7", env={"FORESTCC_CPU_ISA": "avx1024"})
+    assert result.returncode != 0
+    assert "FORESTCC_CPU_ISA='avx1024' is not auto, v2, avx2 or avx512" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("n,setting", [(2, "on"), (3, "on"), (2, "off")])

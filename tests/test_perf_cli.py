@@ -609,6 +609,25 @@ def test_quick_start_installs_build_tools_and_ci_runs_its_test_command():
     assert ci.endswith(commands[1]), (ci, commands[1])
 
 
+# -- forestcc-reduce-bench ----------------------------------------------------------------------------
+def test_reduce_bench_rows_and_json(tmp_path):
+    """One row per dtype and size (x4 steps) with a column per level this CPU runs; the JSON has
+    one result per dtype, size and level."""
+    from forestcc import _C
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-c", "from forestcc.tools import reduce_bench; reduce_bench()",
+                        "--min", "4K", "--max", "64K", "--dtypes", "bfloat16,int8", "--reps", "2",
+                        "--json", str(out)], env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    levels = _C.reduce_kernels.supported()
+    header, *rows = [ln.split() for ln in p.stdout.splitlines() if ln and not ln.startswith("#")]
+    assert [w for w in header if w in levels] == levels
+    assert [(r[0], int(r[1])) for r in rows] == [(d, b) for d in ("bfloat16", "int8") for b in (4096, 16384, 65536)]
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 6 * len(levels)
+    assert all(r["best_gbs"] >= r["median_gbs"] > 0 for r in results)
+
+
 # -- forestcc-channel-bench ---------------------------------------------------------------------------
 def channel_bench(n: int, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), sys.executable, "-c",

@@ -38,6 +38,33 @@ def test_in_place_field_is_optional_and_checked():
                                    "rules": [_rule(in_place=bad)]}, "t")
 
 
+@pytest.mark.parametrize("table, message", [
+    ([], "t: not a forestcc tuning table"),
+    ({"version": 2, "rules": []}, "t: not a forestcc tuning table"),
+    ({"version": 1, "rules": {}}, "t: 'rules' must be a list"),
+    ({"version": 1, "rules": [_rule(collective="all_shuffle")]}, 'rule 0: unknown collective "all_shuffle"'),
+    ({"version": 1, "rules": [_rule(), _rule(algorithm="magic")]}, 'rule 1: unknown algorithm "magic" .built-in: '),
+    ({"version": 1, "rules": [_rule(min_ranks=-1)]}, "rule 0: min_ranks must be a non-negative integer"),
+    ({"version": 1, "rules": [_rule(max_ranks=2.5)]}, "rule 0: max_ranks must be a non-negative integer"),
+    ({"version": 1, "rules": [_rule(min_bytes="0")]}, "rule 0: min_bytes must be a non-negative integer"),
+    ({"version": 1, "rules": [_rule(min_bytes=8, max_bytes=4)]}, "rule 0: max_bytes must be null or an integer >= min_bytes"),
+    # all_to_all_v rules are checked too, though the engine drops them (all_to_all's serve it)
+    ({"version": 1, "rules": [_rule(collective="all_to_all_v", algorithm="magic")]}, 'rule 0: unknown algorithm "magic"'),
+    ({"version": 1, "rules": [_rule(max_bytes=float("inf"))]}, "t: not a forestcc tuning table .Out of range float"),
+])
+def test_every_table_error_names_source_and_rule(table, message):
+    # validate_table is libforestcc's own check (parseTuningTable), so the engine refuses the same
+    with pytest.raises(ValueError, match=message):
+        tuning.validate_table(table, "t")
+
+
+def test_validate_table_accepts_what_the_engine_loads():
+    from forestcc import _C
+    table = {"version": 1, "rules": [_rule(), _rule(collective="all_to_all_v", algorithm="pairwise")]}
+    assert tuning.validate_table(table, "t") is table
+    assert _C.plan.check_tuning_table(json.dumps(table), "t") == 1   # all_to_all_v's rule dropped
+
+
 def test_auto_picks_by_placement(tmp_path):
     """In-place and out-of-place calls follow their own rules; a rule without in_place serves
     both (the memory-agnostic all_gather rule below)."""

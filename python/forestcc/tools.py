@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["channel_bench"]
+__all__ = ["channel_bench", "reduce_bench"]
 
 
 def _native_program(name: str) -> str:
@@ -20,4 +20,10 @@ def _native_program(name: str) -> str:
 def channel_bench() -> None:
     """forestcc-channel-bench: run under ``forestcc-run -n 2``; see ``--help``."""
     program = _native_program("forestcc-channel-bench")
+    os.execv(program, [program, *sys.argv[1:]])
+
+
+def reduce_bench() -> None:
+    """forestcc-reduce-bench: one process, the CPU reductions at each instruction-set level; see ``--help``."""
+    program = _native_program("forestcc-reduce-bench")
     os.execv(program, [program, *sys.argv[1:]])

@@ -41,9 +41,6 @@ from pathlib import Path
 __all__ = ["builtin_algorithms", "default_path", "user_path", "load", "rules_for_engine",
            "validate_table"]
 
-VERSION = 1
-RULE_KEYS = ("collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm")
-OPTIONAL_RULE_KEYS = ("memory", "in_place", "min_nodes", "max_nodes")
 # A rule's "memory" and the engine's code for it (absent: -1, any memory).
 MEMORY_KINDS = {"private": 0, "shared": 1, "device": 2}
 # A rule's "in_place" and the engine's code for it (absent: -1, both).
@@ -77,48 +74,15 @@ def active_path() -> Path:
 
 
 def validate_table(table, source: str = "<tuning>") -> dict:
-    """Checks a tuning table; raises ValueError naming the source and rule."""
-    if not isinstance(table, dict) or table.get("version") != VERSION:
-        raise ValueError(f"{source}: not a forestcc tuning table (need version {VERSION})")
-    rules = table.get("rules")
-    if not isinstance(rules, list):
-        raise ValueError(f"{source}: 'rules' must be a list")
-    from forestcc.plan import ops
-    known = builtin_algorithms()
-    for i, rule in enumerate(rules):
-        where = f"{source}: rule {i}"
-        if (not isinstance(rule, dict) or not set(RULE_KEYS) <= set(rule)
-                or not set(rule) <= set(RULE_KEYS + OPTIONAL_RULE_KEYS)):
-            raise ValueError(f"{where}: needs exactly the keys {', '.join(RULE_KEYS)} (and "
-                             f"optionally {', '.join(OPTIONAL_RULE_KEYS)})")
-        if "memory" in rule and rule["memory"] not in MEMORY_KINDS:
-            raise ValueError(f"{where}: memory must be one of {', '.join(MEMORY_KINDS)}, got "
-                             f"{rule['memory']!r}")
-        if "in_place" in rule and not isinstance(rule["in_place"], bool):
-            raise ValueError(f"{where}: in_place must be true or false, got "
-                             f"{rule['in_place']!r}")
-        if rule["collective"] not in ops.COLLECTIVES and rule["collective"] != "all_to_all_v":
-            raise ValueError(f"{where}: unknown collective {rule['collective']!r}")
-        if rule["algorithm"] not in known:
-            raise ValueError(f"{where}: unknown algorithm {rule['algorithm']!r} "
-                             f"(built-in: {', '.join(sorted(known))})")
-        min_nodes = rule.get("min_nodes", 1)
-        if isinstance(min_nodes, bool) or not isinstance(min_nodes, int) or min_nodes < 1:
-            raise ValueError(f"{where}: min_nodes must be an integer >= 1, got {min_nodes!r}")
-        if min_nodes > 1 and "max_nodes" not in rule:
-            raise ValueError(f"{where}: min_nodes {min_nodes} needs max_nodes (an integer >= it, "
-                             f"or null)")
-        max_nodes = rule.get("max_nodes", 1)
-        if max_nodes is not None and (isinstance(max_nodes, bool) or not isinstance(max_nodes, int)
-                                      or max_nodes < min_nodes):
-            raise ValueError(f"{where}: max_nodes must be null or an integer >= min_nodes, got "
-                             f"{max_nodes!r}")
-        for key in ("min_ranks", "max_ranks", "min_bytes"):
-            if not isinstance(rule[key], int) or rule[key] < 0:
-                raise ValueError(f"{where}: {key} must be a non-negative integer")
-        if rule["max_bytes"] is not None and (not isinstance(rule["max_bytes"], int)
-                                              or rule["max_bytes"] < rule["min_bytes"]):
-            raise ValueError(f"{where}: max_bytes must be null or an integer >= min_bytes")
+    """Checks a tuning table with libforestcc's own check (``parseTuningTable`` in
+    ``collectives/tuning_table.cpp``, what loads tables for ``algo="auto"``), so a table passes
+    here exactly when the engine accepts it; raises ValueError naming the source and rule."""
+    from forestcc import _C
+    try:
+        text = json.dumps(table, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{source}: not a forestcc tuning table ({exc})") from exc
+    _C.plan.check_tuning_table(text, source)
     return table
 
 

@@ -19,6 +19,9 @@ namespace {
 constexpr int64_t kVersion = 1;
 const char* const kRuleKeys[] = {"collective", "min_ranks", "max_ranks", "min_bytes", "max_bytes", "algorithm"};
 const char* const kOptionalKeys[] = {"memory", "in_place", "min_nodes", "max_nodes"};
+// Rules may name all_to_all_v; they are checked like the others, then dropped (all_to_all_v shares
+// all_to_all's rules).
+const char* const kAllToAllV = "all_to_all_v";
 
 [[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::InvalidUsage, message); }
 
@@ -81,7 +84,9 @@ TuningRule parseRule(const json::Value& rule, const std::string& where) {
   if (r.maxNodes < r.minNodes)
     refuse(where + ": min_nodes " + std::to_string(r.minNodes) + " needs max_nodes (an integer >= it, or null)");
   const json::Value& coll = *rule.find("collective");
-  if (!coll.isString() || !plan::parse(coll.asString(), r.collective))
+  const bool allToAllV = coll.isString() && coll.asString() == kAllToAllV;
+  if (allToAllV) r.collective = plan::Collective::AllToAll;
+  if (!coll.isString() || !(allToAllV || plan::parse(coll.asString(), r.collective)))
     refuse(where + ": unknown collective " + json::dump(coll));
   const json::Value& algo = *rule.find("algorithm");
   if (!algo.isString() || !isAlgorithm(algo.asString()))
@@ -129,9 +134,8 @@ std::vector<TuningRule> parseTuningTable(const std::string& text, const std::str
   std::vector<TuningRule> out;
   const json::Value::Array& items = rules->asArray();
   for (size_t i = 0; i < items.size(); ++i) {
-    const json::Value* coll = items[i].isObject() ? items[i].find("collective") : nullptr;
-    if (coll && coll->isString() && coll->asString() == "all_to_all_v") continue;
-    out.push_back(parseRule(items[i], source + ": rule " + std::to_string(i)));
+    TuningRule rule = parseRule(items[i], source + ": rule " + std::to_string(i));
+    if (items[i].find("collective")->asString() != kAllToAllV) out.push_back(std::move(rule));
   }
   return out;
 }

@@ -3,7 +3,7 @@
 // FORESTCC_TUNING (the config table) names a file; else $XDG_CONFIG_HOME/forestcc/tuning.json
 // (what forestcc-perf --tune writes) when it exists; else the table built into libforestcc from
 // python/forestcc/data/tuning.json. The format is documented in python/forestcc/tuning.py, which
-// keeps the tooling (--tune, showing the table) on top.
+// keeps the tooling (--tune, showing the table) on top and checks tables with parseTuningTable.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +36,9 @@ struct TuningRule {
   std::string algorithm;
 };
 
-// The rules of a table in JSON text; errors (InvalidUsage) name `source` and the rule. Rules for
-// all_to_all_v are dropped: it shares all_to_all's.
+// The rules of a table in JSON text; errors (InvalidUsage) name `source` and the rule. This is
+// the one check of a table (forestcc.tuning.validate_table calls it too). Rules for all_to_all_v
+// are checked, then dropped: it shares all_to_all's.
 std::vector<TuningRule> parseTuningTable(const std::string& text, const std::string& source);
 // The rules of the active table (see above).
 std::vector<TuningRule> loadTuningTable();

@@ -34,6 +34,10 @@ const std::vector<ConfigEntry>& configTable() {
        "Collectives whose data on this node (every local rank's input and output; one buffer in "
        "place) reaches this many bytes copy with streaming (non-temporal) stores, which skip the "
        "cache: faster once the data no longer fits in it (default: 1.5x a 32 MiB L3)."},
+      {"FORESTCC_CPU_ISA", "string", "auto",
+       "Instruction set of the CPU reductions: auto (the best this CPU runs), v2 (SSE4.2), avx2 "
+       "(AVX2, FMA, F16C) or avx512 (AVX-512 F/BW/DQ/VL). Every level gives the same bits; a level "
+       "the CPU lacks is an error when a communicator is created."},
       {"FORESTCC_HUGE_PAGE_BYTES", "float", "4194304",
        "Private buffers (not forestcc.empty) of at least this many bytes that calls use again are "
        "moved onto 2 MiB pages (madvise MADV_COLLAPSE, Linux 6.1 and later; once per buffer, on "

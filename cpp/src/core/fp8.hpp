@@ -13,8 +13,14 @@
 
 namespace forestcc {
 
-template <int ExpBits, int ManBits, bool IeeeSpecials>
+// Instance: a type from an anonymous namespace gives the instantiation internal linkage, so a
+// translation unit compiled for AVX-512 (executor/reduce_kernels_body.hpp) keeps its own copies
+// and the linker can never hand them to code that must run on a CPU without AVX-512.
+template <int ExpBits, int ManBits, bool IeeeSpecials, class Instance = void>
 struct Fp8Format {
+  static constexpr int kExpBits = ExpBits;
+  static constexpr int kManBits = ManBits;
+  static constexpr bool kIeeeSpecials = IeeeSpecials;
   static constexpr int kBias = (1 << (ExpBits - 1)) - 1;
   static constexpr uint8_t kInfinity = IeeeSpecials ? uint8_t(((1 << ExpBits) - 1) << ManBits) : 0;
   static constexpr uint8_t kNan = IeeeSpecials ? uint8_t(kInfinity | (1 << (ManBits - 1))) : 0x7f;

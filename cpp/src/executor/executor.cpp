@@ -10,6 +10,7 @@
 #include "executor/device_runner.hpp"
 #include "executor/plan_checks.hpp"
 #include "executor/scratch_layout.hpp"
+#include "executor/cpu_isa.hpp"
 #include "executor/reduce_kernels.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
@@ -31,6 +32,7 @@ Executor::Executor(std::shared_ptr<Communicator::State> state)
       streamingBytes_(static_cast<uint64_t>(config::streamingBytes())),
       hugePages_(static_cast<uint64_t>(config::hugePageBytes())),
       debug_(config::debug()) {
+  cpuIsaInUse();  // a bad FORESTCC_CPU_ISA is an error here, not in the first reduction
   expected_.assign(static_cast<size_t>(state_->size) * kMaxPlanChannelsPerPeer, 0);
 }
 

@@ -15,6 +15,7 @@ PYBIND11_MODULE(_C, m) {
   forestcc::python::bindPlan(m);
   forestcc::python::bindCollectives(m);
   forestcc::python::bindSim(m);
+  forestcc::python::bindReduceKernels(m);
   m.def("config_table", [] {
     py::list out;
     for (const auto& e : forestcc::configTable())

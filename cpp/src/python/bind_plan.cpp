@@ -230,6 +230,14 @@ void bindPlan(py::module_& m) {
       "The algorithm algo='auto' picks for a call of `bytes` (the larger buffer) on nranks ranks over "
       "`nodes` nodes, by the active tuning table or the JSON text `table`; '' when no rule matches "
       "(the call then runs 'direct'). memory: -1 unknown, 0 private, 1 shared; in_place: -1, 0, 1.");
+  sub.def(
+      "check_tuning_table",
+      [](const std::string& text, const std::string& source) {
+        return collectives::parseTuningTable(text, source).size();
+      },
+      py::arg("text"), py::arg("source"),
+      "Checks a tuning table (JSON text) as libforestcc loads it; ValueError naming `source` and the "
+      "rule. Returns the number of rules the engine keeps (all_to_all_v's are dropped).");
   sub.def("algorithm_uses_nodes", &collectives::algorithmUsesNodes, py::arg("algo"),
           "Whether the algorithm's plans follow the node layout (generate's nodes).");
   sub.def("algorithm_summary", &collectives::algorithmSummary, py::arg("algo"),

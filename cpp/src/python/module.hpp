@@ -20,6 +20,8 @@ void bindVerifierDigest(pybind11::module_& plan);
 void bindTreeCompiler(pybind11::module_& plan);
 void bindCollectives(pybind11::module_& m);
 void bindSim(pybind11::module_& m);  // the plan simulator's event loop (cpp/src/sim/)
+// The CPU reductions at each instruction-set level, for tests (bind_reduce.cpp).
+void bindReduceKernels(pybind11::module_& m);
 
 // Raises RuntimeError when this thread is running Python signal handlers from inside a blocked
 // forestcc wait: a collective or send/recv there would wait on the call it interrupted.

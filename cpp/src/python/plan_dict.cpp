@@ -10,19 +10,13 @@
 
 #include "forestcc/error.hpp"
 #include "plan/plan_json.hpp"
+#include "python/op_dicts.hpp"
 
 namespace py = pybind11;
 
 namespace forestcc::python {
 
 namespace {
-
-py::list refToList(const plan::ChunkRef& ref) {
-  py::list l;
-  l.append(plan::name(ref.buffer));
-  l.append(ref.index);
-  return l;
-}
 
 // Why a Python value is not JSON, and where: segments are collected innermost first while the
 // conversion unwinds, so the successful path costs nothing.
@@ -220,38 +214,6 @@ class FromJson {
   std::vector<py::object> ints_;
 };
 
-py::dict opToDict(const plan::Op& op) {
-  using plan::OpCode;
-  py::dict d;
-  d["op"] = plan::name(op.code);
-  switch (op.code) {
-    case OpCode::Signal: case OpCode::Wait: case OpCode::Flush:
-      d["ch"] = op.channel;
-      return d;
-    case OpCode::Put: case OpCode::Get: case OpCode::PutSignal:
-      d["ch"] = op.channel;
-      d["src"] = refToList(op.src);
-      d["dst"] = refToList(op.dst);
-      break;
-    case OpCode::Copy:
-      d["src"] = refToList(op.src);
-      d["dst"] = refToList(op.dst);
-      break;
-    case OpCode::Reduce: case OpCode::ReducePut: case OpCode::GetReduce: {
-      if (op.code != OpCode::Reduce) d["ch"] = op.channel;
-      if (op.code == OpCode::GetReduce) d["src"] = refToList(op.src);
-      d["dst"] = refToList(op.dst);
-      py::list srcs;
-      for (int i = 0; i < op.sourceCount; ++i) srcs.append(refToList(op.sources[i]));
-      d["srcs"] = srcs;
-      if (op.code == OpCode::ReducePut) d["remote"] = refToList(op.remote);
-      break;
-    }
-  }
-  if (op.count != 1) d["n"] = op.count;
-  return d;
-}
-
 }  // namespace
 
 py::dict planToDict(const plan::Plan& p) {
@@ -285,6 +247,7 @@ py::dict planToDict(const plan::Plan& p) {
   provenance["predicted_time_us"] = py::none();
   d["provenance"] = provenance;
   py::list ranks;
+  OpDicts opDicts;
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     const plan::RankProgram& rp = p.ranks[r];
     py::dict rd;
@@ -303,7 +266,7 @@ py::dict planToDict(const plan::Plan& p) {
       py::dict wd;
       wd["id"] = w;
       py::list ops;
-      for (const plan::Op& op : rp.workers[w].ops) ops.append(opToDict(op));
+      for (const plan::Op& op : rp.workers[w].ops) ops.append(opDicts.op(op));
       wd["ops"] = ops;
       workers.append(wd);
     }

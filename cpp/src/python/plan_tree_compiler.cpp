@@ -2,9 +2,7 @@
 // python/forestcc/algorithms/tree_plan.py, returning what PlanBuilder holds (channels and op
 // dicts per worker) so that the plan is built, validated and written as before.
 //
-// The op dicts are made here with the C API: the member names and buffer names are interned
-// strings made once, and chunk indices and channel ids come from one table of int objects, so the
-// millions of dicts of a 1,024-rank plan share them (as the plan loader's dicts do).
+// The op dicts come from OpDicts (python/op_dicts.hpp), as planToDict's do.
 #include <Python.h>
 #include <pybind11/stl.h>
 
@@ -15,6 +13,7 @@
 #include "forestcc/plan.hpp"
 #include "plan/tree_compiler.hpp"
 #include "python/module.hpp"
+#include "python/op_dicts.hpp"
 
 namespace py = pybind11;
 
@@ -26,84 +25,6 @@ py::object steal(PyObject* o) {
   if (o == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(o);
 }
-
-class OpDicts {
- public:
-  OpDicts() {
-    for (const char* key : {"op", "ch", "src", "dst", "srcs", "remote", "n"}) keys_.push_back(interned(key));
-    for (int b = 0; b < plan::kBufferCount; ++b) buffers_.push_back(interned(plan::name(plan::Buffer(b))));
-    for (int c = 0; c < plan::kOpCount; ++c) codes_.push_back(interned(plan::name(plan::OpCode(c))));
-  }
-
-  // A new reference to the op's dict, with the fields tree_plan.py writes (n left out when 1).
-  PyObject* op(const plan::Op& op) {
-    using plan::OpCode;
-    py::object d = steal(PyDict_New());
-    set(d, kOp, codes_[size_t(op.code)].ptr());
-    switch (op.code) {
-      case OpCode::Signal: case OpCode::Wait: case OpCode::Flush:
-        set(d, kCh, integer(op.channel).ptr());
-        return d.release().ptr();
-      case OpCode::Put: case OpCode::Get: case OpCode::PutSignal:
-        set(d, kCh, integer(op.channel).ptr());
-        set(d, kSrc, ref(op.src).ptr());
-        set(d, kDst, ref(op.dst).ptr());
-        break;
-      case OpCode::Copy:
-        set(d, kSrc, ref(op.src).ptr());
-        set(d, kDst, ref(op.dst).ptr());
-        break;
-      case OpCode::Reduce: case OpCode::ReducePut: case OpCode::GetReduce: {
-        if (op.code != OpCode::Reduce) set(d, kCh, integer(op.channel).ptr());
-        if (op.code == OpCode::GetReduce) set(d, kSrc, ref(op.src).ptr());
-        set(d, kDst, ref(op.dst).ptr());
-        py::object srcs = steal(PyList_New(op.sourceCount));
-        for (int i = 0; i < op.sourceCount; ++i) PyList_SET_ITEM(srcs.ptr(), i, ref(op.sources[i]).release().ptr());
-        set(d, kSrcs, srcs.ptr());
-        if (op.code == OpCode::ReducePut) set(d, kRemote, ref(op.remote).ptr());
-        break;
-      }
-    }
-    if (op.count != 1) set(d, kN, integer(op.count).ptr());
-    return d.release().ptr();
-  }
-
-  py::object integer(int64_t value) {
-    if (value < 0 || value >= kShared) return steal(PyLong_FromLongLong(value));
-    if (ints_.empty()) ints_.resize(kShared);
-    py::object& slot = ints_[size_t(value)];
-    if (!slot) slot = steal(PyLong_FromLongLong(value));
-    return slot;
-  }
-
-  const py::object& transport(plan::Transport t) {
-    if (transports_.empty()) {
-      for (int i = 0; i < plan::kTransportCount; ++i) transports_.push_back(interned(plan::name(plan::Transport(i))));
-    }
-    return transports_[size_t(t)];
-  }
-
- private:
-  enum Key { kOp, kCh, kSrc, kDst, kSrcs, kRemote, kN };
-  static constexpr int64_t kShared = int64_t{1} << 20;
-
-  static py::object interned(const char* text) {
-    PyObject* s = PyUnicode_InternFromString(text);
-    return steal(s);
-  }
-  void set(const py::object& d, Key key, PyObject* value) {
-    if (PyDict_SetItem(d.ptr(), keys_[key].ptr(), value) != 0) throw py::error_already_set();
-  }
-  py::object ref(const plan::ChunkRef& r) {
-    py::object l = steal(PyList_New(2));
-    py::object b = buffers_[size_t(r.buffer)];
-    PyList_SET_ITEM(l.ptr(), 0, b.release().ptr());
-    PyList_SET_ITEM(l.ptr(), 1, integer(r.index).release().ptr());
-    return l;
-  }
-
-  std::vector<py::object> keys_, buffers_, codes_, transports_, ints_;
-};
 
 std::vector<plan::TreeInput> treesOf(const py::sequence& trees) {
   std::vector<plan::TreeInput> out(trees.size());
@@ -165,7 +86,7 @@ void bindTreeCompiler(py::module_& plan) {
           for (size_t w = 0; w < rank.workers.size(); ++w) {
             std::vector<plan::Op>& ops = rank.workers[w].ops;
             py::list list(ops.size());
-            for (size_t i = 0; i < ops.size(); ++i) PyList_SET_ITEM(list.ptr(), i, dicts.op(ops[i]));
+            for (size_t i = 0; i < ops.size(); ++i) PyList_SET_ITEM(list.ptr(), i, dicts.op(ops[i]).release().ptr());
             std::vector<plan::Op>().swap(ops);  // the dicts replace it: peak at one form of the plan
             PyList_SET_ITEM(lists.ptr(), w, list.release().ptr());
           }

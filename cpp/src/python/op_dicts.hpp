@@ -1,0 +1,36 @@
+// Plan ops as the dicts of the plan format ({"op", "ch", "src", "dst", "srcs", "remote", "n"}; n
+// left out when 1), for planToDict and the tree compiler's output. Made with the C API: the member
+// names, buffer names and op names are interned strings made once, and chunk indices and channel
+// ids come from one table of int objects, so the millions of dicts of a 1,024-rank plan share them
+// (as the plan loader's dicts do).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "forestcc/plan.hpp"
+
+namespace forestcc::python {
+
+class OpDicts {
+ public:
+  OpDicts();
+
+  // A new dict for `op`.
+  pybind11::object op(const plan::Op& op);
+  // A shared int object for small non-negative values, a new one otherwise.
+  pybind11::object integer(int64_t value);
+  // The interned name of a transport.
+  const pybind11::object& transport(plan::Transport t);
+
+ private:
+  enum Key { kOp, kCh, kSrc, kDst, kSrcs, kRemote, kN };
+  void set(const pybind11::object& d, Key key, PyObject* value);
+  pybind11::object ref(const plan::ChunkRef& r);
+
+  std::vector<pybind11::object> keys_, buffers_, codes_, transports_, ints_;
+};
+
+}  // namespace forestcc::python
