@@ -140,9 +140,9 @@ class _ProfiledLoop(ref._Loop):
         return path
 
 
-def profile(topo, collective, k, size, max_links, max_slices=None):
+def profile(topo, collective, k, size, max_links, max_slices=None, engine="native"):
     forest = generate_forest(topo, collective, k)
-    plan = compile_forest(forest, max_slices=max_slices)
+    plan = compile_forest(forest, max_slices=max_slices, engine=engine)
     prepared = sim.Simulator(plan, topo, validated=True)
     native = prepared.run(size)
     # the same SimInput the run used
@@ -189,7 +189,40 @@ def profile(topo, collective, k, size, max_links, max_slices=None):
               f"{busy / t_bound:7.3f} {first:7.1f} {last:8.1f} {gaps:7.1f} {t_sim - last:7.1f} "
               f"{nper:5d}")
     _print_critical_path(loop, plan, si, names)
+    global LAST
+    LAST = (loop, rows, t_bound, t_sim, forest, plan, si, net)
     return loop, rows, t_bound, t_sim, forest, plan, si, net
+
+
+def print_link(loop, plan, si, net, src, dst):
+    """The channels on link src -> dst: chunks each carries per slice, when its first transfer
+    started and its last was sent, and the longest a transfer waited behind the channel's
+    earlier ones (its backlog)."""
+    link = net.link_ids[(src, dst)]
+    where = [(entry["rank"], ch["id"], ch["peer"]) for entry in plan["ranks"]
+             for ch in entry["channels"]]
+    chunks: dict = {}
+    for entry in plan["ranks"]:
+        for worker in entry["workers"]:
+            for op in worker["ops"]:
+                if op["op"] in ("put", "put_signal", "reduce_put"):
+                    key = (entry["rank"], op["ch"])
+                    chunks[key] = chunks.get(key, 0) + op.get("n", 1)
+    print(f"link {src} -> {dst}:")
+    for c in range(len(si.partner)):
+        if link not in si.channel_links[si.channel_link_start[c]:si.channel_link_start[c + 1]]:
+            continue
+        rank, ch, peer = where[c]
+        sent = [item for item in loop.items_of.get(c, []) if item[2] > 0]
+        if sent:
+            print(f"  rank {rank} channel {ch} (worker {loop_worker(si, sent[0][1])}) -> rank "
+                  f"{peer}: {chunks.get((rank, ch), 0)} chunks/slice, first {sent[0][3]:.1f}, "
+                  f"last sent {sent[-1][4]:.1f}, longest queue wait "
+                  f"{max(item[3] - item[0] for item in sent):.1f} us")
+
+
+def loop_worker(si, w):
+    return si.workers[w][1]
 
 
 def _print_critical_path(loop, plan, si, names):
@@ -219,11 +252,17 @@ def main(argv=None) -> int:
     parser.add_argument("--size", default="1G")
     parser.add_argument("--links", type=int, default=16)
     parser.add_argument("--max-slices", type=int)
+    parser.add_argument("--link", nargs=2, action="append", default=[], metavar=("SRC", "DST"),
+                        help="also list the channels on this link (repeatable)")
+    parser.add_argument("--engine", default="native", help="the plan compiler's (tree_plan.py)")
     args = parser.parse_args(argv)
     size = int(args.size[:-1]) << {"K": 10, "M": 20, "G": 30}[args.size[-1]] \
         if args.size[-1] in "KMG" else int(args.size)
-    profile(topology.preset(args.topology), args.collective, args.k, size, args.links,
-            args.max_slices)
+    loop, _, _, _, _, plan, si, net = profile(topology.preset(args.topology), args.collective,
+                                              args.k, size, args.links, args.max_slices,
+                                              args.engine)
+    for src, dst in args.link:
+        print_link(loop, plan, si, net, src, dst)
     return 0
 
 
