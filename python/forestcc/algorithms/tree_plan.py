@@ -34,6 +34,15 @@ Workers ("mode"):
   loopback pair. Every worker orders its segments (depth, tree) down and (-depth, tree) up, so
   each wait depends only on items earlier in that order everywhere: deadlock-free. About two
   workers per tree level and rank: GPU thread blocks rather than CPU threads.
+* Lanes (pipelined only): a link shares its bandwidth equally among the transfers on it and a
+  channel has one transfer at a time, so a worker pair that carries more chunks per slice than
+  another on the same link gets less than its share, and its data falls behind (on mi250x4, whose
+  links are nearly all critical, this was most of the 12% lost to the bound). Each rank pair's
+  channels left under MAX_CHANNELS_PER_PEER go, one at a time, to its heaviest worker pair per
+  lane, until each is as light per lane as the lightest pair there; such a pair puts its chunks of
+  a slice over its lanes in equal parts (a put per segment and lane), and the up phase mirrors it.
+  Only pairs joined by one link (two-node routes): a switch's links are shared by other rank
+  pairs, whose transfers would lose their share to the lanes.
 * ``"compact"``: one worker per rank does everything in the same order (the up phase first),
   plus the doorman below: two threads per rank, for CPUs and small messages. A rank finishes a
   slice before starting the next, so its deepest data holds back the next slice: big messages
@@ -305,11 +314,12 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
                   chunks_per_block: int, *, mode: str = "pipelined", in_place: bool = False,
                   name: str | None = None,
                   max_channels_per_peer: int = MAX_CHANNELS_PER_PEER,
-                  engine: str = "native") -> tuple[PlanBuilder, dict]:
+                  engine: str = "native", lanes: bool = True) -> tuple[PlanBuilder, dict]:
     """Builds the plan's ranks into a PlanBuilder; returns it with the channel routes
     ({(rank, ch): node path}) for the provenance. The caller calls builder.build(...).
     Pipelined workers span as few tree levels as keep max_channels_per_peer. engine: "native"
-    (C++) or "python" (the reference); the same plan either way."""
+    (C++) or "python" (the reference); the same plan either way. lanes: spread heavy worker
+    pairs over the spare channels (see the module docstring; False: one channel each)."""
     if collective not in COLLECTIVES:
         raise ValueError(f"tree plans implement {', '.join(COLLECTIVES)}, not {collective!r}")
     if mode not in MODES:
@@ -321,7 +331,7 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
     b = PlanBuilder(collective, nranks, chunks_per_block=k, in_place=in_place,
                     name=name or f"tree_{collective}_{nranks}")
     if engine == "native":
-        return b, _compile_native(b, trees, mode, max_channels_per_peer)
+        return b, _compile_native(b, trees, mode, max_channels_per_peer, lanes)
     prog = _Program(b, mode)
     segments = _segments(trees)
     root_of = {id(s): trees[s.trees[0]].root for s in segments}
@@ -335,21 +345,21 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
                 or levels > max(s.depth for s in segments)):
             break
         levels += 1
-    lanes = _NONE
-    if mode != "compact":
+    spread = _NONE
+    if lanes and mode != "compact":
         used = _channels_per_pair(collective, segments, send_key, recv_key, mode)
-        lanes = _lanes(segments, send_key, recv_key, used, max_channels_per_peer,
-                       2 if collective == plan_ops.ALL_REDUCE else 1)
+        spread = _lanes(segments, send_key, recv_key, used, max_channels_per_peer,
+                        2 if collective == plan_ops.ALL_REDUCE else 1)
     if collective != plan_ops.ALL_GATHER:
         _up_phase(prog, collective, nranks, segments, root_of, k, in_place, recv_key, send_key,
-                  lanes)
+                  spread)
     if collective != plan_ops.REDUCE_SCATTER:
-        _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key, lanes)
+        _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key, spread)
     prog.emit()
     return b, prog.routes
 
 
-def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer) -> dict:
+def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer, lanes=True) -> dict:
     """The ranks built by _C.plan.compile_trees into b; returns the channel routes. Routes go to
     C++ as ids (equal paths, equal ids) with the id of each one's reverse."""
     ids: dict = {}
@@ -368,7 +378,8 @@ def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer) -> dict:
     reverse = []
     while len(reverse) < len(paths):  # reversing may add paths: their reverses follow
         reverse.append(intern(tuple(reversed(paths[len(reverse)]))))
-    direct = [int(len(path) == 2) for path in paths]  # one link: its pairs may take lanes
+    # one link: its worker pairs may take lanes
+    direct = [int(lanes and len(path) == 2) for path in paths]
     channels, workers, channel_routes, scratch = _C.plan.compile_trees(
         b.collective, b.nranks, b.chunks_per_block, mode == "compact", b.in_place,
         max_channels_per_peer, specs, reverse, direct)
