@@ -104,7 +104,7 @@ def _forest(topo, collective, k, size):
     best = None
     for candidate in sorted({1, 2, optimal.k}):
         forest = optimal if candidate == optimal.k else generate_forest(topo, collective, candidate)
-        for lanes in (True, False) if _direct_links(forest) else (True,):
+        for lanes in (False, True) if _direct_links(forest) else (True,):
             plan = Simulator(compile_forest(forest, lanes=lanes), topo, validated=True)
             result = plan.run(size)
             if best is None or result.algbw > best[0].algbw * 1.001:
