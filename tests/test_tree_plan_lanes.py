@@ -70,3 +70,18 @@ def test_report_keeps_the_faster_of_lanes_and_none():
     without = simulate(compile_forest(optimal, lanes=False), topo, size)
     assert report.results["forest"][-1].algbw >= without.algbw
     assert "without lanes" in report.forest_summary
+
+
+def test_generate_forest_command_without_lanes(tmp_path, capsys):
+    from forestcc.plan import load
+    from forestcc.plan.cli import main as plan_main
+    channels = {}
+    for flag in ([], ["--no-lanes"]):
+        out = tmp_path / f"ag{len(flag)}.json"
+        assert plan_main(["generate", "forest", "--topology", "mi250x1", "--collective",
+                          "all_gather", "--k", "2", *flag, "-o", str(out)]) == 0
+        plan = load(out)
+        assert plan["provenance"]["params"]["lanes"] is not bool(flag)
+        channels[bool(flag)] = sum(len(rank["channels"]) for rank in plan["ranks"])
+    assert channels[False] > channels[True]  # lanes are channels of their own
+    capsys.readouterr()
