@@ -39,9 +39,9 @@ class _ProfiledLoop(ref._Loop):
         self.busy_since = [None] * n
         self.periods = [[] for _ in range(n)]
         self.flow_info = []  # transfer id -> [channel, start, sent]
-        self.cur_w = -1
-        self.resumed_at = {}   # worker -> times it ran
-        self.items_of = {}     # channel -> [[enqueued, worker, bytes, started, sent, arrived]]
+        self.flow_item = {}  # transfer id -> (channel, index in items_of[channel])
+        self.cur_w = -1      # the worker running now (who enqueues)
+        self.items_of = {}     # channel -> [[enqueued, worker, bytes, started, sent, signals]]
         self.popped = {}       # channel -> items started so far
         self.signals_in = {}   # channel (receiving side) -> [arrival time of each signal]
         self.woken = {}        # worker -> [(time, signalling channel, its signal index)]
@@ -66,7 +66,6 @@ class _ProfiledLoop(ref._Loop):
                 items[i][4] = self.now
         self.popped[c] = first + done
         if len(self.flows) > before:
-            self.flow_item = getattr(self, "flow_item", {})
             self.flow_item[len(self.flows) - 1] = (c, first + done - 1)
         for fid in range(before, len(self.flows)):
             self.flow_info.append([self.flows[fid][0], self.now, None])
@@ -76,7 +75,6 @@ class _ProfiledLoop(ref._Loop):
     # -- the critical path: who waited for whom ---------------------------------------------
     def _run(self, w):
         self.cur_w = w
-        self.resumed_at.setdefault(w, []).append(self.now)
         super()._run(w)
 
     def _enqueue(self, c, item):
@@ -103,9 +101,10 @@ class _ProfiledLoop(ref._Loop):
         super()._signal_arrived(c)
 
     def critical_path(self):
-        """Walks back from the last arrival: [(kind, time from, time to, channel, worker)], kind
-        'link' (the transfer in service), 'channel' (queued behind the channel's earlier ops),
-        'worker' (the sender's worker was blocked: waiting for its signal)."""
+        """Walks back from the last transfer sent: [(kind, time from, time to, channel, worker,
+        bytes)], kind 'link' (the transfer in service), 'channel' (queued behind the channel's
+        earlier ops), 'worker' (its worker had been blocked in a wait: the signal that woke it
+        is followed next)."""
         import bisect
         signal_items = {c: [i for i, it in enumerate(items) if it[5]]
                         for c, items in self.items_of.items()}
@@ -189,8 +188,6 @@ def profile(topo, collective, k, size, max_links, max_slices=None, engine="nativ
               f"{busy / t_bound:7.3f} {first:7.1f} {last:8.1f} {gaps:7.1f} {t_sim - last:7.1f} "
               f"{nper:5d}")
     _print_critical_path(loop, plan, si, names)
-    global LAST
-    LAST = (loop, rows, t_bound, t_sim, forest, plan, si, net)
     return loop, rows, t_bound, t_sim, forest, plan, si, net
 
 
