@@ -479,7 +479,7 @@ class Compiler {
   }
 
   // tree_plan._lanes: the spare channels of each rank pair, one at a time, to the worker pair
-  // with the most chunks per lane above the pair's lightest; worker pairs on direct routes only.
+  // with the most chunks per lane, until a chunk per lane; worker pairs on direct routes only.
   void planLanes() {
     const int64_t cost = o_.collective == Collective::AllReduce ? 2 : 1;
     std::vector<PairKey> order;  // worker pairs in order of first appearance
@@ -494,25 +494,19 @@ class Compiler {
     }
     if (order.empty()) return;
     std::map<std::pair<int, int>, std::vector<PairKey>> byPair;
-    std::map<std::pair<int, int>, int64_t> lightest;
     for (const PairKey& key : order) {
-      const std::pair<int, int> pair{std::min(key.sender, key.receiver), std::max(key.sender, key.receiver)};
-      const int64_t load = loads.at(key);
-      auto [it, added] = lightest.try_emplace(pair, load);
-      if (!added) it->second = std::min(it->second, load);
-      byPair[pair].push_back(key);
+      byPair[{std::min(key.sender, key.receiver), std::max(key.sender, key.receiver)}].push_back(key);
     }
     const auto used = channelsPerPair();
     for (const auto& [pair, keys] : byPair) {
       auto found = used.find(pair);
       int64_t spare = o_.maxChannelsPerPeer - (found == used.end() ? 0 : found->second);
       std::vector<int64_t> count(keys.size(), 1);
-      const int64_t light = lightest.at(pair);
       while (spare >= cost) {
         int best = -1;
         for (size_t i = 0; i < keys.size(); ++i) {
           const int64_t load = loads.at(keys[i]);
-          if (load <= light * count[i]) continue;
+          if (load <= count[i]) continue;  // a chunk per lane already
           if (best < 0 || load * count[best] > loads.at(keys[best]) * count[i]) best = int(i);
         }
         if (best < 0) break;

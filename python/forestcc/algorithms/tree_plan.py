@@ -38,9 +38,10 @@ Workers ("mode"):
   channel has one transfer at a time, so a worker pair that carries more chunks per slice than
   another on the same link gets less than its share, and its data falls behind (on mi250x4, whose
   links are nearly all critical, this was most of the 12% lost to the bound). Each rank pair's
-  channels left under MAX_CHANNELS_PER_PEER go, one at a time, to its heaviest worker pair per
-  lane, until each is as light per lane as the lightest pair there; such a pair puts its chunks of
-  a slice over its lanes in equal parts (a put per segment and lane), and the up phase mirrors it.
+  channels left under MAX_CHANNELS_PER_PEER go, one at a time, to its worker pair with the most
+  chunks per lane, until every lane carries one chunk per slice (the link then shares by bytes)
+  or the channels run out; such a pair puts its chunks of a slice over its lanes in equal parts (a
+  put per segment and lane), and the up phase mirrors it.
   Only pairs joined by one link (two-node routes): a switch's links are shared by other rank
   pairs, whose transfers would lose their share to the lanes.
 * ``"compact"``: one worker per rank does everything in the same order (the up phase first),
@@ -586,23 +587,20 @@ def _lanes(segments, send_key, recv_key, used: dict, limit: int, cost: int) -> d
     transfer at a time, so where worker pairs of unequal load (chunks per slice) meet on a link,
     the heavy one gets less than its share: its data falls behind, the links after it (critical
     too, in an exact forest) starve, and what they lose is never made up (mi250x4: the tail of
-    the run, sim_link_profile.py). Spreading a heavy pair's chunks over lanes of about the
-    lightest pair's load on that rank pair makes the link share by bytes. The spare channels
-    of each rank pair (limit - used) go, one at a time, to the worker pair with the most chunks
-    per lane that still has more than the lightest pair's load per lane in its direction."""
+    the run, perf/sim_link_profile.py). Transfers of one chunk each would share the link by
+    bytes; so the spare channels of each rank pair (limit - used) go, one at a time, to its
+    worker pair with the most chunks per lane, until every lane carries one chunk per slice or
+    the channels run out. Only pairs joined directly (a two-node route): the links of a switch
+    are shared by other rank pairs, whose channels would lose their share to the lanes."""
     loads: dict = {}  # worker pair -> chunks per slice, in segment order
     for seg in segments:
         if seg.route is None or len(seg.route) != 2:
             continue  # through a switch, whose links other rank pairs share: see above
         key = (seg.sender, send_key[id(seg)], seg.receiver, recv_key[id(seg)], seg.route)
         loads[key] = loads.get(key, 0) + seg.hi - seg.lo
-    lightest: dict = {}  # rank pair -> its lightest worker pair's load
-    by_pair: dict = {}   # unordered rank pair -> its worker pairs
-    for key, load in loads.items():
-        x, c = key[0], key[2]
-        pair = (min(x, c), max(x, c))
-        lightest[pair] = min(lightest.get(pair, load), load)
-        by_pair.setdefault((min(x, c), max(x, c)), []).append(key)
+    by_pair: dict = {}  # unordered rank pair -> its worker pairs
+    for key in loads:
+        by_pair.setdefault((min(key[0], key[2]), max(key[0], key[2])), []).append(key)
     lanes = {}
     for pair, keys in by_pair.items():
         spare = limit - used.get(pair, 0)
@@ -611,8 +609,8 @@ def _lanes(segments, send_key, recv_key, used: dict, limit: int, cost: int) -> d
             best = None
             for key in keys:
                 n = count[key]
-                if loads[key] <= lightest[pair] * n:
-                    continue  # as light per lane as the lightest pair
+                if loads[key] <= n:
+                    continue  # a chunk per lane already
                 if best is None or loads[key] * count[best] > loads[best] * n:
                     best = key
             if best is None:
