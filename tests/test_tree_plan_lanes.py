@@ -75,7 +75,7 @@ def test_mi250x4_forest_reaches_90_percent_of_the_bound(collective):
 
 def test_report_keeps_the_faster_of_lanes_and_none():
     """mi250x1 all_reduce: its optimal forest (k = 3) simulates faster without lanes (92.7%)
-    than any candidate with them (91.3% at k = 2), so the report's forest is at least as fast as
+    than any candidate with them (91.2% at k = 2), so the report's forest is at least as fast as
     the plan without lanes; the lanes-free plans are what the report gave before lanes."""
     from forestcc.plan.report import make_report
     topo = topology.preset("mi250x1")

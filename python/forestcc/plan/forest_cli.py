@@ -77,8 +77,8 @@ def add_generate_forest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-slice-bytes", type=parse_size, default=None,
                         help="smallest slice of a chunk (default 32K)")
     parser.add_argument("--no-lanes", action="store_true",
-                        help="one channel per worker pair (default: worker pairs heavier than "
-                             "the lightest on a direct link spread over its spare channels)")
+                        help="one channel per worker pair (default: worker pairs on a direct "
+                             "link spread over its spare channels, up to a chunk per lane)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip verifying the plan before writing it")
     parser.add_argument("-o", "--output", required=True, metavar="PLAN",
