@@ -36,6 +36,17 @@ def two_boxes(per_box: int, second: int | None = None) -> Topology:
     return Topology(f"two-boxes-{rank}", nodes, links)
 
 
+def mesh4() -> Topology:
+    """Four ranks joined directly, at 200, 100 and 50 GB/s (an MI250 box's shape, smaller): the
+    forest's worker pairs differ in load on these links, so the plans have lanes."""
+    nodes = [Node(f"g{i}", "compute", rank=i) for i in range(4)]
+    links = []
+    for a, b, bw in ((0, 1, 200), (2, 3, 200), (0, 3, 100), (1, 2, 100), (0, 2, 50), (1, 3, 50)):
+        links += [Link(f"g{a}", f"g{b}", Fraction(bw), Fraction(1)),
+                  Link(f"g{b}", f"g{a}", Fraction(bw), Fraction(1))]
+    return Topology("mesh-4", nodes, links)
+
+
 TOPOLOGIES = {4: two_boxes(2), 5: two_boxes(3, 2), 8: topology.preset("dgx-a100x1")}
 
 
@@ -61,4 +72,23 @@ def test_forest_plans_run_on_the_cpu_executor(tmp_path, no_new_shm, n, mode):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     checked = result.lines("CHECKED")
     assert len(checked) == n, result.stdout[-2000:]
+    assert all(c.split()[1] == str(len(specs) * 3) and c.split()[3] == "0" for c in checked)
+
+
+def test_forest_plans_with_lanes_run_on_the_cpu_executor(tmp_path, no_new_shm):
+    """Lanes (tree_plan.py): a worker pair's puts spread over several channels, waited for on
+    each; the plans must still move every byte right."""
+    from forestcc.algorithms.forest import generate_forest
+    from forestcc.algorithms.forest_plan import compile_forest
+    topo = mesh4()
+    for collective in ("all_gather", "all_reduce"):
+        forest = generate_forest(topo, collective)
+        channels = [sum(len(r["channels"]) for r in compile_forest(forest, lanes=lanes)["ranks"])
+                    for lanes in (True, False)]
+        assert channels[0] > channels[1]  # the plans below have lanes
+    specs = _write_plans(tmp_path, topo, "pipelined")
+    result = run_job(4, "forest_plan_check.py", COUNTS, *specs)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    checked = result.lines("CHECKED")
+    assert len(checked) == 4, result.stdout[-2000:]
     assert all(c.split()[1] == str(len(specs) * 3) and c.split()[3] == "0" for c in checked)

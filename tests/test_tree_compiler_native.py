@@ -51,7 +51,8 @@ def assert_same(collective, nranks, trees, k, **options):
 def random_trees(draw):
     """Trees on 2-7 ranks tiling the collective's chunks: templates reused so that neighbouring
     trees share arcs (segments of several trees), roots grouped or interleaved, routes absent or
-    drawn from a few paths per arc (so some are shared and some differ)."""
+    drawn from a few paths per arc (so some are shared and some differ, and direct ones give
+    worker pairs lanes)."""
     collective = draw(st.sampled_from(COLLECTIVES))
     n = draw(st.integers(2, 7))
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
@@ -60,7 +61,9 @@ def random_trees(draw):
     def tree(root):
         order = [root] + rng.sample([r for r in range(n) if r != root], n - 1)
         arcs = tuple((order[rng.randrange(i)], order[i]) for i in range(1, n))
-        routes = (tuple((f"r{p}", f"s{rng.randrange(2)}", f"r{c}") for p, c in arcs)
+        # through one of two switches, or direct (one link: such worker pairs may take lanes)
+        hop = [(), ("s0",), ("s1",)]
+        routes = (tuple((f"r{p}",) + rng.choice(hop) + (f"r{c}",) for p, c in arcs)
                   if with_routes else None)
         return arcs, routes
 

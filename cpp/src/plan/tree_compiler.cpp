@@ -196,18 +196,74 @@ std::vector<Segment> buildSegments(const Forest& f, size_t treeCount, int nranks
 }
 
 struct ChannelKey {
-  int x, wx, y, wy, route;
+  int x, wx, y, wy, route, lane;
   bool operator==(const ChannelKey& o) const {
-    return x == o.x && wx == o.wx && y == o.y && wy == o.wy && route == o.route;
+    return x == o.x && wx == o.wx && y == o.y && wy == o.wy && route == o.route && lane == o.lane;
   }
 };
 struct ChannelKeyHash {
   size_t operator()(const ChannelKey& k) const {
     uint64_t h = 1469598103934665603ull;
-    for (int v : {k.x, k.wx, k.y, k.wy, k.route}) h = (h ^ uint32_t(v)) * 1099511628211ull;
+    for (int v : {k.x, k.wx, k.y, k.wy, k.route, k.lane}) h = (h ^ uint32_t(v)) * 1099511628211ull;
     return size_t(h);
   }
 };
+
+// A down-phase worker pair (tree_plan._lanes' key): sender and its worker key, receiver and its
+// worker key, route.
+struct PairKey {
+  int sender;
+  int64_t sendKey;
+  int receiver;
+  int64_t recvKey;
+  int route;
+  bool operator==(const PairKey& o) const {
+    return sender == o.sender && sendKey == o.sendKey && receiver == o.receiver &&
+           recvKey == o.recvKey && route == o.route;
+  }
+};
+struct PairKeyHash {
+  size_t operator()(const PairKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : {int64_t(k.sender), k.sendKey, int64_t(k.receiver), k.recvKey, int64_t(k.route)}) {
+      h = (h ^ uint64_t(v)) * 1099511628211ull;
+    }
+    return size_t(h);
+  }
+};
+struct Lanes {
+  int64_t count;   // lanes
+  int64_t chunks;  // the pair's chunks per slice
+};
+using LaneTable = std::unordered_map<PairKey, Lanes, PairKeyHash>;
+
+struct Piece {
+  int lane;
+  int64_t lo, hi;
+};
+
+// tree_plan._lane_pieces: chunks lo..hi-1 of a segment of worker pair `key`, cut where its lanes
+// change (position p of the pair's slice is in lane p*m / C); `placed` is advanced.
+void lanePieces(const LaneTable& lanes, std::unordered_map<PairKey, int64_t, PairKeyHash>& placed,
+                const PairKey& key, int64_t lo, int64_t hi, std::vector<Piece>& out) {
+  out.clear();
+  auto it = lanes.find(key);
+  if (it == lanes.end()) {
+    out.push_back({0, lo, hi});
+    return;
+  }
+  const int64_t m = it->second.count, total = it->second.chunks;
+  int64_t& at = placed[key];
+  const int64_t before = at;
+  at += hi - lo;
+  for (int64_t a = lo; a < hi;) {
+    const int64_t pos = before + a - lo;
+    const int64_t lane = pos * m / total;
+    const int64_t z = std::min(hi, a + ((lane + 1) * total + m - 1) / m - pos);
+    out.push_back({int(lane), a, z});
+    a = z;
+  }
+}
 
 // tree_plan._Program: per-worker op lists, channels made on first use, entry handshakes last.
 class Program {
@@ -226,10 +282,10 @@ class Program {
   std::vector<Op>& ops(int rank, int wid) { return items_[rank][wid]; }
 
   // (channel on a, channel on b) joining worker wa of a and wb of b; data a -> b takes route_ab.
-  std::pair<int, int> channel(int a, int wa, int b, int wb, int routeAB) {
+  std::pair<int, int> channel(int a, int wa, int b, int wb, int routeAB, int lane = 0) {
     const bool flip = std::make_pair(b, wb) < std::make_pair(a, wa);
-    const ChannelKey key = flip ? ChannelKey{b, wb, a, wa, routeAB < 0 ? -1 : reverse_.at(routeAB)}
-                                : ChannelKey{a, wa, b, wb, routeAB};
+    const ChannelKey key = flip ? ChannelKey{b, wb, a, wa, routeAB < 0 ? -1 : reverse_.at(routeAB), lane}
+                                : ChannelKey{a, wa, b, wb, routeAB, lane};
     auto it = channels_.find(key);
     if (it == channels_.end()) {
       const auto pair = channelPair(key.x, key.y);
@@ -360,6 +416,7 @@ class Compiler {
     int maxDepth = 0;
     for (const Segment& s : segs_) maxDepth = std::max(maxDepth, s.depth);
     while (!o_.compact && channelsPerPeer() > o_.maxChannelsPerPeer && levels_ <= maxDepth) ++levels_;
+    if (!o_.compact) planLanes();
     if (o_.collective != Collective::AllGather) upPhase();
     if (o_.collective != Collective::ReduceScatter) downPhase();
     return prog_.emit(scratchEnd_);
@@ -384,6 +441,13 @@ class Compiler {
 
   // tree_plan._channels_per_peer (pipelined mode only).
   int channelsPerPeer() const {
+    int most = 0;
+    for (const auto& [pair, count] : channelsPerPair()) most = std::max(most, count);
+    return most;
+  }
+
+  // tree_plan._channels_per_pair: {(a, b), a < b: the channels a and b share}.
+  std::map<std::pair<int, int>, int> channelsPerPair() const {
     std::vector<std::tuple<int, int, int64_t, int64_t, int>> keys;
     auto add = [&](int a, int64_t wa, int b, int64_t wb, int route, int back) {
       if (b < a) keys.emplace_back(b, a, wb, wa, back);
@@ -404,16 +468,55 @@ class Compiler {
     }
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    int most = 0;
-    for (size_t i = 0; i < keys.size();) {
-      size_t j = i;
-      while (j < keys.size() && std::get<0>(keys[j]) == std::get<0>(keys[i]) &&
-             std::get<1>(keys[j]) == std::get<1>(keys[i]))
-        ++j;
-      most = std::max(most, int(j - i));
-      i = j;
+    std::map<std::pair<int, int>, int> out;
+    for (const auto& key : keys) ++out[{std::get<0>(key), std::get<1>(key)}];
+    return out;
+  }
+
+  PairKey pairOf(int s) const {
+    const Segment& seg = segs_[s];
+    return PairKey{seg.sender, sendKey(s), seg.receiver, recvKey(s), seg.route};
+  }
+
+  // tree_plan._lanes: the spare channels of each rank pair, one at a time, to the worker pair
+  // with the most chunks per lane, until a chunk per lane; worker pairs on direct routes only.
+  void planLanes() {
+    const int64_t cost = o_.collective == Collective::AllReduce ? 2 : 1;
+    std::vector<PairKey> order;  // worker pairs in order of first appearance
+    std::unordered_map<PairKey, int64_t, PairKeyHash> loads;
+    for (int s = 0; s < int(segs_.size()); ++s) {
+      const Segment& seg = segs_[s];
+      if (seg.route < 0 || size_t(seg.route) >= o_.directRoute.size() || !o_.directRoute[seg.route]) continue;
+      const PairKey key = pairOf(s);
+      auto [it, added] = loads.try_emplace(key, 0);
+      if (added) order.push_back(key);
+      it->second += seg.hi - seg.lo;
     }
-    return most;
+    if (order.empty()) return;
+    std::map<std::pair<int, int>, std::vector<PairKey>> byPair;
+    for (const PairKey& key : order) {
+      byPair[{std::min(key.sender, key.receiver), std::max(key.sender, key.receiver)}].push_back(key);
+    }
+    const auto used = channelsPerPair();
+    for (const auto& [pair, keys] : byPair) {
+      auto found = used.find(pair);
+      int64_t spare = o_.maxChannelsPerPeer - (found == used.end() ? 0 : found->second);
+      std::vector<int64_t> count(keys.size(), 1);
+      while (spare >= cost) {
+        int best = -1;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          const int64_t load = loads.at(keys[i]);
+          if (load <= count[i]) continue;  // a chunk per lane already
+          if (best < 0 || load * count[best] > loads.at(keys[best]) * count[i]) best = int(i);
+        }
+        if (best < 0) break;
+        ++count[best];
+        spare -= cost;
+      }
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (count[i] > 1) lanes_.emplace(keys[i], Lanes{count[i], loads.at(keys[i])});
+      }
+    }
   }
 
   Op dataOp(OpCode code, int ch, int64_t n) const {
@@ -509,6 +612,9 @@ class Compiler {
     std::vector<int> incoming;
     std::vector<int64_t> bounds;
     std::vector<ChunkRef> srcs;
+    std::unordered_map<PairKey, int64_t, PairKeyHash> placed;
+    std::vector<Piece> pieces;
+    std::vector<std::vector<int>> sentOn(segs_.size());  // the lanes a segment's sums went up on
     for (const Item& item : items) {
       const int x = item.rank;
       const int w = prog_.worker(x, item.seg < 0 ? kUpRootKey : upKeyOf(item.seg));
@@ -520,8 +626,11 @@ class Compiler {
       for (int child : incoming) {
         const Segment& c = segs_[child];
         const int cw = prog_.worker(c.receiver, upKeyOf(child));
-        const int ch = prog_.channel(c.receiver, cw, x, w, c.back).second;
-        prog_.ops(x, w).push_back(Program::control(OpCode::Wait, ch));
+        for (int lane : sentOn[child]) {
+          const int ch = prog_.channel(c.receiver, cw, x, w, c.back, lane).second;
+          prog_.ops(x, w).push_back(Program::control(OpCode::Wait, ch));
+        }
+        std::vector<int>().swap(sentOn[child]);
       }
       bounds = {item.lo, item.hi};
       for (int s : incoming) {
@@ -530,24 +639,18 @@ class Compiler {
       }
       std::sort(bounds.begin(), bounds.end());
       bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-      int chUp = -1;
-      int64_t remoteBase = 0;
-      if (item.seg >= 0) {
-        const Segment& sent = segs_[item.seg];
-        const int parentW = prog_.worker(sent.sender, upParentKey(item.seg));
-        chUp = prog_.channel(x, w, sent.sender, parentW, sent.back).first;
-        remoteBase = slot[item.seg] - sent.lo;
-      }
-      for (size_t i = 0; i + 1 < bounds.size(); ++i) {
-        const int64_t a = bounds[i], n = bounds[i + 1] - a;
+      // The reduction's pieces: (first chunk, chunks, sources).
+      auto sourcesAt = [&](int64_t a, int64_t z) {
         srcs.clear();
         for (int s : incoming) {
-          if (segs_[s].lo <= a && bounds[i + 1] <= segs_[s].hi) {
-            srcs.push_back(ref(Buffer::Scratch, slot[s] + a - segs_[s].lo));
-          }
+          if (segs_[s].lo <= a && z <= segs_[s].hi) srcs.push_back(ref(Buffer::Scratch, slot[s] + a - segs_[s].lo));
         }
-        const ChunkRef own = inputRef(item.root, a);
-        if (item.seg < 0) {  // the root: reduce into the output
+      };
+      if (item.seg < 0) {  // the root: reduce into the output
+        for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+          const int64_t a = bounds[i], n = bounds[i + 1] - a;
+          sourcesAt(a, bounds[i + 1]);
+          const ChunkRef own = inputRef(item.root, a);
           const ChunkRef dst = resultRef(item.root, a);
           if (!srcs.empty()) {
             std::vector<ChunkRef> all{own};
@@ -559,22 +662,36 @@ class Compiler {
             op.dst = dst;
             prog_.ops(x, w).push_back(op);
           }
-          continue;
         }
-        const ChunkRef remote = ref(Buffer::Scratch, remoteBase + a);
-        if (!srcs.empty()) {
-          std::vector<ChunkRef> all = srcs;
-          all.push_back(own);
-          reduce(x, w, srcs[0], std::move(all), n, chUp, remote);
-        } else {
-          Op op = dataOp(OpCode::Put, chUp, n);
-          op.src = own;
-          op.dst = remote;
-          prog_.ops(x, w).push_back(op);
-        }
+        continue;
       }
-      if (item.seg >= 0) {
-        prog_.notePut(x, chUp, segs_[item.seg].back);
+      const Segment& sent = segs_[item.seg];
+      const int parentW = prog_.worker(sent.sender, upParentKey(item.seg));
+      const int64_t remoteBase = slot[item.seg] - sent.lo;
+      lanePieces(lanes_, placed, pairOf(item.seg), item.lo, item.hi, pieces);
+      std::vector<int>& usedLanes = sentOn[item.seg];
+      for (const Piece& piece : pieces) {
+        const int chUp = prog_.channel(x, w, sent.sender, parentW, sent.back, piece.lane).first;
+        usedLanes.push_back(piece.lane);
+        for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+          const int64_t b = std::max(bounds[i], piece.lo), z = std::min(bounds[i + 1], piece.hi);
+          if (b >= z) continue;
+          sourcesAt(bounds[i], bounds[i + 1]);
+          for (ChunkRef& src : srcs) src.index = fits32(src.index + (b - bounds[i]), "chunk index");
+          const ChunkRef own = inputRef(item.root, b);
+          const ChunkRef remote = ref(Buffer::Scratch, remoteBase + b);
+          if (!srcs.empty()) {
+            std::vector<ChunkRef> all = srcs;
+            all.push_back(own);
+            reduce(x, w, srcs[0], std::move(all), z - b, chUp, remote);
+          } else {
+            Op op = dataOp(OpCode::Put, chUp, z - b);
+            op.src = own;
+            op.dst = remote;
+            prog_.ops(x, w).push_back(op);
+          }
+        }
+        prog_.notePut(x, chUp, sent.back);
         signalAfter(x, w, chUp);
       }
     }
@@ -617,14 +734,17 @@ class Compiler {
       }
     }
     sortItems(items);
-    std::vector<std::pair<int, int>> arrival(segs_.size(), {-1, -1});  // (channel, worker) on the receiver
+    // (channel, worker) on the receiver, per piece of the segment (one unless it has lanes)
+    std::vector<std::vector<std::pair<int, int>>> arrival(segs_.size());
     const bool fromInput = o_.collective == Collective::AllGather;
     std::vector<int> outgoing;
+    std::unordered_map<PairKey, int64_t, PairKeyHash> placed;
+    std::vector<Piece> pieces;
     for (const Item& item : items) {
       const int x = item.rank;
       if (item.seg >= 0) {
-        const auto [ch, w] = arrival[item.seg];
-        prog_.ops(x, w).push_back(Program::control(OpCode::Wait, ch));
+        for (const auto& [ch, w] : arrival[item.seg]) prog_.ops(x, w).push_back(Program::control(OpCode::Wait, ch));
+        std::vector<std::pair<int, int>>().swap(arrival[item.seg]);
       }
       outgoing = *item.others;
       if (outgoing.size() > 1) {
@@ -637,14 +757,17 @@ class Compiler {
         const Segment& seg = segs_[s];
         const int w = prog_.worker(x, sendKey(s));
         const int childW = prog_.worker(seg.receiver, recvKey(s));
-        const auto [ch, childCh] = prog_.channel(x, w, seg.receiver, childW, seg.route);
-        arrival[s] = {childCh, childW};
-        const ChunkRef at = resultRef(rootOf(s), seg.lo);
-        Op op = dataOp(OpCode::PutSignal, ch, seg.hi - seg.lo);
-        op.src = item.seg < 0 && fromInput ? ref(Buffer::Input, seg.lo) : at;
-        op.dst = at;
-        prog_.ops(x, w).push_back(op);
-        prog_.noteSend(x, w, seg.receiver, ch, seg.route);
+        lanePieces(lanes_, placed, pairOf(s), seg.lo, seg.hi, pieces);
+        for (const Piece& piece : pieces) {
+          const auto [ch, childCh] = prog_.channel(x, w, seg.receiver, childW, seg.route, piece.lane);
+          arrival[s].emplace_back(childCh, childW);
+          const ChunkRef at = resultRef(rootOf(s), piece.lo);
+          Op op = dataOp(OpCode::PutSignal, ch, piece.hi - piece.lo);
+          op.src = item.seg < 0 && fromInput ? ref(Buffer::Input, piece.lo) : at;
+          op.dst = at;
+          prog_.ops(x, w).push_back(op);
+          prog_.noteSend(x, w, seg.receiver, ch, seg.route);
+        }
       }
     }
   }
@@ -656,6 +779,7 @@ class Compiler {
   int64_t k_;
   int levels_ = 1;
   int64_t scratchEnd_ = 0;
+  LaneTable lanes_;
 };
 
 }  // namespace

@@ -34,6 +34,9 @@ struct TreeCompileOptions {
   int maxChannelsPerPeer = 64;
   // reverseRoute[id]: the id of route id's reverse (the caller interns both).
   std::vector<int> reverseRoute;
+  // directRoute[id]: 1 when route id is one link (two nodes); only such worker pairs take lanes
+  // (tree_plan._lanes). Empty: none.
+  std::vector<int> directRoute;
 };
 
 struct TreeCompileResult {

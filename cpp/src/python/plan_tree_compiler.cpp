@@ -52,7 +52,8 @@ void bindTreeCompiler(py::module_& plan) {
   plan.def(
       "compile_trees",
       [](const std::string& collective, int nranks, int64_t k, bool compact, bool inPlace,
-         int maxChannelsPerPeer, const py::sequence& trees, std::vector<int> reverseRoutes) {
+         int maxChannelsPerPeer, const py::sequence& trees, std::vector<int> reverseRoutes,
+         std::vector<int> directRoutes) {
         plan::TreeCompileOptions options;
         if (!plan::parse(collective, options.collective)) {
           throw py::value_error("collective: unknown collective '" + collective + "'");
@@ -63,6 +64,7 @@ void bindTreeCompiler(py::module_& plan) {
         options.inPlace = inPlace;
         options.maxChannelsPerPeer = maxChannelsPerPeer;
         options.reverseRoute = std::move(reverseRoutes);
+        options.directRoute = std::move(directRoutes);
         std::vector<plan::TreeInput> inputs = treesOf(trees);
         plan::TreeCompileResult result;
         {
@@ -96,8 +98,10 @@ void bindTreeCompiler(py::module_& plan) {
       },
       py::arg("collective"), py::arg("nranks"), py::arg("chunks_per_block"), py::arg("compact"),
       py::arg("in_place"), py::arg("max_channels_per_peer"), py::arg("trees"), py::arg("reverse_routes"),
+      py::arg("direct_routes") = std::vector<int>{},
       "tree_plan.py's op emission in C++. trees: (root, first, count, arcs, route ids or None) per "
-      "tree (valid: tree_plan._check_tiling first); reverse_routes[i]: the id of route i reversed. "
+      "tree (valid: tree_plan._check_tiling first); reverse_routes[i]: the id of route i reversed; "
+      "direct_routes[i]: 1 when route i is a single link (its worker pairs may take lanes). "
       "Returns (channels: [[(peer, transport)] per rank], workers: [[[op dict]] per rank], "
       "channel_routes: [[route id or -1 per channel] per rank], scratch chunks the ops reach).");
 }

@@ -95,12 +95,14 @@ def _text(value: Fraction) -> str:
 
 def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = False,
                    max_slices: int | None = None, min_slice_bytes: int | None = None,
-                   name: str | None = None, engine: str = "native") -> dict:
+                   name: str | None = None, engine: str = "native", lanes: bool = True) -> dict:
     """The forest as a validated plan for its collective (see the module docstring).
 
     mode: "pipelined" (workers per rank and parent: slices pipeline through the trees) or
     "compact" (one worker per rank, one slice unless max_slices says otherwise). engine:
-    tree_plan.compile_trees' ("native": C++, or "python": the reference; the same plan)."""
+    tree_plan.compile_trees' ("native": C++, or "python": the reference; the same plan).
+    lanes: tree_plan.compile_trees' (heavy worker pairs over the spare channels of a direct
+    link; False: one channel each, the plans before lanes)."""
     topo = forest.topology
     n = topo.num_ranks
     collective = forest.collective
@@ -109,7 +111,8 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
         "_compact" if mode == "compact" else "")
     with paused_gc():  # millions of op dicts at 1,024 ranks (plan/bulk.py)
         builder, routes = compile_trees(collective, n, forest_tree_specs(forest), k, mode=mode,
-                                        in_place=in_place, name=label, engine=engine)
+                                        in_place=in_place, name=label, engine=engine,
+                                        lanes=lanes)
     if max_slices is None:
         max_slices = DEFAULT_MAX_SLICES if mode != "compact" else 1
     if min_slice_bytes is None:
@@ -121,6 +124,7 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
         "natural_k": forest.natural_k,
         "method": forest.method,
         "mode": mode,
+        "lanes": lanes,
         "trees": len(forest.trees),
         "bound_algbw": _text(forest.bound_algbw),
         "achieved_algbw": _text(algbw),

@@ -34,6 +34,16 @@ Workers ("mode"):
   loopback pair. Every worker orders its segments (depth, tree) down and (-depth, tree) up, so
   each wait depends only on items earlier in that order everywhere: deadlock-free. About two
   workers per tree level and rank: GPU thread blocks rather than CPU threads.
+* Lanes (pipelined only): a link shares its bandwidth equally among the transfers on it and a
+  channel has one transfer at a time, so a worker pair that carries more chunks per slice than
+  another on the same link gets less than its share, and its data falls behind (on mi250x4, whose
+  links are nearly all critical, this was most of the 12% lost to the bound). Each rank pair's
+  channels left under MAX_CHANNELS_PER_PEER go, one at a time, to its worker pair with the most
+  chunks per lane, until every lane carries one chunk per slice (the link then shares by bytes)
+  or the channels run out; such a pair puts its chunks of a slice over its lanes in equal parts (a
+  put per segment and lane), and the up phase mirrors it.
+  Only pairs joined by one link (two-node routes): a switch's links are shared by other rank
+  pairs, whose transfers would lose their share to the lanes.
 * ``"compact"``: one worker per rank does everything in the same order (the up phase first),
   plus the doorman below: two threads per rank, for CPUs and small messages. A rank finishes a
   slice before starting the next, so its deepest data holds back the next slice: big messages
@@ -213,24 +223,26 @@ class _Program:
             self.items[(rank, wid)] = []
         return wid
 
-    def channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
+    def channel(self, a: int, wa: int, b: int, wb: int, route_ab,
+                lane: int = 0) -> tuple[int, int]:
         """The channel pair joining worker wa of rank a and worker wb of rank b whose data a -> b
-        takes route_ab (b -> a: its reverse); (ch on a, ch on b)."""
-        asked = (a, wa, b, wb, route_ab)
+        takes route_ab (b -> a: its reverse), the pair's lane `lane` (see _lanes); (ch on a,
+        ch on b)."""
+        asked = (a, wa, b, wb, route_ab, lane)
         answer = self.pairs.get(asked)
         if answer is None:
-            answer = self.pairs[asked] = self._channel(a, wa, b, wb, route_ab)
+            answer = self.pairs[asked] = self._channel(a, wa, b, wb, route_ab, lane)
         return answer
 
-    def _channel(self, a: int, wa: int, b: int, wb: int, route_ab) -> tuple[int, int]:
+    def _channel(self, a: int, wa: int, b: int, wb: int, route_ab, lane) -> tuple[int, int]:
         flip = (b, wb) < (a, wa)
         if flip:
-            key = ((b, wb), (a, wa), tuple(reversed(route_ab)) if route_ab else None)
+            key = ((b, wb), (a, wa), tuple(reversed(route_ab)) if route_ab else None, lane)
         else:
-            key = ((a, wa), (b, wb), route_ab)
+            key = ((a, wa), (b, wb), route_ab, lane)
         pair = self.channels.get(key)
         if pair is None:
-            (x, wx), (y, wy), _ = key
+            (x, wx), (y, wy), _, _ = key
             pair = self.channels[key] = self.b.channel_pair(x, y)
             self.owner[(x, pair[0])] = wx
             self.owner[(y, pair[1])] = wy
@@ -303,11 +315,12 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
                   chunks_per_block: int, *, mode: str = "pipelined", in_place: bool = False,
                   name: str | None = None,
                   max_channels_per_peer: int = MAX_CHANNELS_PER_PEER,
-                  engine: str = "native") -> tuple[PlanBuilder, dict]:
+                  engine: str = "native", lanes: bool = True) -> tuple[PlanBuilder, dict]:
     """Builds the plan's ranks into a PlanBuilder; returns it with the channel routes
     ({(rank, ch): node path}) for the provenance. The caller calls builder.build(...).
     Pipelined workers span as few tree levels as keep max_channels_per_peer. engine: "native"
-    (C++) or "python" (the reference); the same plan either way."""
+    (C++) or "python" (the reference); the same plan either way. lanes: spread heavy worker
+    pairs over the spare channels (see the module docstring; False: one channel each)."""
     if collective not in COLLECTIVES:
         raise ValueError(f"tree plans implement {', '.join(COLLECTIVES)}, not {collective!r}")
     if mode not in MODES:
@@ -319,7 +332,7 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
     b = PlanBuilder(collective, nranks, chunks_per_block=k, in_place=in_place,
                     name=name or f"tree_{collective}_{nranks}")
     if engine == "native":
-        return b, _compile_native(b, trees, mode, max_channels_per_peer)
+        return b, _compile_native(b, trees, mode, max_channels_per_peer, lanes)
     prog = _Program(b, mode)
     segments = _segments(trees)
     root_of = {id(s): trees[s.trees[0]].root for s in segments}
@@ -333,15 +346,21 @@ def compile_trees(collective: str, nranks: int, trees: Sequence[TreeSpec],
                 or levels > max(s.depth for s in segments)):
             break
         levels += 1
+    spread = _NONE
+    if lanes and mode != "compact":
+        used = _channels_per_pair(collective, segments, send_key, recv_key, mode)
+        spread = _lanes(segments, send_key, recv_key, used, max_channels_per_peer,
+                        2 if collective == plan_ops.ALL_REDUCE else 1)
     if collective != plan_ops.ALL_GATHER:
-        _up_phase(prog, collective, nranks, segments, root_of, k, in_place, recv_key)
+        _up_phase(prog, collective, nranks, segments, root_of, k, in_place, recv_key, send_key,
+                  spread)
     if collective != plan_ops.REDUCE_SCATTER:
-        _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key)
+        _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key, spread)
     prog.emit()
     return b, prog.routes
 
 
-def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer) -> dict:
+def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer, lanes=True) -> dict:
     """The ranks built by _C.plan.compile_trees into b; returns the channel routes. Routes go to
     C++ as ids (equal paths, equal ids) with the id of each one's reverse."""
     ids: dict = {}
@@ -360,9 +379,11 @@ def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer) -> dict:
     reverse = []
     while len(reverse) < len(paths):  # reversing may add paths: their reverses follow
         reverse.append(intern(tuple(reversed(paths[len(reverse)]))))
+    # one link: its worker pairs may take lanes
+    direct = [int(lanes and len(path) == 2) for path in paths]
     channels, workers, channel_routes, scratch = _C.plan.compile_trees(
         b.collective, b.nranks, b.chunks_per_block, mode == "compact", b.in_place,
-        max_channels_per_peer, specs, reverse)
+        max_channels_per_peer, specs, reverse, direct)
     b.take_ranks(channels, workers)
     b.reach_scratch(scratch)
     return {(rank, ch): paths[route] for rank, table in enumerate(channel_routes)
@@ -413,7 +434,8 @@ def _input_ref(collective, root, chunk, k):
     return (IN, chunk)
 
 
-def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key):
+def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key,
+              send_key=_NONE, lanes=_NONE):
     """Partial sums flow child -> parent; the root reduces into its output.
 
     The up worker that mirrors a down channel takes, for each segment S that came down it, the
@@ -440,14 +462,17 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
                       min(s.lo for s in segs), max(s.hi for s in segs), root))
     items.sort(key=lambda item: (item[0], item[1]))
     up_key = _up_keys(segments, down_key)
+    placed: dict = {}  # as in _down_phase, for the mirrored worker pairs
+    sent_on: dict = {}  # id(segment) -> the lanes its partial sums went up on
     for _, x, sent, contributions, lo, hi, root in items:
         w = prog.worker(x, _UP_ROOT if sent is None else up_key[id(sent)])
         incoming = sorted(contributions, key=lambda s: (s.trees[-1], s.receiver))
         queued = prog.items[(x, w)]
         for child in incoming:
-            _, ch = prog.channel(child.receiver, prog.worker(child.receiver, up_key[id(child)]),
-                                 x, w, child.back)
-            queued.append({"op": plan_ops.WAIT, "ch": ch})
+            child_w = prog.worker(child.receiver, up_key[id(child)])
+            for lane in sent_on.pop(id(child)):
+                _, ch = prog.channel(child.receiver, child_w, x, w, child.back, lane)
+                queued.append({"op": plan_ops.WAIT, "ch": ch})
         bounds = sorted({lo, hi} | {s.lo for s in incoming} | {s.hi for s in incoming})
         pieces = []  # (first chunk, chunks, slots of the contributions)
         for a, z in zip(bounds, bounds[1:]):
@@ -463,16 +488,25 @@ def _up_phase(prog, collective, nranks, segments, root_of, k, in_place, down_key
             continue
         parent_w = prog.worker(sent.sender, _UP_ROOT if sent.parent is None
                                else up_key[id(sent.parent)])
-        ch_up, _ = prog.channel(x, w, sent.sender, parent_w, sent.back)
-        for a, n, srcs in pieces:
-            own = _input_ref(collective, root, a, k)
-            remote = (SCR, slot_of[id(sent)] + a - sent.lo)
-            if srcs:
-                _reduce(prog, x, w, srcs[0], srcs + [own], n, ch=ch_up, remote=remote)
-            else:
-                prog.add(x, w, "put", ch=ch_up, src=own, dst=remote, n=n)
-        prog.note_put(x, ch_up, sent.back)
-        _signal_after(prog, x, w, ch_up)
+        mirrored = (sent.sender, send_key.get(id(sent)), x, down_key[id(sent)], sent.route)
+        used_lanes = sent_on[id(sent)] = []
+        for lane, la, lz in _lane_pieces(lanes, placed, mirrored, lo, hi):
+            ch_up, _ = prog.channel(x, w, sent.sender, parent_w, sent.back, lane)
+            used_lanes.append(lane)
+            for a, n, srcs in pieces:
+                b, z = max(a, la), min(a + n, lz)
+                if b >= z:
+                    continue
+                own = _input_ref(collective, root, b, k)
+                remote = (SCR, slot_of[id(sent)] + b - sent.lo)
+                if srcs:
+                    srcs_here = [(buf, index + b - a) for buf, index in srcs]
+                    _reduce(prog, x, w, srcs_here[0], srcs_here + [own], z - b, ch=ch_up,
+                            remote=remote)
+                else:
+                    prog.add(x, w, "put", ch=ch_up, src=own, dst=remote, n=z - b)
+            prog.note_put(x, ch_up, sent.back)
+            _signal_after(prog, x, w, ch_up)
 
 
 _UP_ROOT = ("up-root",)  # the key of a root's reducer
@@ -508,6 +542,13 @@ def _down_keys(segments, levels: int = 1):
 def _channels_per_peer(collective, segments, send_key, recv_key, mode) -> int:
     """The most channels any rank would have to one peer (data and entry channels, both
     directions), without building the plan."""
+    return max(_channels_per_pair(collective, segments, send_key, recv_key, mode).values(),
+               default=0)
+
+
+def _channels_per_pair(collective, segments, send_key, recv_key, mode) -> dict:
+    """{(a, b) with a < b: the channels ranks a and b share (data and entry channels, both
+    directions, one lane per down worker pair)}, without building the plan."""
     compact = mode == "compact"
     pairs: dict = {}  # unordered rank pair -> set of channel keys
 
@@ -533,12 +574,59 @@ def _channels_per_peer(collective, segments, send_key, recv_key, mode) -> int:
                                           else up_key[id(seg.parent)])
             add(c, up_here, x, up_there, seg.back, seg.route)
             add(c, ("entry", up_here), x, "doorman", None, None)
-    return max((len(keys) for keys in pairs.values()), default=0)
+    return {pair: len(keys) for pair, keys in pairs.items()}
 
 
-def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key):
+def _lanes(segments, send_key, recv_key, used: dict, limit: int, cost: int) -> dict:
+    """Lanes: {(sender, its worker key, receiver, its worker key, route) of the down phase:
+    (lanes, chunks per slice)} for the worker pairs whose puts are spread over more than one
+    channel; the up phase spreads the mirrored pair's puts alike (a lane costs `cost` channels:
+    2 for all_reduce, whose up and down workers differ).
+
+    Why: a link shares its bandwidth equally among the transfers on it, and a channel has one
+    transfer at a time, so where worker pairs of unequal load (chunks per slice) meet on a link,
+    the heavy one gets less than its share: its data falls behind, the links after it (critical
+    too, in an exact forest) starve, and what they lose is never made up (mi250x4: the tail of
+    the run, perf/sim_link_profile.py). Transfers of one chunk each would share the link by
+    bytes; so the spare channels of each rank pair (limit - used) go, one at a time, to its
+    worker pair with the most chunks per lane, until every lane carries one chunk per slice or
+    the channels run out. Only pairs joined directly (a two-node route): the links of a switch
+    are shared by other rank pairs, whose channels would lose their share to the lanes."""
+    loads: dict = {}  # worker pair -> chunks per slice, in segment order
+    for seg in segments:
+        if seg.route is None or len(seg.route) != 2:
+            continue  # through a switch, whose links other rank pairs share: see above
+        key = (seg.sender, send_key[id(seg)], seg.receiver, recv_key[id(seg)], seg.route)
+        loads[key] = loads.get(key, 0) + seg.hi - seg.lo
+    by_pair: dict = {}  # unordered rank pair -> its worker pairs
+    for key in loads:
+        by_pair.setdefault((min(key[0], key[2]), max(key[0], key[2])), []).append(key)
+    lanes = {}
+    for pair, keys in by_pair.items():
+        spare = limit - used.get(pair, 0)
+        count = dict.fromkeys(keys, 1)
+        while spare >= cost:
+            best = None
+            for key in keys:
+                n = count[key]
+                if loads[key] <= n:
+                    continue  # a chunk per lane already
+                if best is None or loads[key] * count[best] > loads[best] * n:
+                    best = key
+            if best is None:
+                break
+            count[best] += 1
+            spare -= cost
+        lanes.update((key, (n, loads[key])) for key, n in count.items() if n > 1)
+    return lanes
+
+
+def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv_key,
+                lanes=_NONE):
     """Data flows parent -> child from output to output; the root sends from its input
-    (all_gather) or its reduced output (all_reduce)."""
+    (all_gather) or its reduced output (all_reduce). A worker pair with lanes (_lanes)
+    puts its chunks of a slice, in order, over its lanes in equal parts (lane j: the chunks at
+    positions [j*C/m, (j+1)*C/m) of its C per slice), a put per segment and lane."""
     roots: dict = {}
     for seg in segments:
         if seg.parent is None:
@@ -563,28 +651,55 @@ def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv
     arrival: dict = {}
     queued = prog.items
     from_input = collective == plan_ops.ALL_GATHER
+    placed: dict = {}  # worker pair with lanes -> its chunks put so far in the slice
     for _, x, incoming, outgoing in items:
         if incoming is not None:
-            ch, w = arrival.pop(id(incoming))
-            queued[(x, w)].append({"op": plan_ops.WAIT, "ch": ch})
+            for ch, w in arrival.pop(id(incoming)):
+                queued[(x, w)].append({"op": plan_ops.WAIT, "ch": ch})
         if len(outgoing) > 1:
             outgoing = sorted(outgoing, key=lambda s: (s.trees[0], s.receiver))
         for seg in outgoing:
-            w = prog.worker(x, send_key[id(seg)])
+            sent_key = send_key[id(seg)]
+            w = prog.worker(x, sent_key)
             child = seg.receiver
             child_w = prog.worker(child, recv_key[id(seg)])
-            ch, child_ch = prog.channel(x, w, child, child_w, seg.route)
-            arrival[id(seg)] = (child_ch, child_w)
-            buffer, index = _result_ref(collective, root_of[id(seg)], seg.lo, k)
-            op = {"op": plan_ops.PUT_SIGNAL, "ch": ch,
-                  "src": [IN, seg.lo] if incoming is None and from_input else [buffer, index],
-                  "dst": [buffer, index]}
-            if seg.hi - seg.lo != 1:
-                op["n"] = seg.hi - seg.lo
-            queued[(x, w)].append(op)
+            pieces = _lane_pieces(lanes, placed, (x, sent_key, child, recv_key[id(seg)],
+                                                  seg.route), seg.lo, seg.hi)
+            landed = arrival[id(seg)] = []
+            for lane, lo, hi in pieces:
+                ch, child_ch = prog.channel(x, w, child, child_w, seg.route, lane)
+                landed.append((child_ch, child_w))
+                buffer, index = _result_ref(collective, root_of[id(seg)], lo, k)
+                op = {"op": plan_ops.PUT_SIGNAL, "ch": ch,
+                      "src": [IN, lo] if incoming is None and from_input else [buffer, index],
+                      "dst": [buffer, index]}
+                if hi - lo != 1:
+                    op["n"] = hi - lo
+                queued[(x, w)].append(op)
+                if seg.route is not None:
+                    prog.routes[(x, ch)] = seg.route
             prog.sends_to.add((x, w, child))  # what note_put records
-            if seg.route is not None:
-                prog.routes[(x, ch)] = seg.route
+
+
+def _lane_pieces(lanes, placed, key, lo, hi):
+    """[(lane, lo, hi)]: chunks lo..hi-1 of a segment of worker pair `key`, cut where its lanes
+    (_down_lanes: m lanes for C chunks per slice) change: position p of the pair's slice is in
+    lane p*m // C. `placed` counts the pair's chunks before this segment (and is advanced)."""
+    spread = lanes.get(key)
+    if spread is None:
+        return ((0, lo, hi),)
+    m, total = spread
+    at = placed.get(key, 0)
+    placed[key] = at + hi - lo
+    pieces = []
+    a = lo
+    while a < hi:
+        pos = at + a - lo
+        lane = pos * m // total
+        z = min(hi, a + ((lane + 1) * total + m - 1) // m - pos)
+        pieces.append((lane, a, z))
+        a = z
+    return pieces
 
 
 def _reverse(route):

@@ -76,6 +76,9 @@ def add_generate_forest_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pipeline slices at most (default 64; compact: 1)")
     parser.add_argument("--min-slice-bytes", type=parse_size, default=None,
                         help="smallest slice of a chunk (default 32K)")
+    parser.add_argument("--no-lanes", action="store_true",
+                        help="one channel per worker pair (default: worker pairs on a direct "
+                             "link spread over its spare channels, up to a chunk per lane)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip verifying the plan before writing it")
     parser.add_argument("-o", "--output", required=True, metavar="PLAN",
@@ -93,7 +96,8 @@ def generate_forest_main(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         forest = generate_forest(topo, args.collective, args.k, args.method)
         plan = compile_forest(forest, mode=args.mode, in_place=args.in_place,
-                              max_slices=args.max_slices, min_slice_bytes=args.min_slice_bytes)
+                              max_slices=args.max_slices, min_slice_bytes=args.min_slice_bytes,
+                              lanes=not args.no_lanes)
         seconds = time.perf_counter() - started
     except (TopologyError, OSError, ValueError) as err:
         return _fail("generate forest", err)

@@ -15,7 +15,8 @@ plan needs boxes with rails) are shown as n/a.
 What it does at which scale (simulation time grows with transfers: about ranks^2 per size for
 rings and forests, times the slices): up to LARGE_RANKS ranks, 11 sizes (1 MiB to 1 GiB,
 doubling) and, without k, the forest with 1, 2 or the optimal k trees per root, whichever
-simulates fastest at the largest size. Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
+simulates fastest at the largest size (each with and without the plan compiler's lanes where
+they apply). Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
 1 GiB, x4) and one forest, the generator's own (optimal) k, unless k is given: a 1,024-rank
 ring all_gather makes some 16 million transfers at every size, and each extra forest
 candidate costs a full 1 GiB simulation and a plan compile. At any scale, a baseline whose plan
@@ -89,23 +90,33 @@ def _forest(topo, collective, k, size):
     (the generator's k); else, of the forests with 1, 2 and the optimal k trees per root, the one
     the simulator finds fastest at `size`. Fewer trees mean fewer, bigger transfers, which often
     realize more of the link bandwidth than the exact optimum's many small ones, at a loss
-    (printed) on paper. Also returns the forest and the optimal k when it was a candidate."""
+    (printed) on paper. Where some tree arc is a direct link, each candidate is compiled with
+    and without lanes (tree_plan.py) and the faster kept. Also returns the forest, the optimal
+    k when it was a candidate, and whether the plan has lanes."""
     from ..algorithms.forest import generate_forest
     from ..algorithms.forest_plan import compile_forest
     if k is not None:
         forest = generate_forest(topo, collective, k)
-        return Simulator(compile_forest(forest), topo, validated=True), {}, forest, None
+        return Simulator(compile_forest(forest), topo, validated=True), {}, forest, None, True
     optimal = generate_forest(topo, collective)
     if topo.num_ranks > LARGE_RANKS:
-        return Simulator(compile_forest(optimal), topo, validated=True), {}, optimal, None
+        return Simulator(compile_forest(optimal), topo, validated=True), {}, optimal, None, True
     best = None
     for candidate in sorted({1, 2, optimal.k}):
         forest = optimal if candidate == optimal.k else generate_forest(topo, collective, candidate)
-        plan = Simulator(compile_forest(forest), topo, validated=True)
-        result = plan.run(size)
-        if best is None or result.algbw > best[0].algbw * 1.001:
-            best = (result, plan, forest)
-    return best[1], {size: best[0]}, best[2], optimal.k
+        for lanes in (False, True) if _direct_links(forest) else (True,):
+            plan = Simulator(compile_forest(forest, lanes=lanes), topo, validated=True)
+            result = plan.run(size)
+            if best is None or result.algbw > best[0].algbw * 1.001:
+                best = (result, plan, forest, lanes)
+    return best[1], {size: best[0]}, best[2], optimal.k, best[3]
+
+
+def _direct_links(forest) -> bool:
+    """Whether some tree arc is one link (a two-node route): only then can the plan compiler
+    spread worker pairs over lanes (tree_plan.py), which helps most forests and costs some
+    (mi250x1 all_reduce at its optimal k: 92.7% without, 90.1% with), so both are simulated."""
+    return any(len(route) == 2 for tree in forest.trees for route in tree.routes)
 
 
 def _prepared(topo, collective, k, size, skipped):
@@ -113,11 +124,13 @@ def _prepared(topo, collective, k, size, skipped):
     at a time, so that only one large plan is held at once; the forest first, then a line of
     summary. Baselines that do not apply go to `skipped` (algorithm -> why)."""
     from ..algorithms.baselines import double_binary_tree_plan, hierarchical_plan, ring_plan
-    plan, done, forest, optimal_k = _forest(topo, collective, k, size)
+    plan, done, forest, optimal_k, lanes = _forest(topo, collective, k, size)
     summary = forest.report()
     if optimal_k is not None and forest.k != optimal_k:
         summary += (f"\nchosen     k={forest.k} (simulated faster at {size} B than the optimal "
                     f"k={optimal_k})")
+    if not lanes:
+        summary += f"\nchosen     without lanes (simulated faster at {size} B)"
     yield "forest", plan, done, (summary, forest.k)
     del plan
     makers = {"ring": ring_plan, "tree": double_binary_tree_plan,
