@@ -87,6 +87,18 @@ def test_report_keeps_the_faster_of_lanes_and_none():
     assert "without lanes" in report.forest_summary
 
 
+def test_report_with_a_given_k_keeps_the_faster_of_lanes_and_none():
+    """With k given the report still compiles the forest both ways: mi250x1 all_reduce at k = 3
+    (its optimum) is faster without lanes, so the report must not show the slower laned plan."""
+    from forestcc.plan.report import make_report
+    topo = topology.preset("mi250x1")
+    size = 1 << 30
+    report = make_report(topo, "all_reduce", [size], k=3)
+    without = simulate(compile_forest(generate_forest(topo, "all_reduce", 3), lanes=False), topo, size)
+    assert report.results["forest"][-1].algbw >= without.algbw
+    assert "without lanes" in report.forest_summary
+
+
 def test_generate_forest_command_without_lanes(tmp_path, capsys):
     from forestcc.plan import load
     from forestcc.plan.cli import main as plan_main

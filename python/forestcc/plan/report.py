@@ -15,8 +15,8 @@ plan needs boxes with rails) are shown as n/a.
 What it does at which scale (simulation time grows with transfers: about ranks^2 per size for
 rings and forests, times the slices): up to LARGE_RANKS ranks, 11 sizes (1 MiB to 1 GiB,
 doubling) and, without k, the forest with 1, 2 or the optimal k trees per root, whichever
-simulates fastest at the largest size (each with and without the plan compiler's lanes where
-they apply). Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
+simulates fastest at the largest size (each, and a given k's forest too, with and without the
+plan compiler's lanes where they apply). Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
 1 GiB, x4) and one forest, the generator's own (optimal) k, unless k is given: a 1,024-rank
 ring all_gather makes some 16 million transfers at every size, and each extra forest
 candidate costs a full 1 GiB simulation and a plan compile. At any scale, a baseline whose plan
@@ -86,30 +86,32 @@ class Report:
 
 def _forest(topo, collective, k, size):
     """The forest plan for the report, prepared, with what it was simulated at already
-    ({size: SimResult}): with k given, that forest; above LARGE_RANKS ranks, the optimal one
-    (the generator's k); else, of the forests with 1, 2 and the optimal k trees per root, the one
-    the simulator finds fastest at `size`. Fewer trees mean fewer, bigger transfers, which often
-    realize more of the link bandwidth than the exact optimum's many small ones, at a loss
-    (printed) on paper. Where some tree arc is a direct link, each candidate is compiled with
-    and without lanes (tree_plan.py) and the faster kept. Also returns the forest, the optimal
-    k when it was a candidate, and whether the plan has lanes."""
+    ({size: SimResult}): above LARGE_RANKS ranks, the forest with k trees per root (the
+    generator's optimal k unless k is given), as compiled by default; else, of the forests with k
+    trees per root (when given) or with 1, 2 and the optimal k, the one the simulator finds
+    fastest at `size`. Fewer trees mean fewer, bigger transfers, which often realize more of the
+    link bandwidth than the exact optimum's many small ones, at a loss (printed) on paper. Where
+    some tree arc is a direct link, each candidate is compiled with and without lanes
+    (tree_plan.py) and the faster kept. Also returns the forest, the optimal k when it was a
+    candidate, and whether the plan has lanes."""
     from ..algorithms.forest import generate_forest
     from ..algorithms.forest_plan import compile_forest
-    if k is not None:
-        forest = generate_forest(topo, collective, k)
-        return Simulator(compile_forest(forest), topo, validated=True), {}, forest, None, True
-    optimal = generate_forest(topo, collective)
+    given = generate_forest(topo, collective, k) if k is not None else generate_forest(topo, collective)
     if topo.num_ranks > LARGE_RANKS:
-        return Simulator(compile_forest(optimal), topo, validated=True), {}, optimal, None, True
+        return Simulator(compile_forest(given), topo, validated=True), {}, given, None, True
+    forests, optimal_k = [given], None
+    if k is None:
+        forests = [given if candidate == given.k else generate_forest(topo, collective, candidate)
+                   for candidate in sorted({1, 2, given.k})]
+        optimal_k = given.k
     best = None
-    for candidate in sorted({1, 2, optimal.k}):
-        forest = optimal if candidate == optimal.k else generate_forest(topo, collective, candidate)
+    for forest in forests:
         for lanes in (False, True) if _direct_links(forest) else (True,):
             plan = Simulator(compile_forest(forest, lanes=lanes), topo, validated=True)
             result = plan.run(size)
             if best is None or result.algbw > best[0].algbw * 1.001:
                 best = (result, plan, forest, lanes)
-    return best[1], {size: best[0]}, best[2], optimal.k, best[3]
+    return best[1], {size: best[0]}, best[2], optimal_k, best[3]
 
 
 def _direct_links(forest) -> bool:
