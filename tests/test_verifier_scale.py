@@ -285,15 +285,28 @@ def _co_access_by_python(plan, comps):
     return kept
 
 
-@pytest.mark.parametrize("index", range(0, len(SMALL), 3))
+CO_ACCESS_PLANS = SMALL[::3] + [builtin.generate("eager", c, 4)
+                                 for c in builtin.algorithms()["eager"]]
+
+
+@pytest.mark.parametrize("index", range(len(CO_ACCESS_PLANS)))
 def test_co_access_follows_its_rule(index):
     # The C++ scan (_C.plan.co_access) against the rule written out, on reference plans of
-    # every collective, in and out of place (aliased buffers), and built-in plans.
-    plan = SMALL[index]
+    # every collective, in and out of place (aliased buffers), and built-in plans, eager ones
+    # (scratch_banks 2) included. Barrier and eager plans keep every entered mark besides
+    # (clocks.py: their rule is global).
+    plan = CO_ACCESS_PLANS[index]
     comps = Components(plan, project=True)
+    expected = _co_access_by_python(plan, comps)
     if plan["collective"] == ops.BARRIER or plan.get("scratch_banks", 1) == 2:
-        return  # these keep every entered mark besides (clocks.py)
-    assert comps.kept == _co_access_by_python(plan, comps)
+        expected = [kept | set(comps.entered) for kept in expected]
+    assert comps.kept == expected
+
+
+def test_co_access_covers_barrier_and_eager_plans():
+    kinds = {(p["collective"] == ops.BARRIER, p.get("scratch_banks", 1) == 2)
+             for p in CO_ACCESS_PLANS}
+    assert {(True, False), (False, True)} <= kinds
 
 
 def test_a_forest_rank_keeps_few_components():

@@ -247,6 +247,7 @@ void bindPlan(py::module_& m) {
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
   bindVerifierClocks(sub);
   bindVerifierCoAccess(sub);
+  bindVerifierMemory(sub);
   bindVerifierDigest(sub);
   bindTreeCompiler(sub);
 }

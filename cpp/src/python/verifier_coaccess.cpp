@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "python/module.hpp"
+#include "python/verifier_layout.hpp"
 
 namespace py = pybind11;
 
@@ -23,20 +24,11 @@ namespace forestcc::python {
 
 namespace {
 
-// How a plan's buffers alias in place (plan/geometry.py alias_function).
-enum class Alias : int { None = 0, InputIsOutput = 1, InputInOutput = 2, OutputInInput = 3 };
-
-enum Buffer : int { kInput = 0, kOutput = 1, kScratch = 2 };
-
-int64_t toInt(PyObject* value) {
-  long long v = PyLong_AsLongLong(value);
-  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-  return v;
-}
+using verifier::Layout;
+using verifier::toInt;
 
 PyObject* field(PyObject* dict, const char* name) {  // borrowed; nullptr when absent
-  PyObject* value = PyDict_GetItemString(dict, name);
-  return value;
+  return PyDict_GetItemString(dict, name);
 }
 
 PyObject* required(PyObject* dict, const char* name) {
@@ -48,32 +40,6 @@ PyObject* required(PyObject* dict, const char* name) {
 bool named(PyObject* text, const char* name) {
   return PyUnicode_Check(text) && PyUnicode_CompareWithASCIIString(text, name) == 0;
 }
-
-struct Layout {
-  int64_t size[3];  // chunks of input, output, scratch
-  int64_t perRank;  // chunks of one rank's memory, the three buffers end to end
-  int64_t k;
-  Alias alias;
-
-  // The chunk of memory a (buffer, index) reference of `rank` names, as one number for all ranks.
-  uint64_t location(int64_t rank, PyObject* ref) const {
-    if (!PyList_Check(ref) && !PyTuple_Check(ref)) throw py::type_error("co_access: a chunk ref is not a list");
-    PyObject* name = PySequence_Fast_GET_ITEM(ref, 0);
-    int64_t index = toInt(PySequence_Fast_GET_ITEM(ref, 1));
-    int buffer = named(name, "input") ? kInput : named(name, "output") ? kOutput : kScratch;
-    if (buffer == kInput && alias == Alias::InputIsOutput) {
-      buffer = kOutput;
-    } else if (buffer == kInput && alias == Alias::InputInOutput) {
-      buffer = kOutput;
-      index += rank * k;
-    } else if (buffer == kOutput && alias == Alias::OutputInInput) {
-      buffer = kInput;
-      index += rank * k;
-    }
-    int64_t offset = buffer == kInput ? 0 : buffer == kOutput ? size[0] : size[0] + size[1];
-    return static_cast<uint64_t>(rank * perRank + offset + index);
-  }
-};
 
 struct Scan {
   const Layout& layout;
@@ -91,11 +57,7 @@ void bindVerifierCoAccess(py::module_& plan) {
   plan.def(
       "co_access",
       [](const py::list& ranks, const py::list& sizes, int64_t k, int alias) {
-        Layout layout{};
-        for (int b = 0; b < 3; ++b) layout.size[b] = py::cast<int64_t>(sizes[b]);
-        layout.perRank = layout.size[0] + layout.size[1] + layout.size[2];
-        layout.k = k;
-        layout.alias = static_cast<Alias>(alias);
+        const Layout layout(sizes, k, alias);
         const int64_t n = static_cast<int64_t>(ranks.size());
         // Components as clocks.Components numbers them: per rank its workers, then its channels;
         // then one entered mark per rank.

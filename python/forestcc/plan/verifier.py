@@ -36,8 +36,11 @@ before this call wrote it are still "uninitialized_read": stale data of an older
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+
+from forestcc import _C
 
 from . import format as plan_format
 from . import geometry, ops, semantics
@@ -111,53 +114,10 @@ def _where(rank, worker, step, name) -> str:
     return f"rank {rank}, worker {worker}, step {step} ({name})"
 
 
-class _Location:
-    """Content and access history of one chunk of one rank's memory. A 1,024-rank all_reduce
-    plan has millions of them, most read once after each write: the first reader since the
-    write is held in place (read_comp, read_stamp, read_info), the others in a dict made only
-    when there are some (``more_reads``: component -> (stamp, info)); a dict per chunk was a
-    third of the verifier's memory."""
-    __slots__ = ("more_reads", "read_comp", "read_info", "read_stamp", "value", "write_comp",
-                 "write_info", "write_stamp")
-
-    def __init__(self, value):
-        self.value = value
-        self.write_comp = -1  # -1: the initial content, ordered before everything
-        self.write_stamp = 0
-        self.write_info = None
-        self.read_comp = -1  # -1: no read since the write
-        self.read_stamp = 0
-        self.read_info = None
-        self.more_reads = None
-
-    def read(self, comp: int, stamp: int, info) -> None:
-        """Records a read by ``comp`` (the latest one per component counts)."""
-        if self.read_comp == comp or self.read_comp < 0:
-            if self.read_stamp < stamp or self.read_comp < 0:
-                self.read_comp, self.read_stamp, self.read_info = comp, stamp, info
-            return
-        more = self.more_reads
-        if more is None:
-            self.more_reads = {comp: (stamp, info)}
-            return
-        previous = more.get(comp)
-        if previous is None or previous[0] < stamp:
-            more[comp] = (stamp, info)
-
-    def reads(self):
-        """(component, stamp, info) of the latest read by each component since the write."""
-        if self.read_comp < 0:
-            return ()
-        first = ((self.read_comp, self.read_stamp, self.read_info),)
-        if self.more_reads is None:
-            return first
-        return first + tuple((comp, stamp, info)
-                             for comp, (stamp, info) in self.more_reads.items())
-
-    def written(self, value, comp: int, stamp: int, info) -> None:
-        """A write: the new content, and no reads since."""
-        self.value, self.write_comp, self.write_stamp, self.write_info = value, comp, stamp, info
-        self.read_comp, self.read_stamp, self.read_info, self.more_reads = -1, 0, None, None
+# Race kinds as the chunk records (_C.plan.ChunkMemory, cpp/src/python/verifier_memory.cpp)
+# number them.
+_RACE_KINDS = (RACE, UNINITIALIZED, INPUT_WRITE, EARLY)
+_RACE_KIND = {kind: i for i, kind in enumerate(_RACE_KINDS)}
 
 
 class TooLarge(Exception):
@@ -193,8 +153,6 @@ class _Verifier:
         self.nranks = n = plan["nranks"]
         self.collective = plan["collective"]
         self.k = plan["chunks_per_block"]
-        self.alias = [geometry.alias_function(self.collective, plan["in_place"], r, self.k)
-                      for r in range(n)]
         ranks = plan["ranks"]
         reducing = self.collective in (ops.ALL_REDUCE, ops.REDUCE_SCATTER, ops.REDUCE)
         self.chunk_work = _WORK_PER_CHUNK + (n if reducing else 1) // _SYMBOLS_PER_WORK
@@ -220,38 +178,45 @@ class _Verifier:
         # from a worker to another carries a copy of the sender's clock (for a waiter that has
         # none yet). So a wait costs what is new to it, and signals cost no copies.
         self.logs: dict = {}
+        # Pairs of components as one int (_pair), not a tuple: hundreds of thousands of them.
         self.joined: dict = {}  # (waiting worker component, sender's worker) -> log length
-        self.copied: set = set()  # (sender's worker, waiting worker) given a copy already
+        self.copied: set = set()  # (sender's worker, waiting worker or None) given a copy already
         self.peer = [[c["peer"] for c in entry["channels"]] for entry in ranks]
-        self.partner = pair_channels(plan)
-        # (rank, ch) -> the signals sent on it, by number, as (copy of the sender's clock or
-        # None, lane component, stamp, sender's worker component, sender's log length): the
-        # signal's clock is the sender's then, with the lane component raised to the stamp.
-        # A signal is dropped (None) once the matching wait took it.
-        self.signals = {}
-        self.waits_done = {}  # (rank, ch) -> waits completed
-        self.lane_events = {}  # (rank, ch) -> events of the lane so far (its own component)
-        # Chunk records by location: a chunk of one rank's memory as one int (_key; a tuple per
-        # chunk was a tenth of the memory of verifying large plans). _key_parts reads one back.
+        # Per-channel records are lists indexed by a channel's global number, the rank's first
+        # channel number (channel_base[rank]) plus its id: about a million channels at 1,024
+        # ranks, where dicts keyed by (rank, channel) tuples took hundreds of MB.
+        self.channel_base = []
+        channels = 0
+        for entry in ranks:
+            self.channel_base.append(channels)
+            channels += len(entry["channels"])
+        self.partner = [0] * channels  # channel -> the channel it pairs with (pair_channels)
+        for (r, c), (p, pc) in pair_channels(plan).items():
+            self.partner[self.channel_base[r] + c] = self.channel_base[p] + pc
+        # channel -> the signals sent on it, by number, as (copy of the sender's clock or None,
+        # lane component, stamp, sender's worker component, sender's log length): the signal's
+        # clock is the sender's then, with the lane component raised to the stamp. A signal is
+        # dropped (None) once the matching wait took it. None: no signal sent yet.
+        self.signals: list = [None] * channels
+        self.waits_done = [0] * channels  # channel -> waits completed
+        self.lane_events = [0] * channels  # channel -> events of its lane so far (its component)
+        self.lanes_after_peer_entered = bytearray(channels)  # 1: the lane has seen a peer event
+        # Chunk records by location, a chunk of one rank's memory as one int (the rank's input,
+        # output and scratch end to end, aliases resolved): kept in C++ (verifier_memory.cpp).
         buffers = plan["buffers"]
         self.buffer_base = {ops.INPUT: 0, ops.OUTPUT: buffers[ops.INPUT],
                             ops.SCRATCH: buffers[ops.INPUT] + buffers[ops.OUTPUT]}
         self.per_rank = self.buffer_base[ops.SCRATCH] + buffers[ops.SCRATCH]
-        self.memory = {}  # location -> _Location
-        self.races = {}  # (kind, op, op) -> [location, ...]: one issue per op pair
-        self.lanes_after_peer_entered = set()  # (rank, ch) whose lane has seen a peer event
+        self.memory = _C.plan.ChunkMemory(
+            [buffers[ops.INPUT], buffers[ops.OUTPUT], buffers[ops.SCRATCH]], self.k,
+            geometry.alias_kind(self.collective, plan["in_place"]), n, semantics.combine)
         self.banked = plan.get("scratch_banks", 1) == 2  # eager: peers' scratch needs no entry
         # The initial contents, the expected outputs and the writable-input sets: ranks x chunks.
         self._charge(n * (plan["buffers"][ops.INPUT] + 2 * plan["buffers"][ops.OUTPUT])
                      * self.chunk_work, n * plan["buffers"][ops.INPUT])
         for r in range(n):
             for i in range(plan["buffers"][ops.INPUT]):
-                self.memory[self._key(r, ops.INPUT, i)] = _Location(semantics.input_symbol(r, i))
-        out_chunks = plan["buffers"][ops.OUTPUT]
-        # Physical input chunks the output aliases (in-place reduce_scatter/scatter): writable.
-        self.writable_input = [
-            {idx for buf, idx in (self.alias[r](ops.OUTPUT, i) for i in range(out_chunks))
-             if buf == ops.INPUT} for r in range(n)]
+                self.memory.init(self._key(r, ops.INPUT, i), semantics.input_symbol(r, i))
 
     # -- memory accesses ------------------------------------------------------------------
 
@@ -262,33 +227,7 @@ class _Verifier:
         return rank, worker, step, self.plan["ranks"][rank]["workers"][worker]["ops"][step]["op"]
 
     def _race(self, kind: str, info, other, key) -> None:
-        self.races.setdefault((kind, info, other), []).append(key)
-
-    def _read(self, key, clock, comp, stamp, info):
-        loc = self.memory.get(key)
-        if loc is None:  # recorded all the same, so a later unordered write is a race too
-            loc = self.memory[key] = _Location(None)
-        if loc.write_comp < 0 and loc.value is None:
-            self._race(UNINITIALIZED, info, None, key)
-        elif loc.write_comp >= 0 and clock.get(loc.write_comp, 0) < loc.write_stamp:
-            self._race(RACE, info, loc.write_info, key)
-        loc.read(comp, stamp, info)
-        return loc.value
-
-    def _write(self, key, value, clock, comp, stamp, info) -> None:
-        loc = self.memory.get(key)
-        if loc is None:
-            loc = self.memory[key] = _Location(None)
-        else:
-            if loc.write_comp >= 0 and clock.get(loc.write_comp, 0) < loc.write_stamp:
-                self._race(RACE, info, loc.write_info, key)
-            for read_comp, read_stamp, read_info in loc.reads():
-                if clock.get(read_comp, 0) < read_stamp:
-                    self._race(RACE, info, read_info, key)
-        rank, index = divmod(key, self.per_rank)  # an input chunk: index < the input's size
-        if index < self.buffer_base[ops.OUTPUT] and index not in self.writable_input[rank]:
-            self._race(INPUT_WRITE, info, None, key)
-        loc.written(value, comp, stamp, info)
+        self.memory.race(_RACE_KIND[kind], info, other, key)
 
     def _needs_entry(self, remote_ref) -> bool:
         """Whether accessing a peer's ``remote_ref`` must wait until that peer entered: always,
@@ -313,8 +252,7 @@ class _Verifier:
 
     def _key(self, rank: int, buffer: str, index: int) -> int:
         """The location of chunk ``index`` of ``buffer`` (aliases resolved) on ``rank``."""
-        buffer, index = self.alias[rank](buffer, index)
-        return rank * self.per_rank + self.buffer_base[buffer] + index
+        return self.memory.location(rank, (buffer, index))
 
     def _key_parts(self, key: int) -> tuple:
         """(rank, buffer, index) of a location, for messages."""
@@ -324,17 +262,11 @@ class _Verifier:
                 return rank, buffer, index - self.buffer_base[buffer]
         raise AssertionError("negative location")
 
-    def _keys(self, rank: int, ref, count: int) -> list:
-        """The locations of ``count`` chunks from ``ref`` on ``rank`` (an alias moves a whole
-        buffer, so they are consecutive)."""
+    def _keys(self, rank: int, ref, count: int) -> int:
+        """The first location of ``count`` chunks from ``ref`` on ``rank`` (an alias moves a
+        whole buffer, so they are consecutive)."""
         self._charge(count * self.chunk_work, count)
-        first = self._key(rank, ref[0], ref[1])
-        return list(range(first, first + count))
-
-    def _move(self, src_keys, dst_keys, clock, comp, stamp, info) -> None:
-        values = [self._read(key, clock, comp, stamp, info) for key in src_keys]
-        for key, value in zip(dst_keys, values):
-            self._write(key, value, clock, comp, stamp, info)
+        return self.memory.location(rank, ref)
 
     def _reduce(self, rank, op, clock, comp, stamp, info, remote=None) -> None:
         """dst = combine(srcs); ``remote`` (get_reduce) adds the peer's chunks as the last
@@ -345,16 +277,13 @@ class _Verifier:
         if remote is not None:
             srcs.append(remote)
         for src in srcs:
-            self._check_overlap(src, dst, info, allow_identical=True)
-        for j in range(count):
-            values = [self._read(src[j], clock, comp, stamp, info) for src in srcs]
-            value = None if any(v is None for v in values) else semantics.combine(values)
-            self._write(dst[j], value, clock, comp, stamp, info)
+            self._check_overlap(src, dst, count, info)
+        self.memory.reduce(dst, srcs, count, clock, comp, stamp, info)
 
-    def _check_overlap(self, src_keys, dst_keys, info, allow_identical: bool) -> None:
-        if src_keys == dst_keys and allow_identical:
-            return
-        if set(src_keys) & set(dst_keys):
+    def _check_overlap(self, src: int, dst: int, count: int, info) -> None:
+        """An issue when ``count`` chunks from locations ``src`` and ``dst`` overlap without
+        being the same chunks."""
+        if src != dst and src < dst + count and dst < src + count:
             where = self._op_at(info)
             self.issues.append(Issue(OVERLAP, *where[:3],
                                      f"{_where(*where)}: source and destination overlap "
@@ -373,8 +302,9 @@ class _Verifier:
         """A channel op issued now: the lane ticks; returns (lane clock, component, stamp,
         the worker's own value of that component to restore)."""
         comp = self.lane_comp[rank][ch]
-        stamp = self.lane_events.get((rank, ch), 0) + 1
-        self.lane_events[(rank, ch)] = stamp
+        channel = self.channel_base[rank] + ch
+        stamp = self.lane_events[channel] + 1
+        self.lane_events[channel] = stamp
         saved = worker_clock.get(comp)  # None: absent (0), removed again by _restore
         worker_clock[comp] = stamp
         return worker_clock, comp, stamp, saved
@@ -389,7 +319,7 @@ class _Verifier:
     def _join_lane(self, rank: int, ch: int, clock, wcomp: int) -> None:
         """Flush (or the end of the worker): everything issued on the lane is done."""
         comp = self.lane_comp[rank][ch]
-        events = self.lane_events.get((rank, ch), 0)
+        events = self.lane_events[self.channel_base[rank] + ch]
         if events > clock.get(comp, 0):
             self.entries += comp not in clock
             clock[comp] = events
@@ -397,17 +327,21 @@ class _Verifier:
 
     def _signal(self, rank: int, ch: int, clock, wcomp: int) -> None:
         comp = self.lane_comp[rank][ch]
-        stamp = self.lane_events.get((rank, ch), 0) + 1
-        self.lane_events[(rank, ch)] = stamp
-        pair = (wcomp, self.waiter.get((rank, ch)))
+        channel = self.channel_base[rank] + ch
+        stamp = self.lane_events[channel] + 1
+        self.lane_events[channel] = stamp
+        waiter = self.waiter[channel]
+        pair = self._pair(wcomp, -1 if waiter is None else waiter)
         copy = None
         if pair not in self.copied:
             self.copied.add(pair)
             self._charge(len(clock) // _ENTRIES_PER_WORK)
             self.entries += len(clock)
             copy = dict(clock)
-        self.signals.setdefault((rank, ch), []).append(
-            (copy, comp, stamp, wcomp, len(self.logs[wcomp])))
+        sent = self.signals[channel]
+        if sent is None:
+            sent = self.signals[channel] = []
+        sent.append((copy, comp, stamp, wcomp, len(self.logs[wcomp])))
 
     def _put(self, rank, op, ch, src_field, dst_field, clock, info) -> None:
         lane, comp, stamp, saved = self._lane_clock(rank, ch, clock)
@@ -420,15 +354,21 @@ class _Verifier:
         count = ops.op_count(op)
         peer = self.peer[rank][ch]
         remote_ref = op[src_field] if op["op"] == ops.GET else op[dst_field]
+        channel = self.channel_base[rank] + ch
         if (peer != rank and self._needs_entry(remote_ref)
-                and (rank, ch) not in self.lanes_after_peer_entered):
+                and not self.lanes_after_peer_entered[channel]):
             if lane.get(self.entered[peer], 0):
-                self.lanes_after_peer_entered.add((rank, ch))
+                self.lanes_after_peer_entered[channel] = 1
             else:
-                self._race(EARLY, info, None, self._keys(peer, remote_ref, count)[0])
+                self._race(EARLY, info, None, self._keys(peer, remote_ref, count))
         src_rank, dst_rank = (peer, rank) if op["op"] == ops.GET else (rank, peer)
-        self._move(self._keys(src_rank, op[src_field], count),
-                   self._keys(dst_rank, op[dst_field], count), lane, comp, stamp, info)
+        self.memory.move(self._keys(src_rank, op[src_field], count),
+                         self._keys(dst_rank, op[dst_field], count), count, lane, comp, stamp,
+                         info)
+
+    def _pair(self, comp: int, other: int) -> int:
+        """Two components (the second may be -1) as one int, a key of joined and copied."""
+        return comp * (self.comps.count + 1) + other + 1
 
     def _tick(self, clock: dict, wcomp: int) -> int:
         """A worker event: its own component counts one more; returns the new count."""
@@ -445,22 +385,23 @@ class _Verifier:
         wcomp = self.worker_comp[rank][worker]
         ch = op.get("ch")
         if name == ops.WAIT:
-            partner = self.partner[(rank, ch)]
-            done = self.waits_done.get((rank, ch), 0)
-            sent = self.signals.get(partner, ())
+            channel = self.channel_base[rank] + ch
+            done = self.waits_done[channel]
+            sent = self.signals[self.partner[channel]] or ()
             if len(sent) <= done:
                 return False
             copy, comp, stamp, sender, logged = sent[done]
             log = self.logs[wcomp]
             before, changes = len(clock), len(log)
-            seen = self.joined.get((wcomp, sender))
+            pair = self._pair(wcomp, sender)
+            seen = self.joined.get(pair)
             if seen is None and copy is not None:
                 self._charge(len(copy) // _ENTRIES_PER_WORK)
                 self.comps.join(rank, clock, copy, log)
             elif (seen or 0) < logged:  # (seen >= logged: an older clock than one joined)
                 self._charge((logged - (seen or 0)) // (2 * _ENTRIES_PER_WORK))
                 self.comps.join_log(rank, clock, self.logs[sender], seen or 0, logged, log)
-            self.joined[(wcomp, sender)] = max(seen or 0, logged)
+            self.joined[pair] = max(seen or 0, logged)
             if copy is not None:
                 self.entries -= len(copy)
             if stamp > clock.get(comp, 0) and self.comps.keeps(rank, comp):
@@ -468,7 +409,7 @@ class _Verifier:
                 log += (comp, stamp)
             self.entries += len(clock) - before + (len(log) - changes) // _ENTRIES_PER_LOGGED
             sent[done] = None
-            self.waits_done[(rank, ch)] = done + 1
+            self.waits_done[channel] = done + 1
             self._tick(clock, wcomp)
         elif name == ops.SIGNAL:
             self._signal(rank, ch, clock, wcomp)
@@ -483,8 +424,8 @@ class _Verifier:
             stamp = self._tick(clock, wcomp)
             count = ops.op_count(op)
             src, dst = self._keys(rank, op["src"], count), self._keys(rank, op["dst"], count)
-            self._check_overlap(src, dst, info, allow_identical=True)
-            self._move(src, dst, clock, wcomp, stamp, info)
+            self._check_overlap(src, dst, count, info)
+            self.memory.move(src, dst, count, clock, wcomp, stamp, info)
         elif name == ops.GET_REDUCE:
             # The worker reads the peer's memory itself, synchronously: a worker event (no
             # lane, no flush), which must come after the peer entered.
@@ -493,7 +434,7 @@ class _Verifier:
             remote = self._keys(peer, op["src"], ops.op_count(op))
             if (peer != rank and self._needs_entry(op["src"])
                     and not clock.get(self.entered[peer], 0)):
-                self._race(EARLY, info, None, remote[0])
+                self._race(EARLY, info, None, remote)
             self._reduce(rank, op, clock, wcomp, stamp, info, remote)
         elif name in (ops.REDUCE_OP, ops.REDUCE_PUT):
             stamp = self._tick(clock, wcomp)
@@ -512,19 +453,22 @@ class _Verifier:
         self.entries += len(clocks)
         self.logs = {self.worker_comp[r][w]: [self.entered[r], 1] for r, w in workers}
         pc = dict.fromkeys(workers, 0)
-        owner = {}  # (rank, ch) -> worker using it, to wake waiters
-        owned = {rw: set() for rw in workers}  # (rank, worker) -> its channels
+        base = self.channel_base
+        owner: list = [None] * len(self.partner)  # channel -> the worker using it (None: none)
         for r, w in workers:
             for op in ranks[r]["workers"][w]["ops"]:
                 if "ch" in op:
-                    owner[(r, op["ch"])] = w
-                    owned[(r, w)].add(op["ch"])
-        # (rank, ch) -> the worker component that waits on its partner (None: no worker does)
-        self.waiter = {}
-        for key, (p, pch) in self.partner.items():
-            w = owner.get((p, pch))
-            self.waiter[key] = None if w is None else self.worker_comp[p][w]
-        blocked_on = {}  # (rank, ch) whose partner signal is awaited -> (rank, worker)
+                    owner[base[r] + op["ch"]] = w
+        # channel -> the worker component that waits on its partner (None: no worker does)
+        self.waiter = [None] * len(self.partner)
+        for channel, other in enumerate(self.partner):
+            w = owner[other]
+            if w is not None:
+                p = bisect_right(base, other) - 1
+                self.waiter[channel] = self.worker_comp[p][w]
+        # Static, so found before the run (its memory is freed before the run's peak).
+        balance = balance_issues(self.plan)
+        blocked_on = {}  # channel whose partner signal is awaited -> (rank, worker)
         runnable = deque(workers)
         executed = 0
         while runnable:
@@ -536,23 +480,26 @@ class _Verifier:
                 op = op_list[step]
                 self._charge(self.op_work)
                 if not self._step(r, w, step, op, clock):
-                    blocked_on[self.partner[(r, op["ch"])]] = (r, w)
+                    blocked_on[self.partner[base[r] + op["ch"]]] = (r, w)
                     break
                 pc[(r, w)] = step + 1
                 executed += 1
                 if op["op"] in (ops.SIGNAL, ops.PUT_SIGNAL):
-                    waiter = blocked_on.pop((r, op["ch"]), None)
+                    waiter = blocked_on.pop(base[r] + op["ch"], None)
                     if waiter is not None:
                         runnable.append(waiter)
         stuck = [rw for rw in workers if pc[rw] < len(ranks[rw[0]]["workers"][rw[1]]["ops"])]
-        self.issues.extend(balance_issues(self.plan, self.partner))
+        self.issues.extend(balance)
         if stuck:
             self._report_deadlock(stuck, pc, owner, ranks)
         # The end of a worker flushes its channels; a rank is done when all its workers are.
+        for r in range(self.nranks):
+            for ch in range(len(ranks[r]["channels"])):
+                w = owner[base[r] + ch]
+                if w is not None:
+                    self._join_lane(r, ch, clocks[(r, w)], self.worker_comp[r][w])
         finished = [{} for _ in range(self.nranks)]
         for (r, w), clock in clocks.items():
-            for ch in owned[(r, w)]:
-                self._join_lane(r, ch, clock, self.worker_comp[r][w])
             done = finished[r]
             for comp, value in clock.items():
                 if value > done.get(comp, 0):
@@ -571,10 +518,13 @@ class _Verifier:
         for r, w in stuck:
             step = pc[(r, w)]
             ch = ranks[r]["workers"][w]["ops"][step]["ch"]
-            p, pch = self.partner[(r, ch)]
-            needed = self.waits_done.get((r, ch), 0) + 1
-            sent = len(self.signals.get((p, pch), ()))
-            other = owner.get((p, pch))
+            channel = self.channel_base[r] + ch
+            other_channel = self.partner[channel]
+            p = bisect_right(self.channel_base, other_channel) - 1
+            pch = other_channel - self.channel_base[p]
+            needed = self.waits_done[channel] + 1
+            sent = len(self.signals[other_channel] or ())
+            other = owner[other_channel]
             if other is None:
                 state = f"no worker of rank {p} uses channel {pch}"
             elif (p, other) in pc and pc[(p, other)] < len(ranks[p]["workers"][other]["ops"]):
@@ -587,7 +537,8 @@ class _Verifier:
                 f"#{needed} from rank {p} channel {pch}, which sent {sent}; {state}"))
 
     def _report_races(self) -> None:
-        for (kind, op_id, other), locations in self.races.items():
+        for kind_index, op_id, other, locations in self.memory.take_races():
+            kind = _RACE_KINDS[kind_index]
             keys = [self._key_parts(key) for key in locations]
             info = self._op_at(op_id)
             rank, worker, step, _ = info
@@ -605,18 +556,9 @@ class _Verifier:
                 message = (f"{_where(*info)}: accesses {what} concurrently with "
                            f"{_where(*self._op_at(other))}: no signal/wait orders them")
             self.issues.append(Issue(kind, rank, worker, step, message))
-        self.races.clear()
 
     def _check_unfinished(self, finished) -> None:
-        late: dict = {}
-        for key, loc in self.memory.items():
-            done = finished[key // self.per_rank]
-            if loc.write_comp >= 0 and done.get(loc.write_comp, 0) < loc.write_stamp:
-                late.setdefault(loc.write_info, []).append(key)
-            for comp, stamp, info in loc.reads():
-                if done.get(comp, 0) < stamp:
-                    late.setdefault(info, []).append(key)
-        for op_id, locations in late.items():
+        for op_id, locations in self.memory.late(finished):
             keys = [self._key_parts(key) for key in locations]
             info = self._op_at(op_id)
             self.issues.append(Issue(
@@ -644,8 +586,7 @@ class _Verifier:
             for i, want in enumerate(expected):
                 if want is None:
                     continue
-                loc = self.memory.get(self._key(r, ops.OUTPUT, i))
-                got = loc.value if loc is not None else None
+                got = self.memory.value(self._key(r, ops.OUTPUT, i))
                 if shared is None:
                     equal = got == want
                 else:
