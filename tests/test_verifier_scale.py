@@ -300,7 +300,9 @@ def test_co_access_follows_its_rule(index):
     expected = _co_access_by_python(plan, comps)
     if plan["collective"] == ops.BARRIER or plan.get("scratch_banks", 1) == 2:
         expected = [kept | set(comps.entered) for kept in expected]
-    assert comps.kept == expected
+    assert [comps.kept.components(r) for r in range(plan["nranks"])] == expected
+    assert all(comps.keeps(r, c) == (c in expected[r])
+               for r in range(plan["nranks"]) for c in range(comps.count))
 
 
 def test_co_access_covers_barrier_and_eager_plans():
@@ -314,7 +316,7 @@ def test_a_forest_rank_keeps_few_components():
     # plan's tens of thousands of components.
     comps = Components(_forest("all_reduce"), project=True)
     assert comps.count > 20_000
-    assert max(len(kept) for kept in comps.kept) < 1_000
+    assert max(comps.kept.count(r) for r in range(len(comps.kept))) < 1_000
 
 
 # ----------------------------------------------------------------------------- the clock join
@@ -329,12 +331,12 @@ def test_clock_join_takes_what_raises_the_clock_and_is_kept(clock, other, kept, 
     from forestcc import _C
     log = [x for item in other.items() for x in item]
     start = min(start - start % 2, len(log))
-    kept_set = set(kept) if project else None
+    kept_by = _C.plan.KeptComponents([[], sorted(kept)]) if project else None
     for items, join in (
             (list(other.items()),
-             lambda c, ch: _C.plan.join_clock(c, other, kept_set, ch)),
+             lambda c, ch: _C.plan.join_clock(c, other, kept_by, 1, ch)),
             (list(other.items())[start // 2:],
-             lambda c, ch: _C.plan.join_clock_log(c, log, start, len(log), kept_set, ch))):
+             lambda c, ch: _C.plan.join_clock_log(c, log, start, len(log), kept_by, 1, ch))):
         expected, changes = dict(clock), []
         for comp, value in items:
             if value > expected.get(comp, 0) and (not project or comp in kept):

@@ -9,6 +9,7 @@
 // then per chunk every rank concerned keeps every accessor. A 1,024-rank forest plan touches
 // tens of millions of chunks: in Python that scan alone took longer than the verification.
 #include <Python.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include "python/module.hpp"
+#include "python/plan_dict.hpp"
+#include "python/verifier_kept.hpp"
 #include "python/verifier_layout.hpp"
 
 namespace py = pybind11;
@@ -56,7 +59,7 @@ struct Scan {
 void bindVerifierCoAccess(py::module_& plan) {
   plan.def(
       "co_access",
-      [](const py::list& ranks, const py::list& sizes, int64_t k, int alias) {
+      [](const py::list& ranks, const py::list& sizes, int64_t k, int alias, bool everyEntered) {
         const Layout layout(sizes, k, alias);
         const int64_t n = static_cast<int64_t>(ranks.size());
         // Components as clocks.Components numbers them: per rank its workers, then its channels;
@@ -146,27 +149,53 @@ void bindVerifierCoAccess(py::module_& plan) {
             for (uint64_t comp : group) kept.push_back(static_cast<uint64_t>(r) << 34 | comp);
           }
         }
+        const size_t scanned = touched.capacity() * sizeof(touched[0]);
         std::vector<std::pair<uint64_t, uint32_t>>().swap(touched);
         std::sort(kept.begin(), kept.end());
         kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
-        py::list result;
+
+        std::vector<std::vector<uint32_t>> byRank(n);
         size_t i = 0;
         for (int64_t r = 0; r < n; ++r) {
-          py::set mine;
+          std::vector<uint32_t>& mine = byRank[r];
           for (; i < kept.size() && static_cast<int64_t>(kept[i] >> 34) == r; ++i) {
-            mine.add(py::int_(kept[i] & ((uint64_t{1} << 34) - 1)));
+            mine.push_back(static_cast<uint32_t>(kept[i] & ((uint64_t{1} << 34) - 1)));
           }
-          result.append(std::move(mine));
+          if (everyEntered) {  // barrier and eager plans: rule 7 asks whether every rank saw every other enter
+            for (int64_t q = 0; q < n; ++q) mine.push_back(static_cast<uint32_t>(entered + q));
+          }
         }
+        std::vector<uint64_t>().swap(kept);
+        verifier::KeptComponents result(std::move(byRank));
+        releaseFreedMemory(scanned);  // the scan's hundreds of MB at 1,024 ranks, back to the system
         return result;
       },
-      py::arg("ranks"), py::arg("sizes"), py::arg("k"), py::arg("alias"),
-      "The clock components each rank of a valid plan keeps (plan/clocks.py): per rank a set of "
+      py::arg("ranks"), py::arg("sizes"), py::arg("k"), py::arg("alias"), py::arg("every_entered") = false,
+      "The clock components each rank of a valid plan keeps (plan/clocks.py), as KeptComponents: per rank "
       "the components that access a chunk some component of that rank accesses or a chunk of "
       "its own memory, with the entered marks of the ranks whose memory its components access. "
       "ranks: the plan's 'ranks'; sizes: chunks of input, output and scratch; alias: 0 out of "
       "place, 1 input is output, 2 input is block `rank` of output, 3 output is block `rank` of "
-      "input.");
+      "input; every_entered: every rank keeps every entered mark besides (barrier and eager plans).");
+  py::class_<verifier::KeptComponents>(plan, "KeptComponents",
+                                       "Which clock components each rank's clocks keep (co_access).")
+      .def(py::init([](const std::vector<std::vector<uint32_t>>& byRank) {
+             return verifier::KeptComponents(byRank);
+           }),
+           py::arg("by_rank"), "From the components of each rank.")
+      .def("__len__", &verifier::KeptComponents::ranks)
+      .def("keeps", &verifier::KeptComponents::keeps, py::arg("rank"), py::arg("comp"))
+      .def(
+          "components",
+          [](const verifier::KeptComponents& kept, size_t rank) {
+            py::set out;
+            for (uint32_t comp : kept.of(rank)) out.add(py::int_(comp));
+            return out;
+          },
+          py::arg("rank"), "The set of components rank keeps.")
+      .def(
+          "count", [](const verifier::KeptComponents& kept, size_t rank) { return kept.of(rank).size(); },
+          py::arg("rank"), "How many components rank keeps.");
 }
 
 }  // namespace forestcc::python

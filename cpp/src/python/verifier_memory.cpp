@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -83,12 +84,12 @@ class ChunkMemory {
     useDense_ = locations <= kDenseIndexLimit;
   }
   ~ChunkMemory() {
-    for (Record& r : records_) Py_XDECREF(r.value);
+    for (size_t i = 0; i < size_; ++i) Py_XDECREF(record(i).value);
   }
   ChunkMemory(const ChunkMemory&) = delete;
   ChunkMemory& operator=(const ChunkMemory&) = delete;
 
-  size_t size() const { return records_.size(); }
+  size_t size() const { return size_; }
 
   uint64_t location(int64_t rank, const py::handle& ref) const { return layout_.location(rank, ref.ptr()); }
 
@@ -158,7 +159,8 @@ class ChunkMemory {
       if (fresh) found.push_back({op, {}});
       found[it->second].second.push_back(location);
     };
-    for (const Record& r : records_) {
+    for (size_t i = 0; i < size_; ++i) {
+      const Record& r = record(i);
       PyObject* done = PyList_GET_ITEM(finished.ptr(), static_cast<Py_ssize_t>(r.location / layout_.perRank));
       if (r.writeComp >= 0 && seen(done, r.writeComp) < r.writeStamp) add(r.writeOp, r.location);
       if (r.readComp < 0) continue;
@@ -176,7 +178,7 @@ class ChunkMemory {
   // The content of a location (None: none, or never touched).
   py::object value(uint64_t location) const {
     const uint32_t i = indexOf(location);
-    PyObject* v = i == 0 ? nullptr : records_[i - 1].value;
+    PyObject* v = i == 0 ? nullptr : record(i - 1).value;
     return v == nullptr ? py::object(py::none()) : py::reinterpret_borrow<py::object>(v);
   }
 
@@ -217,9 +219,10 @@ class ChunkMemory {
   Record& recordAt(uint64_t location) {
     uint32_t i = indexOf(location);
     if (i == 0) {
-      if (records_.size() >= std::numeric_limits<uint32_t>::max() - 1) throw py::value_error("verifier: too many chunks");
-      records_.push_back(Record{location});
-      i = static_cast<uint32_t>(records_.size());
+      if (size_ >= std::numeric_limits<uint32_t>::max() - 1) throw py::value_error("verifier: too many chunks");
+      if (size_ % kBlock == 0) blocks_.push_back(std::make_unique<Record[]>(kBlock));
+      record(size_) = Record{location};
+      i = static_cast<uint32_t>(++size_);
       if (useDense_) {
         if (location >= dense_.size()) throw py::index_error("verifier: location outside the plan's memory");
         dense_[location] = i;
@@ -227,8 +230,11 @@ class ChunkMemory {
         sparse_.emplace(location, i);
       }
     }
-    return records_[i - 1];
+    return record(i - 1);
   }
+
+  Record& record(size_t i) { return blocks_[i / kBlock][i % kBlock]; }
+  const Record& record(size_t i) const { return blocks_[i / kBlock][i % kBlock]; }
 
   // A read by `comp` at `stamp`: checked against the write, remembered (the latest per
   // component counts); returns the content (borrowed; nullptr: none).
@@ -307,7 +313,11 @@ class ChunkMemory {
   bool useDense_ = true;
   std::vector<uint32_t> dense_;  // location -> 1 + record index, 0: none
   std::unordered_map<uint64_t, uint32_t> sparse_;
-  std::vector<Record> records_;  // in the order first touched (reports follow it)
+  // The records in the order first touched (reports follow it), in blocks: millions of them,
+  // which a growing vector would hold twice while it moves them.
+  static constexpr size_t kBlock = size_t{1} << 16;
+  std::vector<std::unique_ptr<Record[]>> blocks_;
+  size_t size_ = 0;
   std::vector<std::vector<Access>> moreReads_;  // the second and later readers of a chunk
   std::vector<uint32_t> freeMoreReads_;          // slots of moreReads_ free again (1 + index)
   std::vector<RaceEntry> races_;
