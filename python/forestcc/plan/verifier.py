@@ -185,14 +185,10 @@ class _Verifier:
         # Per-channel records are lists indexed by a channel's global number, the rank's first
         # channel number (channel_base[rank]) plus its id: about a million channels at 1,024
         # ranks, where dicts keyed by (rank, channel) tuples took hundreds of MB.
-        self.channel_base = []
-        channels = 0
-        for entry in ranks:
-            self.channel_base.append(channels)
-            channels += len(entry["channels"])
-        self.partner = [0] * channels  # channel -> the channel it pairs with (pair_channels)
-        for (r, c), (p, pc) in pair_channels(plan).items():
-            self.partner[self.channel_base[r] + c] = self.channel_base[p] + pc
+        self.channel_base, self.partner = _channel_numbers(plan)  # partner: as pair_channels
+        channels = len(self.partner)
+        # Static, so found now (verify reports them after the run's issues).
+        self.balance = balance_issues(self.plan, (self.channel_base, self.partner))
         # channel -> the signals sent on it, by number, as (copy of the sender's clock or None,
         # lane component, stamp, sender's worker component, sender's log length): the signal's
         # clock is the sender's then, with the lane component raised to the stamp. A signal is
@@ -464,10 +460,7 @@ class _Verifier:
         for channel, other in enumerate(self.partner):
             w = owner[other]
             if w is not None:
-                p = bisect_right(base, other) - 1
-                self.waiter[channel] = self.worker_comp[p][w]
-        # Static, so found before the run (its memory is freed before the run's peak).
-        balance = balance_issues(self.plan)
+                self.waiter[channel] = self.worker_comp[_rank_channel(base, other)[0]][w]
         blocked_on = {}  # channel whose partner signal is awaited -> (rank, worker)
         runnable = deque(workers)
         executed = 0
@@ -489,7 +482,7 @@ class _Verifier:
                     if waiter is not None:
                         runnable.append(waiter)
         stuck = [rw for rw in workers if pc[rw] < len(ranks[rw[0]]["workers"][rw[1]]["ops"])]
-        self.issues.extend(balance)
+        self.issues.extend(self.balance)
         if stuck:
             self._report_deadlock(stuck, pc, owner, ranks)
         # The end of a worker flushes its channels; a rank is done when all its workers are.
@@ -520,8 +513,7 @@ class _Verifier:
             ch = ranks[r]["workers"][w]["ops"][step]["ch"]
             channel = self.channel_base[r] + ch
             other_channel = self.partner[channel]
-            p = bisect_right(self.channel_base, other_channel) - 1
-            pch = other_channel - self.channel_base[p]
+            p, pch = _rank_channel(self.channel_base, other_channel)
             needed = self.waits_done[channel] + 1
             sent = len(self.signals[other_channel] or ())
             other = owner[other_channel]
@@ -610,47 +602,69 @@ class _Verifier:
                         f"rank {r} can finish {what} before rank {q} has started it"))
 
 
-def pair_channels(plan: dict) -> dict:
-    """(rank, ch) -> (peer, ch on peer) of a valid plan: the i-th channel r->p pairs with the
-    i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
+def _channel_numbers(plan: dict) -> tuple[list, list]:
+    """The channels of a valid plan by global number (rank r's channel c is base[r] + c):
+    (base, partner), partner[number] the number of the channel it pairs with. The i-th channel
+    r->p pairs with the i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3,
+    ...). Lists, not dicts of (rank, channel) tuples: a 1,024-rank forest plan has a million."""
+    base, total = [], 0
+    for entry in plan["ranks"]:
+        base.append(total)
+        total += len(entry["channels"])
     by_pair: dict = {}
     for r, entry in enumerate(plan["ranks"]):
         for c, channel in enumerate(entry["channels"]):
-            by_pair.setdefault((r, channel["peer"]), []).append(c)
-    partner = {}
+            by_pair.setdefault((r, channel["peer"]), []).append(base[r] + c)
+    partner = [-1] * total  # -1: unpaired (an invalid plan)
     for (r, p), chans in by_pair.items():
         if r == p:
             for a, b in zip(chans[0::2], chans[1::2]):
-                partner[(r, a)], partner[(r, b)] = (r, b), (r, a)
+                partner[a], partner[b] = b, a
         else:
             for a, b in zip(chans, by_pair[(p, r)]):
-                partner[(r, a)] = (p, b)
-    return partner
+                partner[a] = b
+    return base, partner
 
 
-def balance_issues(plan: dict, partner: dict | None = None) -> list[Issue]:
+def _rank_channel(base: list, number: int) -> tuple[int, int]:
+    """(rank, channel id) of a channel's global number."""
+    rank = bisect_right(base, number) - 1
+    return rank, number - base[rank]
+
+
+def pair_channels(plan: dict) -> dict:
+    """(rank, ch) -> (peer, ch on peer) of a valid plan: the i-th channel r->p pairs with the
+    i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
+    base, partner = _channel_numbers(plan)
+    return {_rank_channel(base, a): _rank_channel(base, b) for a, b in enumerate(partner)
+            if b >= 0}
+
+
+def balance_issues(plan: dict, numbers: tuple | None = None) -> list[Issue]:
     """The cheap static part of the proof, for a valid plan: on every channel pair, the signals
     one side sends (signal, put_signal) equal the waits of the other. Semaphores count on across
     slices and calls, so an imbalance mismatches the next slice or the next call. Linear in the
-    plan's size; the executor checks the same when it compiles a plan."""
-    partner = pair_channels(plan) if partner is None else partner
-    sent, waited = {}, {}
+    plan's size; the executor checks the same when it compiles a plan. ``numbers``:
+    _channel_numbers(plan), when the caller has it."""
+    base, partner = _channel_numbers(plan) if numbers is None else numbers
+    sent, waited = [0] * len(partner), [0] * len(partner)
     for r, entry in enumerate(plan["ranks"]):
+        first = base[r]
         for worker in entry["workers"]:
             for op in worker["ops"]:
-                if op["op"] in (ops.SIGNAL, ops.PUT_SIGNAL):
-                    sent[(r, op["ch"])] = sent.get((r, op["ch"]), 0) + 1
-                elif op["op"] == ops.WAIT:
-                    key = partner[(r, op["ch"])]
-                    waited[key] = waited.get(key, 0) + 1
+                name = op["op"]
+                if name == ops.SIGNAL or name == ops.PUT_SIGNAL:
+                    sent[first + op["ch"]] += 1
+                elif name == ops.WAIT:
+                    waited[partner[first + op["ch"]]] += 1
     issues = []
-    for key in sorted(set(sent) | set(waited)):
-        if sent.get(key, 0) != waited.get(key, 0):
-            (r, c), (p, pc) = key, partner[key]
+    for number, (signals, waits) in enumerate(zip(sent, waited)):
+        if signals != waits:
+            (r, c), (p, pc) = _rank_channel(base, number), _rank_channel(base, partner[number])
             issues.append(Issue(
                 UNBALANCED, r, None, None,
-                f"rank {r} channel {c} signals {sent.get(key, 0)} time(s) but its partner, "
-                f"rank {p} channel {pc}, waits {waited.get(key, 0)} time(s); semaphores count "
+                f"rank {r} channel {c} signals {signals} time(s) but its partner, "
+                f"rank {p} channel {pc}, waits {waits} time(s); semaphores count "
                 f"on across slices and calls, so the next slice or call would be mismatched"))
     return issues
 
