@@ -7,6 +7,10 @@
 // and, when projecting, when the clock's rank keeps the component.
 #include <Python.h>
 
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
 #include "python/module.hpp"
 #include "python/verifier_kept.hpp"
 
@@ -64,21 +68,45 @@ void checkTypes(const py::object& clock, const py::object& changed) {
 
 void bindVerifierClocks(py::module_& plan) {
   plan.def(
-      "join_clock",
-      [](const py::object& clock, const py::object& other, const py::object& kept, size_t rank,
+      "join_clock_replayed",
+      [](const py::object& clock, const py::object& log, Py_ssize_t end, const py::object& kept, size_t rank,
          const py::object& changed) {
         checkTypes(clock, changed);
-        if (!PyDict_Check(other.ptr())) throw py::type_error("join_clock: other must be a dict");
-        const Keeping k = keepingOf(kept, rank);
-        Py_ssize_t pos = 0;
-        PyObject *comp, *value;
-        while (PyDict_Next(other.ptr(), &pos, &comp, &value)) {
-          joinEntry(clock.ptr(), comp, value, k, changed.ptr());
+        if (!PyList_Check(log.ptr())) throw py::type_error("join_clock_replayed: log must be a list");
+        if (end < 0 || end > PyList_GET_SIZE(log.ptr()) || end % 2 != 0) {
+          throw py::index_error("join_clock_replayed: end outside the log or not in pairs");
         }
+        // The clock the log describes up to `end`: each component once, in the order it first
+        // appears (the order the clock's dict had), at its last (largest) value.
+        std::vector<std::pair<PyObject*, PyObject*>> replayed;
+        std::unordered_map<long, size_t> position;
+        for (Py_ssize_t i = 0; i + 1 < end; i += 2) {
+          PyObject* comp = PyList_GET_ITEM(log.ptr(), i);
+          long c = PyLong_AsLong(comp);
+          if (c == -1 && PyErr_Occurred()) throw py::error_already_set();
+          auto [it, fresh] = position.try_emplace(c, replayed.size());
+          if (fresh) {
+            replayed.emplace_back(comp, PyList_GET_ITEM(log.ptr(), i + 1));
+          } else {
+            replayed[it->second].second = PyList_GET_ITEM(log.ptr(), i + 1);
+          }
+        }
+        // Held while joined: the log may not change meanwhile, but the items are borrowed.
+        for (auto& [comp, value] : replayed) Py_INCREF(comp), Py_INCREF(value);
+        const Keeping k = keepingOf(kept, rank);
+        try {
+          for (const auto& [comp, value] : replayed) joinEntry(clock.ptr(), comp, value, k, changed.ptr());
+        } catch (...) {
+          for (auto& [comp, value] : replayed) Py_DECREF(comp), Py_DECREF(value);
+          throw;
+        }
+        for (auto& [comp, value] : replayed) Py_DECREF(comp), Py_DECREF(value);
       },
-      py::arg("clock"), py::arg("other"), py::arg("kept"), py::arg("rank"), py::arg("changed"),
-      "The verifier's clock join (plan/clocks.py): clock = max(clock, other) over the components "
-      "rank keeps by kept (KeptComponents; None: all), each raise appended to changed as comp, value.");
+      py::arg("clock"), py::arg("log"), py::arg("end"), py::arg("kept"), py::arg("rank"), py::arg("changed"),
+      "The verifier's clock join (plan/clocks.py) of another clock given by its change log up to end "
+      "((component, value) pairs flattened, from the clock's start): clock = max(clock, that clock) over "
+      "the components rank keeps by kept (KeptComponents; None: all), each raise appended to changed as "
+      "comp, value, in the order the other clock's components first appear in its log.");
   plan.def(
       "join_clock_log",
       [](const py::object& clock, const py::object& log, Py_ssize_t start, Py_ssize_t end,

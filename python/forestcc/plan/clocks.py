@@ -77,11 +77,14 @@ class Components:
         """Whether clocks of ``rank`` keep component ``comp`` (see the module docstring)."""
         return self.kept is None or self.kept.keeps(rank, comp)
 
-    def join(self, rank: int, clock: dict, other: dict, changed: list) -> None:
-        """clock = max(clock, other) over the components ``rank`` keeps; every component it
-        raises is logged to ``changed`` as two items, the component and its new value. (The
-        loop is C++, _C.plan.join_clock: it was most of the time of verifying large plans.)"""
-        _C.plan.join_clock(clock, other, self.kept, rank, changed)
+    def join_replayed(self, rank: int, clock: dict, log: list, end: int, changed: list) -> None:
+        """clock = max(clock, other) over the components ``rank`` keeps, ``other`` being the clock
+        whose change log (``changed`` as below: (component, value) pairs flattened, from the
+        clock's start) is log[:end]; every component it raises is logged to ``changed`` as two
+        items, the component and its new value, in the order ``other``'s components first appear.
+        (The loop is C++, _C.plan.join_clock_replayed: the join was most of the time of verifying
+        large plans, and replaying the log spares a copy of the clock per first signal.)"""
+        _C.plan.join_clock_replayed(clock, log, end, self.kept, rank, changed)
 
     def join_log(self, rank: int, clock: dict, log: list, start: int, end: int,
                  changed: list) -> None:

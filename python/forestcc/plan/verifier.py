@@ -175,8 +175,11 @@ class _Verifier:
         # [component, value, component, value, ...]), and a signal carries the sender's log
         # length: the sender's clock then is the log up to there. A worker that joined an
         # earlier signal of the same sender joins only the changes since; only the first signal
-        # from a worker to another carries a copy of the sender's clock (for a waiter that has
-        # none yet). So a wait costs what is new to it, and signals cost no copies.
+        # from a worker to another stands for the sender's whole clock (for a waiter that has
+        # none yet), joined as the log up to there replays it (the same entries in the same
+        # order as a copy of the clock, which it was before: thousands of entries, hundreds of
+        # thousands of first signals at 1,024 ranks). So a wait costs what is new to it, and
+        # signals cost no copies. The budget counts such a signal as the copy it was.
         self.logs: dict = {}
         # Pairs of components as one int (_pair), not a tuple: hundreds of thousands of them.
         self.joined: dict = {}  # (waiting worker component, sender's worker) -> log length
@@ -189,8 +192,9 @@ class _Verifier:
         channels = len(self.partner)
         # Static, so found now (verify reports them after the run's issues).
         self.balance = balance_issues(self.plan, (self.channel_base, self.partner))
-        # channel -> the signals sent on it, by number, as (copy of the sender's clock or None,
-        # lane component, stamp, sender's worker component, sender's log length): the signal's
+        # channel -> the signals sent on it, by number, as (size of the sender's clock when it is
+        # the first signal of the pair, else None, lane component, stamp, sender's worker
+        # component, sender's log length): the signal's
         # clock is the sender's then, with the lane component raised to the stamp. A signal is
         # dropped (None) once the matching wait took it. None: no signal sent yet.
         self.signals: list = [None] * channels
@@ -328,12 +332,12 @@ class _Verifier:
         self.lane_events[channel] = stamp
         waiter = self.waiter[channel]
         pair = self._pair(wcomp, -1 if waiter is None else waiter)
-        copy = None
+        copy = None  # the size of the clock that goes with this signal, the first one of the pair
         if pair not in self.copied:
             self.copied.add(pair)
             self._charge(len(clock) // _ENTRIES_PER_WORK)
             self.entries += len(clock)
-            copy = dict(clock)
+            copy = len(clock)
         sent = self.signals[channel]
         if sent is None:
             sent = self.signals[channel] = []
@@ -392,14 +396,14 @@ class _Verifier:
             pair = self._pair(wcomp, sender)
             seen = self.joined.get(pair)
             if seen is None and copy is not None:
-                self._charge(len(copy) // _ENTRIES_PER_WORK)
-                self.comps.join(rank, clock, copy, log)
+                self._charge(copy // _ENTRIES_PER_WORK)
+                self.comps.join_replayed(rank, clock, self.logs[sender], logged, log)
             elif (seen or 0) < logged:  # (seen >= logged: an older clock than one joined)
                 self._charge((logged - (seen or 0)) // (2 * _ENTRIES_PER_WORK))
                 self.comps.join_log(rank, clock, self.logs[sender], seen or 0, logged, log)
             self.joined[pair] = max(seen or 0, logged)
             if copy is not None:
-                self.entries -= len(copy)
+                self.entries -= copy
             if stamp > clock.get(comp, 0) and self.comps.keeps(rank, comp):
                 clock[comp] = stamp
                 log += (comp, stamp)
