@@ -677,3 +677,19 @@ def test_the_verifier_version_covers_its_cpp_sources(monkeypatch):
     monkeypatch.setattr(proof, "_version", None)
     monkeypatch.setattr(_C.plan, "VERIFIER_CPP_DIGEST", edited)
     assert proof.verifier_version() != before
+
+
+def test_chunk_records_past_the_dense_index_report_the_same():
+    # The verifier's chunk records (_C.plan.ChunkMemory) find a location through a dense index
+    # up to 2**28 locations (ranks x chunks of a rank) and through a hash map beyond: a broken
+    # ring whose declared scratch takes it past that reports what it reports below.
+    from forestcc.plan import builtin
+    plan = builtin.generate("ring", "all_reduce", 65)
+    ops_of = plan["ranks"][3]["workers"][0]["ops"]
+    del ops_of[next(i for i, op in enumerate(ops_of) if op["op"] == ops.WAIT and i > 2)]
+    big = copy.deepcopy(plan)
+    big["buffers"]["scratch"] = 4194304
+    assert 65 * sum(big["buffers"].values()) > 2**28
+    small, large = verify(plan), verify(big)
+    assert not small.ok and small.kinds() & {v.RACE, v.UNINITIALIZED}
+    assert [str(i) for i in large.issues] == [str(i) for i in small.issues]
