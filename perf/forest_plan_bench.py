@@ -8,14 +8,14 @@ compiler instead of the C++ one), writes the file, then, in a fresh process,
 loads it (the C++ loader and validator) and verifies it (``forestcc.plan.verify``). Each step runs
 in its own process, so peak memory is per step. Prints, per case: ranks, ops, file size, CPU
 seconds of compiling, loading and verifying (the machine may be shared: CPU seconds are the
-steadier number), wall seconds of verifying, and peak memory of compiling, of loading (the
-loader's parse tree) and of verifying.
+steadier number), wall seconds of verifying, and peak memory of compiling, of loading (the plan
+dict and one rank entry's parse tree) and of verifying.
 
     python perf/forest_plan_bench.py [--only 1024:all_gather] [--all] [--json] [--keep DIR]
                                      [--engine python]
 
---all adds the 1,024-rank all_reduce (5 million ops: 15 CPU s and 4.8 GB to compile, 3.8 GB to
-load, 5.3 GB to verify; run it alone on a shared machine).
+--all adds the 1,024-rank all_reduce (5 million ops: 15 CPU s and 4.8 GB to compile, 2.3 GB to
+load, 3.1 GB to verify; run it alone on a shared machine).
 
     python perf/forest_plan_bench.py --report [--only 256:all_reduce] [--topology mi250x4:all_reduce]
 
@@ -75,7 +75,7 @@ def verify_case(path: str) -> dict:
     cpu = time.process_time()
     plan = plan_format.load(path)
     loaded, wall = time.process_time(), time.perf_counter()
-    load_peak = _peak_bytes()  # the loader's parse tree, freed since
+    load_peak = _peak_bytes()  # the plan dict, with one rank entry's parse tree at a time
     result = verify(plan, validated=True)
     return {"load_cpu_s": loaded - cpu, "load_peak_bytes": load_peak,
             "verify_cpu_s": time.process_time() - loaded,

@@ -242,3 +242,55 @@ def test_a_refusal_lists_twenty_problems_and_counts_the_rest(solo):
     assert len(lines) == 21 and lines[-1] == "... and 5 more errors"
     assert lines[0].startswith("<plan>: rank 0, worker 0, step 0 (copy): 'src'")
     assert lines[19].startswith("<plan>: rank 0, worker 0, step 19 (copy): 'src'")
+
+
+# ------------------------------------------------------------------ loading rank by rank
+
+def _ranks_first(plan) -> dict:
+    """The same plan with "ranks" as its first member: the loader then checks it whole."""
+    return {"ranks": plan["ranks"], **{k: v for k, v in plan.items() if k != "ranks"}}
+
+
+def _broken_plans():
+    def edited(edit, plan=None):
+        plan = json.loads(dumps(plan or builtin.generate("ring", "all_reduce", 4)))
+        edit(plan)
+        return plan
+    big = builtin.generate("direct", "all_reduce", 6)
+    return [
+        ("valid", builtin.generate("ring", "all_reduce", 4), None),
+        ("valid, in place", builtin.generate("bruck", "all_to_all", 5, in_place=True), None),
+        ("a rank entry wrong", edited(lambda p: p["ranks"][2]["workers"][0]["ops"][0].update(ch=99)), None),
+        ("entries in two ranks wrong", edited(lambda p: (p["ranks"][1].update(rank=7),
+                                                          p["ranks"][3].update(extra=1))), None),
+        ("a rank too few", edited(lambda p: p["ranks"].pop()), None),
+        ("a rank too many, also wrong", edited(lambda p: p["ranks"].append({"rank": 9})), None),
+        ("channels that do not pair", edited(lambda p: p["ranks"][0]["channels"].pop()), None),
+        ("a header error", edited(lambda p: p.update(chunks_per_block=0)), None),
+        ("an unknown member", edited(lambda p: p.update(colour="red")), None),
+        ("over the op limit", big, {"MAX_OPS": 40}),
+        ("over the channel limit", big, {"MAX_CHANNELS": 3}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_broken_plans())))
+def test_loading_rank_by_rank_gives_what_the_whole_document_gives(case):
+    # The loader validates and converts a plan's rank entries as it parses them when "ranks" is
+    # the plan's last member (so it never holds the whole JSON tree); the result, the errors and
+    # their order must be those of checking the whole document.
+    _, plan, limits = _broken_plans()[case]
+    streamed = _C.plan.load_text(json.dumps(plan), "p.json", limits)
+    whole = _C.plan.load_text(json.dumps(_ranks_first(plan)), "p.json", limits)
+    assert streamed[1] == whole[1] == _C.plan.validation_errors(plan, "p.json", limits)
+    if whole[0] is None:
+        assert streamed[0] is None
+    else:
+        assert streamed[0] == whole[0] == plan
+        assert list(streamed[0]) == list(plan)  # members in file order
+
+
+def test_a_syntax_error_after_rank_entries_is_the_error():
+    text = dumps(builtin.generate("ring", "all_reduce", 4))
+    broken = text[:text.rindex("]")] + "]]}"
+    _, errors = _C.plan.load_text(broken, "p.json", None)
+    assert len(errors) == 1 and errors[0].startswith("p.json: not valid JSON: ")

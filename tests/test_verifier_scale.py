@@ -285,15 +285,30 @@ def _co_access_by_python(plan, comps):
     return kept
 
 
-@pytest.mark.parametrize("index", range(0, len(SMALL), 3))
+CO_ACCESS_PLANS = SMALL[::3] + [builtin.generate("eager", c, 4)
+                                 for c in builtin.algorithms()["eager"]]
+
+
+@pytest.mark.parametrize("index", range(len(CO_ACCESS_PLANS)))
 def test_co_access_follows_its_rule(index):
     # The C++ scan (_C.plan.co_access) against the rule written out, on reference plans of
-    # every collective, in and out of place (aliased buffers), and built-in plans.
-    plan = SMALL[index]
+    # every collective, in and out of place (aliased buffers), and built-in plans, eager ones
+    # (scratch_banks 2) included. Barrier and eager plans keep every entered mark besides
+    # (clocks.py: their rule is global).
+    plan = CO_ACCESS_PLANS[index]
     comps = Components(plan, project=True)
+    expected = _co_access_by_python(plan, comps)
     if plan["collective"] == ops.BARRIER or plan.get("scratch_banks", 1) == 2:
-        return  # these keep every entered mark besides (clocks.py)
-    assert comps.kept == _co_access_by_python(plan, comps)
+        expected = [kept | set(comps.entered) for kept in expected]
+    assert [comps.kept.components(r) for r in range(plan["nranks"])] == expected
+    assert all(comps.keeps(r, c) == (c in expected[r])
+               for r in range(plan["nranks"]) for c in range(comps.count))
+
+
+def test_co_access_covers_barrier_and_eager_plans():
+    kinds = {(p["collective"] == ops.BARRIER, p.get("scratch_banks", 1) == 2)
+             for p in CO_ACCESS_PLANS}
+    assert {(True, False), (False, True)} <= kinds
 
 
 def test_a_forest_rank_keeps_few_components():
@@ -301,32 +316,39 @@ def test_a_forest_rank_keeps_few_components():
     # plan's tens of thousands of components.
     comps = Components(_forest("all_reduce"), project=True)
     assert comps.count > 20_000
-    assert max(len(kept) for kept in comps.kept) < 1_000
+    assert max(comps.kept.count(r) for r in range(len(comps.kept))) < 1_000
 
 
 # ----------------------------------------------------------------------------- the clock join
 
 @settings(max_examples=200, deadline=None)
 @given(clock=st.dictionaries(st.integers(0, 30), st.integers(1, 9)),
-       other=st.dictionaries(st.integers(0, 30), st.integers(1, 9)),
+       changes=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 9))),
        kept=st.sets(st.integers(0, 30)), project=st.booleans(), start=st.integers(0, 40))
-def test_clock_join_takes_what_raises_the_clock_and_is_kept(clock, other, kept, project, start):
-    # The C++ join (_C.plan.join_clock, join_clock_log) against the rule written out: an entry is
-    # taken when it raises the clock and, projecting, when the clock's rank keeps the component.
+def test_clock_join_takes_what_raises_the_clock_and_is_kept(clock, changes, kept, project, start):
+    # The C++ joins (_C.plan.join_clock_replayed, join_clock_log) against the rule written out:
+    # an entry is taken when it raises the clock and, projecting, when the clock's rank keeps the
+    # component. `changes` is another clock's change log (values only grow there); replayed, it
+    # is that clock: each component in the order it first appears, at its last value.
     from forestcc import _C
-    log = [x for item in other.items() for x in item]
+    other: dict = {}
+    log: list = []
+    for comp, value in changes:  # a clock logs each raise
+        if value > other.get(comp, 0):
+            other[comp] = value
+            log += [comp, value]
     start = min(start - start % 2, len(log))
-    kept_set = set(kept) if project else None
+    kept_by = _C.plan.KeptComponents([[], sorted(kept)]) if project else None
     for items, join in (
             (list(other.items()),
-             lambda c, ch: _C.plan.join_clock(c, other, kept_set, ch)),
-            (list(other.items())[start // 2:],
-             lambda c, ch: _C.plan.join_clock_log(c, log, start, len(log), kept_set, ch))):
-        expected, changes = dict(clock), []
+             lambda c, ch: _C.plan.join_clock_replayed(c, log, len(log), kept_by, 1, ch)),
+            (list(zip(log[start::2], log[start + 1::2])),
+             lambda c, ch: _C.plan.join_clock_log(c, log, start, len(log), kept_by, 1, ch))):
+        expected, changed_expected = dict(clock), []
         for comp, value in items:
             if value > expected.get(comp, 0) and (not project or comp in kept):
                 expected[comp] = value
-                changes += [comp, value]
+                changed_expected += [comp, value]
         got, changed = dict(clock), []
         join(got, changed)
-        assert (got, changed) == (expected, changes)
+        assert (got, changed) == (expected, changed_expected)

@@ -223,7 +223,8 @@ void Value::push(Value value) { asArray().push_back(std::move(value)); }
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+  Parser(std::string_view text, const std::string& source, const ArrayStream* stream = nullptr)
+      : text_(text), source_(source), stream_(stream) {}
 
   Value document() {
     skipSpace();
@@ -236,6 +237,7 @@ class Parser {
  private:
   std::string_view text_;  // a view: a plan's text is hundreds of MB, held once by the caller
   const std::string& source_;
+  const ArrayStream* stream_;  // nullptr: every value goes into the tree
   size_t pos_ = 0;
   int line_ = 1;
   size_t lineStart_ = 0;  // offset of the current line's first byte
@@ -336,8 +338,12 @@ class Parser {
       skipSpace();
       expect(':', "after a member name");
       skipSpace();
-      Value member = value(depth);
-      v.object_.emplace_back(std::move(key), std::move(member));
+      if (depth == 1 && stream_ != nullptr && !atEnd() && peek() == '[' && key == stream_->member) {
+        streamArray(v, std::move(key), depth);
+      } else {
+        Value member = value(depth);
+        v.object_.emplace_back(std::move(key), std::move(member));
+      }
       skipSpace();
       if (atEnd()) fail("unexpected end of input, expected ',' or '}'");
       char c = peek();
@@ -346,6 +352,37 @@ class Parser {
       if (c != ',') {
         --pos_;
         fail("expected ',' or '}' in an object, found " + describe(c));
+      }
+    }
+  }
+
+  // The top-level object's streamed member: an empty array in the tree, its items handed over
+  // one by one (array() below, item by item).
+  void streamArray(Value& object, std::string key, int depth) {
+    Value placeholder;
+    placeholder.line_ = line_;
+    placeholder.column_ = column();
+    placeholder.become(Type::Array);
+    object.object_.emplace_back(std::move(key), std::move(placeholder));
+    if (stream_->onStart) stream_->onStart(object);
+    ++pos_;  // '['
+    skipSpace();
+    if (!atEnd() && peek() == ']') {
+      ++pos_;
+      return;
+    }
+    for (;;) {
+      skipSpace();
+      Value item = value(depth + 1);
+      stream_->onItem(item);
+      skipSpace();
+      if (atEnd()) fail("unexpected end of input, expected ',' or ']'");
+      char c = peek();
+      ++pos_;
+      if (c == ']') return;
+      if (c != ',') {
+        --pos_;
+        fail("expected ',' or ']' in an array, found " + describe(c));
       }
     }
   }
@@ -599,6 +636,10 @@ class Parser {
 
 Value parse(std::string_view text, const std::string& sourceName) {
   return Parser(text, sourceName).document();
+}
+
+Value parse(std::string_view text, const std::string& sourceName, const ArrayStream& stream) {
+  return Parser(text, sourceName, &stream).document();
 }
 
 // ---- writer -----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <new>
 #include <string>
 #include <string_view>
@@ -147,6 +148,19 @@ class ParseError : public Error {
 constexpr int kMaxDepth = 512;
 constexpr size_t kMaxNumberLength = 4300;
 Value parse(std::string_view text, const std::string& sourceName);
+
+// For a document whose top-level object holds one large array (a plan's "ranks"): parse() that
+// hands each item of that member's array to `onItem` as soon as it is parsed, in order, instead of
+// keeping it in the tree, so the caller can convert and free the items one by one. `onStart` is
+// called when the array begins, with the object's members so far, the array's own member last
+// (an empty array, as it stays in the returned tree). Syntax, limits and errors are parse()'s.
+// A member of that name whose value is not an array is parsed into the tree as usual.
+struct ArrayStream {
+  std::string member;
+  std::function<void(const Value& before)> onStart;
+  std::function<void(Value& item)> onItem;
+};
+Value parse(std::string_view text, const std::string& sourceName, const ArrayStream& stream);
 
 // Writes `value` as JSON. indent < 0: one line; otherwise pretty-printed with that many spaces.
 // Doubles are written so they read back to the same value; NaN and infinities are refused

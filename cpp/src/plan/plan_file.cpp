@@ -97,13 +97,27 @@ std::string readPlanFile(const std::string& path, const Limits& limits) {
   return data;
 }
 
-json::Value parsePlanJson(std::string_view text, const std::string& source) {
+namespace {
+
+// A parse of plan text, its syntax errors as PlanError "<source>: not valid JSON: <line>:<col>: ...".
+template <class Parse>
+json::Value parsedPlan(const std::string& source, Parse&& parse) {
   try {
-    return json::parse(text, source);
+    return parse();
   } catch (const json::ParseError& e) {
     refuse(source + ": not valid JSON: " + std::to_string(e.line()) + ":" + std::to_string(e.column()) + ": " +
            e.reason());
   }
+}
+
+}  // namespace
+
+json::Value parsePlanJson(std::string_view text, const std::string& source) {
+  return parsedPlan(source, [&] { return json::parse(text, source); });
+}
+
+json::Value parsePlanJson(std::string_view text, const std::string& source, const json::ArrayStream& stream) {
+  return parsedPlan(source, [&] { return json::parse(text, source, stream); });
 }
 
 Plan planFromJson(const json::Value& doc, const std::string& source, const Limits& limits) {

@@ -189,6 +189,18 @@ class Checker {
   }
 
   void plan(const Value& plan);
+  // plan() in steps, for a plan whose ranks come one by one (RankByRankValidator): the members
+  // but the ranks (false: errors, so its ranks are not checked), then each rank entry (false:
+  // the plan's op limit is passed, so no more are checked), then what spans ranks.
+  bool header(const Value& plan);
+  void ranksBegin(const Value& plan);
+  bool rank(const Value& entry, size_t position);
+  void ranksEnd();
+  int64_t nranks() const { return nranks_; }
+  // The error of a rank list that is not a list of nranks entries (`got` says what it is).
+  void rankCount(int64_t nranks, const std::string& got) {
+    error("", "'ranks' must be a list of " + std::to_string(nranks) + " entries (one per rank), got " + got);
+  }
 
  private:
   static constexpr size_t kMaxErrors = 200;
@@ -199,6 +211,8 @@ class Checker {
   uint64_t chunksPerBlock_ = 1;
   // (rank, peer) -> channels from rank to peer, for the pairing check.
   std::map<std::pair<int64_t, int64_t>, int64_t> channelCounts_;
+  int64_t nranks_ = 0;
+  int64_t totalOps_ = 0;
 
   void buffers(const Value& plan, bool headerOk);
   void sizeRange(const Value* range);
@@ -214,15 +228,19 @@ class Checker {
 };
 
 void Checker::plan(const Value& plan) {
+  if (header(plan)) ranks(plan);  // the rank programs are only checked against a sound header
+}
+
+bool Checker::header(const Value& plan) {
   if (!plan.isObject()) {
     error("", std::string("a plan must be a JSON object, got ") + plan.typeName());
-    return;
+    return false;
   }
   const Value* version = plan.find("version");
   if (version == nullptr || version->type() != Type::Int || version->asInt64() != kFormatVersion) {
     error("", "unsupported plan version " + show(version) + " (this forestcc reads version " +
                   std::to_string(kFormatVersion) + ")");
-    return;
+    return false;
   }
   std::vector<std::string> required;
   for (const std::string& key : kTopLevelKeys) {
@@ -258,8 +276,7 @@ void Checker::plan(const Value& plan) {
     error("", "'scratch_banks' must be 1 or 2, got " + show(banks));
   }
   provenance(plan.find("provenance"));
-  if (!errors.empty()) return;  // the rank programs are only checked against a sound header
-  ranks(plan);
+  return errors.empty();
 }
 
 void Checker::buffers(const Value& plan, bool headerOk) {
@@ -340,56 +357,69 @@ void Checker::ranks(const Value& plan) {
   const int64_t nranks = plan.find("nranks")->asInt64();
   const Value* ranks = plan.find("ranks");
   if (ranks == nullptr || !ranks->isArray() || static_cast<int64_t>(ranks->asArray().size()) != nranks) {
-    const std::string got = ranks != nullptr && ranks->isArray() ? std::to_string(ranks->asArray().size()) + " entries" : show(ranks);
-    error("", "'ranks' must be a list of " + std::to_string(nranks) + " entries (one per rank), got " + got);
+    rankCount(nranks, ranks != nullptr && ranks->isArray() ? std::to_string(ranks->asArray().size()) + " entries"
+                                                           : show(ranks));
     return;
   }
+  ranksBegin(plan);
+  for (size_t position = 0; position < ranks->asArray().size(); ++position) {
+    if (!rank(ranks->asArray()[position], position)) return;
+  }
+  ranksEnd();
+}
+
+void Checker::ranksBegin(const Value& plan) {
+  nranks_ = plan.find("nranks")->asInt64();
   const Value& buffers = *plan.find("buffers");
   for (int b = 0; b < kBufferCount; ++b) bufferChunks_[b] = buffers.find(kBufferKeys[b])->asUInt64();
   chunksPerBlock_ = plan.find("chunks_per_block")->asUInt64();
-  int64_t totalOps = 0;
-  for (size_t position = 0; position < ranks->asArray().size(); ++position) {
-    const Value& entry = ranks->asArray()[position];
-    const int64_t rank = static_cast<int64_t>(position);
-    std::string where = "ranks[" + std::to_string(position) + "]";
-    if (!entry.isObject()) {
-      error(where, "must be an object, got " + show(entry));
-      continue;
-    }
-    keys(entry, kRankKeys, kRequiredRankKeys, where);
-    const Value* rankValue = entry.find("rank");
-    if (rankValue == nullptr || rankValue->type() != Type::Int || rankValue->asInt64() != rank) {
-      bad(where, "rank", rankValue, std::to_string(position) + " (ranks are listed in order)");
-      continue;
-    }
-    where = "rank " + std::to_string(position);
-    const Value* channelList = entry.find("channels");
-    const Value* workerList = entry.find("workers");
-    if (channelList == nullptr || workerList == nullptr || !channelList->isArray() || !workerList->isArray()) {
-      error(where, "'channels' and 'workers' must be lists");
-      continue;
-    }
-    const auto channelCount = static_cast<int64_t>(channelList->asArray().size());
-    const auto workerCount = static_cast<int64_t>(workerList->asArray().size());
-    if (channelCount > limits_.maxChannels || workerCount > limits_.maxWorkers) {
-      error(where, "has " + std::to_string(channelCount) + " channels and " + std::to_string(workerCount) +
-                       " workers; the limits are " + std::to_string(limits_.maxChannels) + " channels and " +
-                       std::to_string(limits_.maxWorkers) + " workers per rank");
-      continue;
-    }
-    for (const Value& worker : workerList->asArray()) {
-      const Value* ops = worker.find("ops");
-      if (ops != nullptr && ops->isArray()) totalOps += static_cast<int64_t>(ops->asArray().size());
-    }
-    if (totalOps > limits_.maxOps) {
-      error("", "has more than " + std::to_string(limits_.maxOps) + " ops (the limit of a plan) by rank " +
-                    std::to_string(position));
-      return;
-    }
-    channels(channelList->asArray(), rank, nranks, where);
-    workers(workerList->asArray(), rank, channelList->asArray().size(), where);
-    if (const Value* blocks = entry.find("scratch_blocks")) scratchBlocks(*blocks, nranks, where);
+}
+
+bool Checker::rank(const Value& entry, size_t position) {
+  const int64_t nranks = nranks_;
+  const int64_t rank = static_cast<int64_t>(position);
+  std::string where = "ranks[" + std::to_string(position) + "]";
+  if (!entry.isObject()) {
+    error(where, "must be an object, got " + show(entry));
+    return true;
   }
+  keys(entry, kRankKeys, kRequiredRankKeys, where);
+  const Value* rankValue = entry.find("rank");
+  if (rankValue == nullptr || rankValue->type() != Type::Int || rankValue->asInt64() != rank) {
+    bad(where, "rank", rankValue, std::to_string(position) + " (ranks are listed in order)");
+    return true;
+  }
+  where = "rank " + std::to_string(position);
+  const Value* channelList = entry.find("channels");
+  const Value* workerList = entry.find("workers");
+  if (channelList == nullptr || workerList == nullptr || !channelList->isArray() || !workerList->isArray()) {
+    error(where, "'channels' and 'workers' must be lists");
+    return true;
+  }
+  const auto channelCount = static_cast<int64_t>(channelList->asArray().size());
+  const auto workerCount = static_cast<int64_t>(workerList->asArray().size());
+  if (channelCount > limits_.maxChannels || workerCount > limits_.maxWorkers) {
+    error(where, "has " + std::to_string(channelCount) + " channels and " + std::to_string(workerCount) +
+                     " workers; the limits are " + std::to_string(limits_.maxChannels) + " channels and " +
+                     std::to_string(limits_.maxWorkers) + " workers per rank");
+    return true;
+  }
+  for (const Value& worker : workerList->asArray()) {
+    const Value* ops = worker.find("ops");
+    if (ops != nullptr && ops->isArray()) totalOps_ += static_cast<int64_t>(ops->asArray().size());
+  }
+  if (totalOps_ > limits_.maxOps) {
+    error("", "has more than " + std::to_string(limits_.maxOps) + " ops (the limit of a plan) by rank " +
+                  std::to_string(position));
+    return false;
+  }
+  channels(channelList->asArray(), rank, nranks, where);
+  workers(workerList->asArray(), rank, channelList->asArray().size(), where);
+  if (const Value* blocks = entry.find("scratch_blocks")) scratchBlocks(*blocks, nranks, where);
+  return true;
+}
+
+void Checker::ranksEnd() {
   for (const auto& [pair, count] : channelCounts_) {
     const auto [rank, peer] = pair;
     const auto back = channelCounts_.find({peer, rank});
@@ -599,6 +629,45 @@ void Checker::parts(const Value& op, const std::string& where) {
 std::vector<std::string> validationErrors(const Value& plan, const std::string& source, const Limits& limits) {
   Checker check(source, limits);
   check.plan(plan);
+  return std::move(check.errors);
+}
+
+struct RankByRankValidator::State {
+  State(const std::string& source, const Limits& limits) : check(source, limits) {}
+  Checker check;
+  bool headerOk = false;
+  bool checking = false;  // the header passed and the op limit is not passed yet
+  size_t ranks = 0;       // entries seen
+};
+
+RankByRankValidator::RankByRankValidator(const std::string& source, const Limits& limits)
+    : source_(source), limits_(limits), state_(std::make_unique<State>(source_, limits_)) {}
+
+RankByRankValidator::~RankByRankValidator() = default;
+
+bool RankByRankValidator::header(const Value& plan) {
+  state_->headerOk = state_->checking = state_->check.header(plan);
+  if (state_->headerOk) state_->check.ranksBegin(plan);
+  return state_->headerOk;
+}
+
+void RankByRankValidator::rank(const Value& entry) {
+  const size_t position = state_->ranks++;
+  if (state_->checking) state_->checking = state_->check.rank(entry, position);
+}
+
+bool RankByRankValidator::clean() const { return state_->headerOk && state_->check.errors.empty(); }
+
+std::vector<std::string> RankByRankValidator::finish() {
+  Checker& check = state_->check;
+  if (state_->headerOk) {
+    if (static_cast<int64_t>(state_->ranks) != check.nranks()) {
+      check.errors.clear();  // validationErrors checks the count before any entry: that error alone
+      check.rankCount(check.nranks(), std::to_string(state_->ranks) + " entries");
+    } else if (state_->checking) {
+      check.ranksEnd();
+    }
+  }
   return std::move(check.errors);
 }
 

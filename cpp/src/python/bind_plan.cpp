@@ -72,6 +72,53 @@ std::string_view textView(const py::handle& text) {
   throw py::type_error(std::string("plan text must be str or bytes, not ") + Py_TYPE(text.ptr())->tp_name);
 }
 
+// The plan dict of plan text, parsed and validated. The rank entries are validated and converted
+// one by one as the parse hands them over (json::ArrayStream), so the load holds the dict and
+// one entry's tree, never the whole document's tree (several GB for a 1,024-rank forest plan, 1.8
+// times the dict). A plan whose "ranks" is not the last member (or not a list) is loaded whole,
+// as before: the rank-by-rank check needs the header first.
+py::object loadPlanText(std::string_view text, const std::string& source, const plan::Limits& limits) {
+  plan::RankByRankValidator check(source, limits);
+  JsonToPy convert(text.size());
+  py::list ranks;
+  json::Value doc;
+  bool streamed = false;
+  {
+    py::gil_scoped_release release;
+    json::ArrayStream stream{"ranks", [&](const json::Value& before) {
+                               streamed = true;
+                               check.header(before);
+                             },
+                             [&](json::Value& entry) {
+                               check.rank(entry);
+                               if (check.clean()) {
+                                 py::gil_scoped_acquire acquire;
+                                 ranks.append(convert.take(entry));
+                               }
+                               entry = json::Value();
+                             }};
+    doc = plan::parsePlanJson(text, source, stream);
+  }
+  if (!streamed || doc.asObject().back().first != "ranks") {  // checked whole, as validationErrors does
+    ranks = py::list();
+    {
+      py::gil_scoped_release release;
+      if (streamed) doc = plan::parsePlanJson(text, source);  // again, the entries kept this time
+      std::vector<std::string> errors = plan::validationErrors(doc, source, limits);
+      if (!errors.empty()) throw plan::PlanError(std::move(errors));
+    }
+    py::object plan = jsonToPyFreeing(doc, text.size());
+    releaseFreedMemory(text.size());
+    return plan;
+  }
+  std::vector<std::string> errors = check.finish();
+  if (!errors.empty()) throw plan::PlanError(std::move(errors));
+  py::object plan = convert.take(doc);
+  plan["ranks"] = ranks;
+  releaseFreedMemory(text.size());
+  return plan;
+}
+
 }  // namespace
 
 void bindPlan(py::module_& m) {
@@ -112,22 +159,7 @@ void bindPlan(py::module_& m) {
       [](const py::object& textObject, const std::string& source, py::object limits) {
         const plan::Limits l = limitsOf(limits);
         const std::string_view text = textView(textObject);
-        return outcome([&] {
-          py::object plan;
-          {
-            json::Value doc;
-            std::vector<std::string> errors;
-            {
-              py::gil_scoped_release release;
-              doc = plan::parsePlanJson(text, source);
-              errors = plan::validationErrors(doc, source, l);
-            }
-            if (!errors.empty()) throw plan::PlanError(std::move(errors));
-            plan = jsonToPyFreeing(doc, text.size());
-          }
-          releaseFreedMemory(text.size());
-          return plan;
-        });
+        return outcome([&] { return loadPlanText(text, source, l); });
       },
       py::arg("text"), py::arg("source"), py::arg("limits") = py::none(),
       "(plan dict, errors) of plan JSON text (str or UTF-8 bytes), parsed and validated.");
@@ -255,6 +287,7 @@ void bindPlan(py::module_& m) {
       "serve on nranks ranks, or None when unbounded (eager plans: their scratch bank).");
   bindVerifierClocks(sub);
   bindVerifierCoAccess(sub);
+  bindVerifierMemory(sub);
   bindVerifierDigest(sub);
   bindTreeCompiler(sub);
 }

@@ -14,6 +14,8 @@ void bindPlan(pybind11::module_& m);
 void bindVerifierClocks(pybind11::module_& plan);
 // Which clock components each rank keeps (verifier_coaccess.cpp), into the plan submodule.
 void bindVerifierCoAccess(pybind11::module_& plan);
+// The verifier's chunk records (verifier_memory.cpp), into the plan submodule.
+void bindVerifierMemory(pybind11::module_& plan);
 // The digest of the C++ sources the verifier's verdict depends on (verifier_digest.cpp).
 void bindVerifierDigest(pybind11::module_& plan);
 // The tree compiler's op emission (plan_tree_compiler.cpp), into the plan submodule.

@@ -300,6 +300,17 @@ py::object jsonToPy(const json::Value& value) { return FromJson().convert(value)
 
 py::object jsonToPyFreeing(json::Value& value, size_t textBytes) { return FromJson(textBytes).take(value); }
 
+class JsonToPy::Impl : public FromJson {
+ public:
+  using FromJson::FromJson;
+};
+
+JsonToPy::JsonToPy(size_t textBytes) : impl_(std::make_unique<Impl>(textBytes)) {}
+
+JsonToPy::~JsonToPy() = default;
+
+py::object JsonToPy::take(json::Value& value) { return impl_->take(value); }
+
 void releaseFreedMemory(size_t textBytes) {
 #if defined(__GLIBC__)
   constexpr size_t kLargeText = size_t{16} << 20;  // below this the tree is a few hundred MB at most

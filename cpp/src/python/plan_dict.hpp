@@ -5,6 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
 
 #include "forestcc/plan.hpp"
@@ -22,6 +23,19 @@ pybind11::object jsonToPy(const json::Value& value);
 // jsonToPy that frees the tree as it converts it (`value` is left empty); textBytes: the size of
 // the text it came from, which says whether freed pages are worth handing back.
 pybind11::object jsonToPyFreeing(json::Value& value, size_t textBytes);
+
+// jsonToPyFreeing piece by piece, for a tree that arrives in parts (a plan's rank entries as the
+// loader's streaming parse hands them over): one table of shared ints and interned names for all.
+class JsonToPy {
+ public:
+  explicit JsonToPy(size_t textBytes);
+  ~JsonToPy();
+  pybind11::object take(json::Value& value);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // After a parse tree of a `textBytes` long plan was converted and freed: hands the freed heap
 // pages back to the system (glibc keeps them otherwise). The tree of a 1,024-rank forest plan is

@@ -9,6 +9,7 @@
 // then per chunk every rank concerned keeps every accessor. A 1,024-rank forest plan touches
 // tens of millions of chunks: in Python that scan alone took longer than the verification.
 #include <Python.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -16,6 +17,9 @@
 #include <vector>
 
 #include "python/module.hpp"
+#include "python/plan_dict.hpp"
+#include "python/verifier_kept.hpp"
+#include "python/verifier_layout.hpp"
 
 namespace py = pybind11;
 
@@ -23,20 +27,11 @@ namespace forestcc::python {
 
 namespace {
 
-// How a plan's buffers alias in place (plan/geometry.py alias_function).
-enum class Alias : int { None = 0, InputIsOutput = 1, InputInOutput = 2, OutputInInput = 3 };
-
-enum Buffer : int { kInput = 0, kOutput = 1, kScratch = 2 };
-
-int64_t toInt(PyObject* value) {
-  long long v = PyLong_AsLongLong(value);
-  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-  return v;
-}
+using verifier::Layout;
+using verifier::toInt;
 
 PyObject* field(PyObject* dict, const char* name) {  // borrowed; nullptr when absent
-  PyObject* value = PyDict_GetItemString(dict, name);
-  return value;
+  return PyDict_GetItemString(dict, name);
 }
 
 PyObject* required(PyObject* dict, const char* name) {
@@ -48,32 +43,6 @@ PyObject* required(PyObject* dict, const char* name) {
 bool named(PyObject* text, const char* name) {
   return PyUnicode_Check(text) && PyUnicode_CompareWithASCIIString(text, name) == 0;
 }
-
-struct Layout {
-  int64_t size[3];  // chunks of input, output, scratch
-  int64_t perRank;  // chunks of one rank's memory, the three buffers end to end
-  int64_t k;
-  Alias alias;
-
-  // The chunk of memory a (buffer, index) reference of `rank` names, as one number for all ranks.
-  uint64_t location(int64_t rank, PyObject* ref) const {
-    if (!PyList_Check(ref) && !PyTuple_Check(ref)) throw py::type_error("co_access: a chunk ref is not a list");
-    PyObject* name = PySequence_Fast_GET_ITEM(ref, 0);
-    int64_t index = toInt(PySequence_Fast_GET_ITEM(ref, 1));
-    int buffer = named(name, "input") ? kInput : named(name, "output") ? kOutput : kScratch;
-    if (buffer == kInput && alias == Alias::InputIsOutput) {
-      buffer = kOutput;
-    } else if (buffer == kInput && alias == Alias::InputInOutput) {
-      buffer = kOutput;
-      index += rank * k;
-    } else if (buffer == kOutput && alias == Alias::OutputInInput) {
-      buffer = kInput;
-      index += rank * k;
-    }
-    int64_t offset = buffer == kInput ? 0 : buffer == kOutput ? size[0] : size[0] + size[1];
-    return static_cast<uint64_t>(rank * perRank + offset + index);
-  }
-};
 
 struct Scan {
   const Layout& layout;
@@ -90,12 +59,8 @@ struct Scan {
 void bindVerifierCoAccess(py::module_& plan) {
   plan.def(
       "co_access",
-      [](const py::list& ranks, const py::list& sizes, int64_t k, int alias) {
-        Layout layout{};
-        for (int b = 0; b < 3; ++b) layout.size[b] = py::cast<int64_t>(sizes[b]);
-        layout.perRank = layout.size[0] + layout.size[1] + layout.size[2];
-        layout.k = k;
-        layout.alias = static_cast<Alias>(alias);
+      [](const py::list& ranks, const py::list& sizes, int64_t k, int alias, bool everyEntered) {
+        const Layout layout(sizes, k, alias);
         const int64_t n = static_cast<int64_t>(ranks.size());
         // Components as clocks.Components numbers them: per rank its workers, then its channels;
         // then one entered mark per rank.
@@ -184,27 +149,53 @@ void bindVerifierCoAccess(py::module_& plan) {
             for (uint64_t comp : group) kept.push_back(static_cast<uint64_t>(r) << 34 | comp);
           }
         }
+        const size_t scanned = touched.capacity() * sizeof(touched[0]);
         std::vector<std::pair<uint64_t, uint32_t>>().swap(touched);
         std::sort(kept.begin(), kept.end());
         kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
-        py::list result;
+
+        std::vector<std::vector<uint32_t>> byRank(n);
         size_t i = 0;
         for (int64_t r = 0; r < n; ++r) {
-          py::set mine;
+          std::vector<uint32_t>& mine = byRank[r];
           for (; i < kept.size() && static_cast<int64_t>(kept[i] >> 34) == r; ++i) {
-            mine.add(py::int_(kept[i] & ((uint64_t{1} << 34) - 1)));
+            mine.push_back(static_cast<uint32_t>(kept[i] & ((uint64_t{1} << 34) - 1)));
           }
-          result.append(std::move(mine));
+          if (everyEntered) {  // barrier and eager plans: rule 7 asks whether every rank saw every other enter
+            for (int64_t q = 0; q < n; ++q) mine.push_back(static_cast<uint32_t>(entered + q));
+          }
         }
+        std::vector<uint64_t>().swap(kept);
+        verifier::KeptComponents result(std::move(byRank));
+        releaseFreedMemory(scanned);  // the scan's hundreds of MB at 1,024 ranks, back to the system
         return result;
       },
-      py::arg("ranks"), py::arg("sizes"), py::arg("k"), py::arg("alias"),
-      "The clock components each rank of a valid plan keeps (plan/clocks.py): per rank a set of "
+      py::arg("ranks"), py::arg("sizes"), py::arg("k"), py::arg("alias"), py::arg("every_entered") = false,
+      "The clock components each rank of a valid plan keeps (plan/clocks.py), as KeptComponents: per rank "
       "the components that access a chunk some component of that rank accesses or a chunk of "
       "its own memory, with the entered marks of the ranks whose memory its components access. "
       "ranks: the plan's 'ranks'; sizes: chunks of input, output and scratch; alias: 0 out of "
       "place, 1 input is output, 2 input is block `rank` of output, 3 output is block `rank` of "
-      "input.");
+      "input; every_entered: every rank keeps every entered mark besides (barrier and eager plans).");
+  py::class_<verifier::KeptComponents>(plan, "KeptComponents",
+                                       "Which clock components each rank's clocks keep (co_access).")
+      .def(py::init([](const std::vector<std::vector<uint32_t>>& byRank) {
+             return verifier::KeptComponents(byRank);
+           }),
+           py::arg("by_rank"), "From the components of each rank.")
+      .def("__len__", &verifier::KeptComponents::ranks)
+      .def("keeps", &verifier::KeptComponents::keeps, py::arg("rank"), py::arg("comp"))
+      .def(
+          "components",
+          [](const verifier::KeptComponents& kept, size_t rank) {
+            py::set out;
+            for (uint32_t comp : kept.of(rank)) out.add(py::int_(comp));
+            return out;
+          },
+          py::arg("rank"), "The set of components rank keeps.")
+      .def(
+          "count", [](const verifier::KeptComponents& kept, size_t rank) { return kept.of(rank).size(); },
+          py::arg("rank"), "How many components rank keeps.");
 }
 
 }  // namespace forestcc::python

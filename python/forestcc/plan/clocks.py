@@ -61,34 +61,34 @@ class Components:
             comps += len(entry["channels"])
         self.entered = list(range(comps, comps + n))
         self.count = comps + n
-        self.kept: list | None = None  # rank -> set of the components its clocks keep
+        # The components each rank's clocks keep (_C.plan.KeptComponents, sorted arrays in C++:
+        # millions of entries at 1,024 ranks); None: all.
+        self.kept = None
         if project:
             buffers = plan["buffers"]
             self.kept = _C.plan.co_access(
                 ranks, [buffers[ops.INPUT], buffers[ops.OUTPUT], buffers[ops.SCRATCH]],
-                plan["chunks_per_block"], geometry.alias_kind(plan["collective"],
-                                                              plan["in_place"]))
-            if plan["collective"] == ops.BARRIER or plan.get("scratch_banks", 1) == 2:
-                for kept in self.kept:  # rule 7 asks whether every rank saw every other enter
-                    kept.update(self.entered)
+                plan["chunks_per_block"], geometry.alias_kind(plan["collective"], plan["in_place"]),
+                # rule 7 asks whether every rank saw every other enter
+                every_entered=(plan["collective"] == ops.BARRIER
+                               or plan.get("scratch_banks", 1) == 2))
 
     def keeps(self, rank: int, comp: int) -> bool:
         """Whether clocks of ``rank`` keep component ``comp`` (see the module docstring)."""
-        return self.kept is None or comp in self.kept[rank]
+        return self.kept is None or self.kept.keeps(rank, comp)
 
-    def join(self, rank: int, clock: dict, other: dict, changed: list) -> None:
-        """clock = max(clock, other) over the components ``rank`` keeps; every component it
-        raises is logged to ``changed`` as two items, the component and its new value. (The
-        loop is C++, _C.plan.join_clock: it was most of the time of verifying large plans.)"""
-        _C.plan.join_clock(clock, other, self._kept_by(rank), changed)
+    def join_replayed(self, rank: int, clock: dict, log: list, end: int, changed: list) -> None:
+        """clock = max(clock, other) over the components ``rank`` keeps, ``other`` being the clock
+        whose change log (``changed`` as below: (component, value) pairs flattened, from the
+        clock's start) is log[:end]; every component it raises is logged to ``changed`` as two
+        items, the component and its new value, in the order ``other``'s components first appear.
+        (The loop is C++, _C.plan.join_clock_replayed: the join was most of the time of verifying
+        large plans, and replaying the log spares a copy of the clock per first signal.)"""
+        _C.plan.join_clock_replayed(clock, log, end, self.kept, rank, changed)
 
     def join_log(self, rank: int, clock: dict, log: list, start: int, end: int,
                  changed: list) -> None:
         """As join, with the changes log[start:end] of another clock ((component, value) pairs
         flattened, as ``changed`` collects them) for ``other``: the caller joined that clock as
         it was at log position ``start`` before, so only these changes can be new."""
-        _C.plan.join_clock_log(clock, log, start, end, self._kept_by(rank), changed)
-
-    def _kept_by(self, rank: int):
-        """The components ``rank``'s clocks keep; None: all (not projecting)."""
-        return None if self.kept is None else self.kept[rank]
+        _C.plan.join_clock_log(clock, log, start, end, self.kept, rank, changed)

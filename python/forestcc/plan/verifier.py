@@ -36,8 +36,11 @@ before this call wrote it are still "uninitialized_read": stale data of an older
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+
+from forestcc import _C
 
 from . import format as plan_format
 from . import geometry, ops, semantics
@@ -111,53 +114,10 @@ def _where(rank, worker, step, name) -> str:
     return f"rank {rank}, worker {worker}, step {step} ({name})"
 
 
-class _Location:
-    """Content and access history of one chunk of one rank's memory. A 1,024-rank all_reduce
-    plan has millions of them, most read once after each write: the first reader since the
-    write is held in place (read_comp, read_stamp, read_info), the others in a dict made only
-    when there are some (``more_reads``: component -> (stamp, info)); a dict per chunk was a
-    third of the verifier's memory."""
-    __slots__ = ("more_reads", "read_comp", "read_info", "read_stamp", "value", "write_comp",
-                 "write_info", "write_stamp")
-
-    def __init__(self, value):
-        self.value = value
-        self.write_comp = -1  # -1: the initial content, ordered before everything
-        self.write_stamp = 0
-        self.write_info = None
-        self.read_comp = -1  # -1: no read since the write
-        self.read_stamp = 0
-        self.read_info = None
-        self.more_reads = None
-
-    def read(self, comp: int, stamp: int, info) -> None:
-        """Records a read by ``comp`` (the latest one per component counts)."""
-        if self.read_comp == comp or self.read_comp < 0:
-            if self.read_stamp < stamp or self.read_comp < 0:
-                self.read_comp, self.read_stamp, self.read_info = comp, stamp, info
-            return
-        more = self.more_reads
-        if more is None:
-            self.more_reads = {comp: (stamp, info)}
-            return
-        previous = more.get(comp)
-        if previous is None or previous[0] < stamp:
-            more[comp] = (stamp, info)
-
-    def reads(self):
-        """(component, stamp, info) of the latest read by each component since the write."""
-        if self.read_comp < 0:
-            return ()
-        first = ((self.read_comp, self.read_stamp, self.read_info),)
-        if self.more_reads is None:
-            return first
-        return first + tuple((comp, stamp, info)
-                             for comp, (stamp, info) in self.more_reads.items())
-
-    def written(self, value, comp: int, stamp: int, info) -> None:
-        """A write: the new content, and no reads since."""
-        self.value, self.write_comp, self.write_stamp, self.write_info = value, comp, stamp, info
-        self.read_comp, self.read_stamp, self.read_info, self.more_reads = -1, 0, None, None
+# Race kinds as the chunk records (_C.plan.ChunkMemory, cpp/src/python/verifier_memory.cpp)
+# number them.
+_RACE_KINDS = (RACE, UNINITIALIZED, INPUT_WRITE, EARLY)
+_RACE_KIND = {kind: i for i, kind in enumerate(_RACE_KINDS)}
 
 
 class TooLarge(Exception):
@@ -193,8 +153,6 @@ class _Verifier:
         self.nranks = n = plan["nranks"]
         self.collective = plan["collective"]
         self.k = plan["chunks_per_block"]
-        self.alias = [geometry.alias_function(self.collective, plan["in_place"], r, self.k)
-                      for r in range(n)]
         ranks = plan["ranks"]
         reducing = self.collective in (ops.ALL_REDUCE, ops.REDUCE_SCATTER, ops.REDUCE)
         self.chunk_work = _WORK_PER_CHUNK + (n if reducing else 1) // _SYMBOLS_PER_WORK
@@ -217,41 +175,48 @@ class _Verifier:
         # [component, value, component, value, ...]), and a signal carries the sender's log
         # length: the sender's clock then is the log up to there. A worker that joined an
         # earlier signal of the same sender joins only the changes since; only the first signal
-        # from a worker to another carries a copy of the sender's clock (for a waiter that has
-        # none yet). So a wait costs what is new to it, and signals cost no copies.
+        # from a worker to another stands for the sender's whole clock (for a waiter that has
+        # none yet), joined as the log up to there replays it (the same entries in the same
+        # order as a copy of the clock, which it was before: thousands of entries, hundreds of
+        # thousands of first signals at 1,024 ranks). So a wait costs what is new to it, and
+        # signals cost no copies. The budget counts such a signal as the copy it was.
         self.logs: dict = {}
+        # Pairs of components as one int (_pair), not a tuple: hundreds of thousands of them.
         self.joined: dict = {}  # (waiting worker component, sender's worker) -> log length
-        self.copied: set = set()  # (sender's worker, waiting worker) given a copy already
+        self.copied: set = set()  # (sender's worker, waiting worker or None) given a copy already
         self.peer = [[c["peer"] for c in entry["channels"]] for entry in ranks]
-        self.partner = pair_channels(plan)
-        # (rank, ch) -> the signals sent on it, by number, as (copy of the sender's clock or
-        # None, lane component, stamp, sender's worker component, sender's log length): the
-        # signal's clock is the sender's then, with the lane component raised to the stamp.
-        # A signal is dropped (None) once the matching wait took it.
-        self.signals = {}
-        self.waits_done = {}  # (rank, ch) -> waits completed
-        self.lane_events = {}  # (rank, ch) -> events of the lane so far (its own component)
-        # Chunk records by location: a chunk of one rank's memory as one int (_key; a tuple per
-        # chunk was a tenth of the memory of verifying large plans). _key_parts reads one back.
+        # Per-channel records are lists indexed by a channel's global number, the rank's first
+        # channel number (channel_base[rank]) plus its id: about a million channels at 1,024
+        # ranks, where dicts keyed by (rank, channel) tuples took hundreds of MB.
+        self.channel_base, self.partner = _channel_numbers(plan)  # partner: as pair_channels
+        channels = len(self.partner)
+        # Static, so found now (verify reports them after the run's issues).
+        self.balance = balance_issues(self.plan, (self.channel_base, self.partner))
+        # channel -> the signals sent on it, by number, as (size of the sender's clock when it is
+        # the first signal of the pair, else None, lane component, stamp, sender's worker
+        # component, sender's log length): the signal's
+        # clock is the sender's then, with the lane component raised to the stamp. A signal is
+        # dropped (None) once the matching wait took it. None: no signal sent yet.
+        self.signals: list = [None] * channels
+        self.waits_done = [0] * channels  # channel -> waits completed
+        self.lane_events = [0] * channels  # channel -> events of its lane so far (its component)
+        self.lanes_after_peer_entered = bytearray(channels)  # 1: the lane has seen a peer event
+        # Chunk records by location, a chunk of one rank's memory as one int (the rank's input,
+        # output and scratch end to end, aliases resolved): kept in C++ (verifier_memory.cpp).
         buffers = plan["buffers"]
         self.buffer_base = {ops.INPUT: 0, ops.OUTPUT: buffers[ops.INPUT],
                             ops.SCRATCH: buffers[ops.INPUT] + buffers[ops.OUTPUT]}
         self.per_rank = self.buffer_base[ops.SCRATCH] + buffers[ops.SCRATCH]
-        self.memory = {}  # location -> _Location
-        self.races = {}  # (kind, op, op) -> [location, ...]: one issue per op pair
-        self.lanes_after_peer_entered = set()  # (rank, ch) whose lane has seen a peer event
+        self.memory = _C.plan.ChunkMemory(
+            [buffers[ops.INPUT], buffers[ops.OUTPUT], buffers[ops.SCRATCH]], self.k,
+            geometry.alias_kind(self.collective, plan["in_place"]), n, semantics.combine)
         self.banked = plan.get("scratch_banks", 1) == 2  # eager: peers' scratch needs no entry
         # The initial contents, the expected outputs and the writable-input sets: ranks x chunks.
         self._charge(n * (plan["buffers"][ops.INPUT] + 2 * plan["buffers"][ops.OUTPUT])
                      * self.chunk_work, n * plan["buffers"][ops.INPUT])
         for r in range(n):
             for i in range(plan["buffers"][ops.INPUT]):
-                self.memory[self._key(r, ops.INPUT, i)] = _Location(semantics.input_symbol(r, i))
-        out_chunks = plan["buffers"][ops.OUTPUT]
-        # Physical input chunks the output aliases (in-place reduce_scatter/scatter): writable.
-        self.writable_input = [
-            {idx for buf, idx in (self.alias[r](ops.OUTPUT, i) for i in range(out_chunks))
-             if buf == ops.INPUT} for r in range(n)]
+                self.memory.init(self._key(r, ops.INPUT, i), semantics.input_symbol(r, i))
 
     # -- memory accesses ------------------------------------------------------------------
 
@@ -262,33 +227,7 @@ class _Verifier:
         return rank, worker, step, self.plan["ranks"][rank]["workers"][worker]["ops"][step]["op"]
 
     def _race(self, kind: str, info, other, key) -> None:
-        self.races.setdefault((kind, info, other), []).append(key)
-
-    def _read(self, key, clock, comp, stamp, info):
-        loc = self.memory.get(key)
-        if loc is None:  # recorded all the same, so a later unordered write is a race too
-            loc = self.memory[key] = _Location(None)
-        if loc.write_comp < 0 and loc.value is None:
-            self._race(UNINITIALIZED, info, None, key)
-        elif loc.write_comp >= 0 and clock.get(loc.write_comp, 0) < loc.write_stamp:
-            self._race(RACE, info, loc.write_info, key)
-        loc.read(comp, stamp, info)
-        return loc.value
-
-    def _write(self, key, value, clock, comp, stamp, info) -> None:
-        loc = self.memory.get(key)
-        if loc is None:
-            loc = self.memory[key] = _Location(None)
-        else:
-            if loc.write_comp >= 0 and clock.get(loc.write_comp, 0) < loc.write_stamp:
-                self._race(RACE, info, loc.write_info, key)
-            for read_comp, read_stamp, read_info in loc.reads():
-                if clock.get(read_comp, 0) < read_stamp:
-                    self._race(RACE, info, read_info, key)
-        rank, index = divmod(key, self.per_rank)  # an input chunk: index < the input's size
-        if index < self.buffer_base[ops.OUTPUT] and index not in self.writable_input[rank]:
-            self._race(INPUT_WRITE, info, None, key)
-        loc.written(value, comp, stamp, info)
+        self.memory.race(_RACE_KIND[kind], info, other, key)
 
     def _needs_entry(self, remote_ref) -> bool:
         """Whether accessing a peer's ``remote_ref`` must wait until that peer entered: always,
@@ -313,8 +252,7 @@ class _Verifier:
 
     def _key(self, rank: int, buffer: str, index: int) -> int:
         """The location of chunk ``index`` of ``buffer`` (aliases resolved) on ``rank``."""
-        buffer, index = self.alias[rank](buffer, index)
-        return rank * self.per_rank + self.buffer_base[buffer] + index
+        return self.memory.location(rank, (buffer, index))
 
     def _key_parts(self, key: int) -> tuple:
         """(rank, buffer, index) of a location, for messages."""
@@ -324,17 +262,11 @@ class _Verifier:
                 return rank, buffer, index - self.buffer_base[buffer]
         raise AssertionError("negative location")
 
-    def _keys(self, rank: int, ref, count: int) -> list:
-        """The locations of ``count`` chunks from ``ref`` on ``rank`` (an alias moves a whole
-        buffer, so they are consecutive)."""
+    def _keys(self, rank: int, ref, count: int) -> int:
+        """The first location of ``count`` chunks from ``ref`` on ``rank`` (an alias moves a
+        whole buffer, so they are consecutive)."""
         self._charge(count * self.chunk_work, count)
-        first = self._key(rank, ref[0], ref[1])
-        return list(range(first, first + count))
-
-    def _move(self, src_keys, dst_keys, clock, comp, stamp, info) -> None:
-        values = [self._read(key, clock, comp, stamp, info) for key in src_keys]
-        for key, value in zip(dst_keys, values):
-            self._write(key, value, clock, comp, stamp, info)
+        return self.memory.location(rank, ref)
 
     def _reduce(self, rank, op, clock, comp, stamp, info, remote=None) -> None:
         """dst = combine(srcs); ``remote`` (get_reduce) adds the peer's chunks as the last
@@ -345,16 +277,13 @@ class _Verifier:
         if remote is not None:
             srcs.append(remote)
         for src in srcs:
-            self._check_overlap(src, dst, info, allow_identical=True)
-        for j in range(count):
-            values = [self._read(src[j], clock, comp, stamp, info) for src in srcs]
-            value = None if any(v is None for v in values) else semantics.combine(values)
-            self._write(dst[j], value, clock, comp, stamp, info)
+            self._check_overlap(src, dst, count, info)
+        self.memory.reduce(dst, srcs, count, clock, comp, stamp, info)
 
-    def _check_overlap(self, src_keys, dst_keys, info, allow_identical: bool) -> None:
-        if src_keys == dst_keys and allow_identical:
-            return
-        if set(src_keys) & set(dst_keys):
+    def _check_overlap(self, src: int, dst: int, count: int, info) -> None:
+        """An issue when ``count`` chunks from locations ``src`` and ``dst`` overlap without
+        being the same chunks."""
+        if src != dst and src < dst + count and dst < src + count:
             where = self._op_at(info)
             self.issues.append(Issue(OVERLAP, *where[:3],
                                      f"{_where(*where)}: source and destination overlap "
@@ -373,8 +302,9 @@ class _Verifier:
         """A channel op issued now: the lane ticks; returns (lane clock, component, stamp,
         the worker's own value of that component to restore)."""
         comp = self.lane_comp[rank][ch]
-        stamp = self.lane_events.get((rank, ch), 0) + 1
-        self.lane_events[(rank, ch)] = stamp
+        channel = self.channel_base[rank] + ch
+        stamp = self.lane_events[channel] + 1
+        self.lane_events[channel] = stamp
         saved = worker_clock.get(comp)  # None: absent (0), removed again by _restore
         worker_clock[comp] = stamp
         return worker_clock, comp, stamp, saved
@@ -389,7 +319,7 @@ class _Verifier:
     def _join_lane(self, rank: int, ch: int, clock, wcomp: int) -> None:
         """Flush (or the end of the worker): everything issued on the lane is done."""
         comp = self.lane_comp[rank][ch]
-        events = self.lane_events.get((rank, ch), 0)
+        events = self.lane_events[self.channel_base[rank] + ch]
         if events > clock.get(comp, 0):
             self.entries += comp not in clock
             clock[comp] = events
@@ -397,17 +327,21 @@ class _Verifier:
 
     def _signal(self, rank: int, ch: int, clock, wcomp: int) -> None:
         comp = self.lane_comp[rank][ch]
-        stamp = self.lane_events.get((rank, ch), 0) + 1
-        self.lane_events[(rank, ch)] = stamp
-        pair = (wcomp, self.waiter.get((rank, ch)))
-        copy = None
+        channel = self.channel_base[rank] + ch
+        stamp = self.lane_events[channel] + 1
+        self.lane_events[channel] = stamp
+        waiter = self.waiter[channel]
+        pair = self._pair(wcomp, -1 if waiter is None else waiter)
+        copy = None  # the size of the clock that goes with this signal, the first one of the pair
         if pair not in self.copied:
             self.copied.add(pair)
             self._charge(len(clock) // _ENTRIES_PER_WORK)
             self.entries += len(clock)
-            copy = dict(clock)
-        self.signals.setdefault((rank, ch), []).append(
-            (copy, comp, stamp, wcomp, len(self.logs[wcomp])))
+            copy = len(clock)
+        sent = self.signals[channel]
+        if sent is None:
+            sent = self.signals[channel] = []
+        sent.append((copy, comp, stamp, wcomp, len(self.logs[wcomp])))
 
     def _put(self, rank, op, ch, src_field, dst_field, clock, info) -> None:
         lane, comp, stamp, saved = self._lane_clock(rank, ch, clock)
@@ -420,15 +354,21 @@ class _Verifier:
         count = ops.op_count(op)
         peer = self.peer[rank][ch]
         remote_ref = op[src_field] if op["op"] == ops.GET else op[dst_field]
+        channel = self.channel_base[rank] + ch
         if (peer != rank and self._needs_entry(remote_ref)
-                and (rank, ch) not in self.lanes_after_peer_entered):
+                and not self.lanes_after_peer_entered[channel]):
             if lane.get(self.entered[peer], 0):
-                self.lanes_after_peer_entered.add((rank, ch))
+                self.lanes_after_peer_entered[channel] = 1
             else:
-                self._race(EARLY, info, None, self._keys(peer, remote_ref, count)[0])
+                self._race(EARLY, info, None, self._keys(peer, remote_ref, count))
         src_rank, dst_rank = (peer, rank) if op["op"] == ops.GET else (rank, peer)
-        self._move(self._keys(src_rank, op[src_field], count),
-                   self._keys(dst_rank, op[dst_field], count), lane, comp, stamp, info)
+        self.memory.move(self._keys(src_rank, op[src_field], count),
+                         self._keys(dst_rank, op[dst_field], count), count, lane, comp, stamp,
+                         info)
+
+    def _pair(self, comp: int, other: int) -> int:
+        """Two components (the second may be -1) as one int, a key of joined and copied."""
+        return comp * (self.comps.count + 1) + other + 1
 
     def _tick(self, clock: dict, wcomp: int) -> int:
         """A worker event: its own component counts one more; returns the new count."""
@@ -445,30 +385,31 @@ class _Verifier:
         wcomp = self.worker_comp[rank][worker]
         ch = op.get("ch")
         if name == ops.WAIT:
-            partner = self.partner[(rank, ch)]
-            done = self.waits_done.get((rank, ch), 0)
-            sent = self.signals.get(partner, ())
+            channel = self.channel_base[rank] + ch
+            done = self.waits_done[channel]
+            sent = self.signals[self.partner[channel]] or ()
             if len(sent) <= done:
                 return False
             copy, comp, stamp, sender, logged = sent[done]
             log = self.logs[wcomp]
             before, changes = len(clock), len(log)
-            seen = self.joined.get((wcomp, sender))
+            pair = self._pair(wcomp, sender)
+            seen = self.joined.get(pair)
             if seen is None and copy is not None:
-                self._charge(len(copy) // _ENTRIES_PER_WORK)
-                self.comps.join(rank, clock, copy, log)
+                self._charge(copy // _ENTRIES_PER_WORK)
+                self.comps.join_replayed(rank, clock, self.logs[sender], logged, log)
             elif (seen or 0) < logged:  # (seen >= logged: an older clock than one joined)
                 self._charge((logged - (seen or 0)) // (2 * _ENTRIES_PER_WORK))
                 self.comps.join_log(rank, clock, self.logs[sender], seen or 0, logged, log)
-            self.joined[(wcomp, sender)] = max(seen or 0, logged)
+            self.joined[pair] = max(seen or 0, logged)
             if copy is not None:
-                self.entries -= len(copy)
+                self.entries -= copy
             if stamp > clock.get(comp, 0) and self.comps.keeps(rank, comp):
                 clock[comp] = stamp
                 log += (comp, stamp)
             self.entries += len(clock) - before + (len(log) - changes) // _ENTRIES_PER_LOGGED
             sent[done] = None
-            self.waits_done[(rank, ch)] = done + 1
+            self.waits_done[channel] = done + 1
             self._tick(clock, wcomp)
         elif name == ops.SIGNAL:
             self._signal(rank, ch, clock, wcomp)
@@ -483,8 +424,8 @@ class _Verifier:
             stamp = self._tick(clock, wcomp)
             count = ops.op_count(op)
             src, dst = self._keys(rank, op["src"], count), self._keys(rank, op["dst"], count)
-            self._check_overlap(src, dst, info, allow_identical=True)
-            self._move(src, dst, clock, wcomp, stamp, info)
+            self._check_overlap(src, dst, count, info)
+            self.memory.move(src, dst, count, clock, wcomp, stamp, info)
         elif name == ops.GET_REDUCE:
             # The worker reads the peer's memory itself, synchronously: a worker event (no
             # lane, no flush), which must come after the peer entered.
@@ -493,7 +434,7 @@ class _Verifier:
             remote = self._keys(peer, op["src"], ops.op_count(op))
             if (peer != rank and self._needs_entry(op["src"])
                     and not clock.get(self.entered[peer], 0)):
-                self._race(EARLY, info, None, remote[0])
+                self._race(EARLY, info, None, remote)
             self._reduce(rank, op, clock, wcomp, stamp, info, remote)
         elif name in (ops.REDUCE_OP, ops.REDUCE_PUT):
             stamp = self._tick(clock, wcomp)
@@ -512,19 +453,19 @@ class _Verifier:
         self.entries += len(clocks)
         self.logs = {self.worker_comp[r][w]: [self.entered[r], 1] for r, w in workers}
         pc = dict.fromkeys(workers, 0)
-        owner = {}  # (rank, ch) -> worker using it, to wake waiters
-        owned = {rw: set() for rw in workers}  # (rank, worker) -> its channels
+        base = self.channel_base
+        owner: list = [None] * len(self.partner)  # channel -> the worker using it (None: none)
         for r, w in workers:
             for op in ranks[r]["workers"][w]["ops"]:
                 if "ch" in op:
-                    owner[(r, op["ch"])] = w
-                    owned[(r, w)].add(op["ch"])
-        # (rank, ch) -> the worker component that waits on its partner (None: no worker does)
-        self.waiter = {}
-        for key, (p, pch) in self.partner.items():
-            w = owner.get((p, pch))
-            self.waiter[key] = None if w is None else self.worker_comp[p][w]
-        blocked_on = {}  # (rank, ch) whose partner signal is awaited -> (rank, worker)
+                    owner[base[r] + op["ch"]] = w
+        # channel -> the worker component that waits on its partner (None: no worker does)
+        self.waiter = [None] * len(self.partner)
+        for channel, other in enumerate(self.partner):
+            w = owner[other]
+            if w is not None:
+                self.waiter[channel] = self.worker_comp[_rank_channel(base, other)[0]][w]
+        blocked_on = {}  # channel whose partner signal is awaited -> (rank, worker)
         runnable = deque(workers)
         executed = 0
         while runnable:
@@ -536,23 +477,26 @@ class _Verifier:
                 op = op_list[step]
                 self._charge(self.op_work)
                 if not self._step(r, w, step, op, clock):
-                    blocked_on[self.partner[(r, op["ch"])]] = (r, w)
+                    blocked_on[self.partner[base[r] + op["ch"]]] = (r, w)
                     break
                 pc[(r, w)] = step + 1
                 executed += 1
                 if op["op"] in (ops.SIGNAL, ops.PUT_SIGNAL):
-                    waiter = blocked_on.pop((r, op["ch"]), None)
+                    waiter = blocked_on.pop(base[r] + op["ch"], None)
                     if waiter is not None:
                         runnable.append(waiter)
         stuck = [rw for rw in workers if pc[rw] < len(ranks[rw[0]]["workers"][rw[1]]["ops"])]
-        self.issues.extend(balance_issues(self.plan, self.partner))
+        self.issues.extend(self.balance)
         if stuck:
             self._report_deadlock(stuck, pc, owner, ranks)
         # The end of a worker flushes its channels; a rank is done when all its workers are.
+        for r in range(self.nranks):
+            for ch in range(len(ranks[r]["channels"])):
+                w = owner[base[r] + ch]
+                if w is not None:
+                    self._join_lane(r, ch, clocks[(r, w)], self.worker_comp[r][w])
         finished = [{} for _ in range(self.nranks)]
         for (r, w), clock in clocks.items():
-            for ch in owned[(r, w)]:
-                self._join_lane(r, ch, clock, self.worker_comp[r][w])
             done = finished[r]
             for comp, value in clock.items():
                 if value > done.get(comp, 0):
@@ -571,10 +515,12 @@ class _Verifier:
         for r, w in stuck:
             step = pc[(r, w)]
             ch = ranks[r]["workers"][w]["ops"][step]["ch"]
-            p, pch = self.partner[(r, ch)]
-            needed = self.waits_done.get((r, ch), 0) + 1
-            sent = len(self.signals.get((p, pch), ()))
-            other = owner.get((p, pch))
+            channel = self.channel_base[r] + ch
+            other_channel = self.partner[channel]
+            p, pch = _rank_channel(self.channel_base, other_channel)
+            needed = self.waits_done[channel] + 1
+            sent = len(self.signals[other_channel] or ())
+            other = owner[other_channel]
             if other is None:
                 state = f"no worker of rank {p} uses channel {pch}"
             elif (p, other) in pc and pc[(p, other)] < len(ranks[p]["workers"][other]["ops"]):
@@ -587,7 +533,8 @@ class _Verifier:
                 f"#{needed} from rank {p} channel {pch}, which sent {sent}; {state}"))
 
     def _report_races(self) -> None:
-        for (kind, op_id, other), locations in self.races.items():
+        for kind_index, op_id, other, locations in self.memory.take_races():
+            kind = _RACE_KINDS[kind_index]
             keys = [self._key_parts(key) for key in locations]
             info = self._op_at(op_id)
             rank, worker, step, _ = info
@@ -605,18 +552,9 @@ class _Verifier:
                 message = (f"{_where(*info)}: accesses {what} concurrently with "
                            f"{_where(*self._op_at(other))}: no signal/wait orders them")
             self.issues.append(Issue(kind, rank, worker, step, message))
-        self.races.clear()
 
     def _check_unfinished(self, finished) -> None:
-        late: dict = {}
-        for key, loc in self.memory.items():
-            done = finished[key // self.per_rank]
-            if loc.write_comp >= 0 and done.get(loc.write_comp, 0) < loc.write_stamp:
-                late.setdefault(loc.write_info, []).append(key)
-            for comp, stamp, info in loc.reads():
-                if done.get(comp, 0) < stamp:
-                    late.setdefault(info, []).append(key)
-        for op_id, locations in late.items():
+        for op_id, locations in self.memory.late(finished):
             keys = [self._key_parts(key) for key in locations]
             info = self._op_at(op_id)
             self.issues.append(Issue(
@@ -644,8 +582,7 @@ class _Verifier:
             for i, want in enumerate(expected):
                 if want is None:
                     continue
-                loc = self.memory.get(self._key(r, ops.OUTPUT, i))
-                got = loc.value if loc is not None else None
+                got = self.memory.value(self._key(r, ops.OUTPUT, i))
                 if shared is None:
                     equal = got == want
                 else:
@@ -669,47 +606,69 @@ class _Verifier:
                         f"rank {r} can finish {what} before rank {q} has started it"))
 
 
-def pair_channels(plan: dict) -> dict:
-    """(rank, ch) -> (peer, ch on peer) of a valid plan: the i-th channel r->p pairs with the
-    i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
+def _channel_numbers(plan: dict) -> tuple[list, list]:
+    """The channels of a valid plan by global number (rank r's channel c is base[r] + c):
+    (base, partner), partner[number] the number of the channel it pairs with. The i-th channel
+    r->p pairs with the i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3,
+    ...). Lists, not dicts of (rank, channel) tuples: a 1,024-rank forest plan has a million."""
+    base, total = [], 0
+    for entry in plan["ranks"]:
+        base.append(total)
+        total += len(entry["channels"])
     by_pair: dict = {}
     for r, entry in enumerate(plan["ranks"]):
         for c, channel in enumerate(entry["channels"]):
-            by_pair.setdefault((r, channel["peer"]), []).append(c)
-    partner = {}
+            by_pair.setdefault((r, channel["peer"]), []).append(base[r] + c)
+    partner = [-1] * total  # -1: unpaired (an invalid plan)
     for (r, p), chans in by_pair.items():
         if r == p:
             for a, b in zip(chans[0::2], chans[1::2]):
-                partner[(r, a)], partner[(r, b)] = (r, b), (r, a)
+                partner[a], partner[b] = b, a
         else:
             for a, b in zip(chans, by_pair[(p, r)]):
-                partner[(r, a)] = (p, b)
-    return partner
+                partner[a] = b
+    return base, partner
 
 
-def balance_issues(plan: dict, partner: dict | None = None) -> list[Issue]:
+def _rank_channel(base: list, number: int) -> tuple[int, int]:
+    """(rank, channel id) of a channel's global number."""
+    rank = bisect_right(base, number) - 1
+    return rank, number - base[rank]
+
+
+def pair_channels(plan: dict) -> dict:
+    """(rank, ch) -> (peer, ch on peer) of a valid plan: the i-th channel r->p pairs with the
+    i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
+    base, partner = _channel_numbers(plan)
+    return {_rank_channel(base, a): _rank_channel(base, b) for a, b in enumerate(partner)
+            if b >= 0}
+
+
+def balance_issues(plan: dict, numbers: tuple | None = None) -> list[Issue]:
     """The cheap static part of the proof, for a valid plan: on every channel pair, the signals
     one side sends (signal, put_signal) equal the waits of the other. Semaphores count on across
     slices and calls, so an imbalance mismatches the next slice or the next call. Linear in the
-    plan's size; the executor checks the same when it compiles a plan."""
-    partner = pair_channels(plan) if partner is None else partner
-    sent, waited = {}, {}
+    plan's size; the executor checks the same when it compiles a plan. ``numbers``:
+    _channel_numbers(plan), when the caller has it."""
+    base, partner = _channel_numbers(plan) if numbers is None else numbers
+    sent, waited = [0] * len(partner), [0] * len(partner)
     for r, entry in enumerate(plan["ranks"]):
+        first = base[r]
         for worker in entry["workers"]:
             for op in worker["ops"]:
-                if op["op"] in (ops.SIGNAL, ops.PUT_SIGNAL):
-                    sent[(r, op["ch"])] = sent.get((r, op["ch"]), 0) + 1
-                elif op["op"] == ops.WAIT:
-                    key = partner[(r, op["ch"])]
-                    waited[key] = waited.get(key, 0) + 1
+                name = op["op"]
+                if name == ops.SIGNAL or name == ops.PUT_SIGNAL:
+                    sent[first + op["ch"]] += 1
+                elif name == ops.WAIT:
+                    waited[partner[first + op["ch"]]] += 1
     issues = []
-    for key in sorted(set(sent) | set(waited)):
-        if sent.get(key, 0) != waited.get(key, 0):
-            (r, c), (p, pc) = key, partner[key]
+    for number, (signals, waits) in enumerate(zip(sent, waited)):
+        if signals != waits:
+            (r, c), (p, pc) = _rank_channel(base, number), _rank_channel(base, partner[number])
             issues.append(Issue(
                 UNBALANCED, r, None, None,
-                f"rank {r} channel {c} signals {sent.get(key, 0)} time(s) but its partner, "
-                f"rank {p} channel {pc}, waits {waited.get(key, 0)} time(s); semaphores count "
+                f"rank {r} channel {c} signals {signals} time(s) but its partner, "
+                f"rank {p} channel {pc}, waits {waits} time(s); semaphores count "
                 f"on across slices and calls, so the next slice or call would be mismatched"))
     return issues
 

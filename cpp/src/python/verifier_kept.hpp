@@ -1,0 +1,33 @@
+// Which clock components each rank's clocks keep (python/forestcc/plan/clocks.py): found by the
+// co-access scan (verifier_coaccess.cpp), read by the clock join (verifier_clocks.cpp). A
+// 1,024-rank forest all_reduce plan keeps a few thousand components per rank, millions in all:
+// sorted arrays here, where Python sets of ints took 70 bytes an entry.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace forestcc::python::verifier {
+
+class KeptComponents {
+ public:
+  explicit KeptComponents(std::vector<std::vector<uint32_t>> byRank) : byRank_(std::move(byRank)) {
+    for (auto& kept : byRank_) {
+      std::sort(kept.begin(), kept.end());
+      kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    }
+  }
+
+  size_t ranks() const { return byRank_.size(); }
+  bool keeps(size_t rank, uint32_t comp) const {
+    const std::vector<uint32_t>& kept = byRank_.at(rank);
+    return std::binary_search(kept.begin(), kept.end(), comp);
+  }
+  const std::vector<uint32_t>& of(size_t rank) const { return byRank_.at(rank); }
+
+ private:
+  std::vector<std::vector<uint32_t>> byRank_;
+};
+
+}  // namespace forestcc::python::verifier
