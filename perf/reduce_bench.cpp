@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
     ReduceOp op;
     if (!parse(opName, op)) throw std::invalid_argument("unknown op " + opName);
     if (sources < 2) throw std::invalid_argument("--sources must be at least 2");
+    if (reps < 1) throw std::invalid_argument("--reps must be at least 1");  // the table reads the fastest
+    if (minBytes == 0 || minBytes > maxBytes) throw std::invalid_argument("--min must be at least 1 byte and at most --max");
 
     std::vector<Result> results;
     std::printf("# %d sources, op %s, %d interleaved repetitions; GB/s = (sources + 1) x bytes / time\n", sources,

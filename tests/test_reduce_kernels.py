@@ -141,6 +141,10 @@ def test_levels_on_this_cpu():
     assert LEVELS[0] == "v2"
     with pytest.raises(ValueError, match="unknown level"):
         _C.reduce_kernels.reduce("sse9", np.zeros(4, np.float32), [np.zeros(4, np.float32)] * 2, "sum")
+    with pytest.raises(ValueError, match="at least one source"):
+        _C.reduce_kernels.reduce("v2", np.zeros(4, np.float32), [], "sum")
+    with pytest.raises(ValueError, match="divisor: must be at least 1"):   # not SIGFPE
+        _C.reduce_kernels.divide("v2", np.ones(4, np.int32), 0)
 
 
 def _in_use(value: str) -> subprocess.CompletedProcess:
@@ -153,6 +157,16 @@ def _in_use(value: str) -> subprocess.CompletedProcess:
 def test_environment_forces_a_level(level):
     p = _in_use(level)
     assert p.returncode == 0 and p.stdout.split() == [level], p.stderr
+
+
+@pytest.mark.parametrize("level", [level for level in ("v2", "avx2", "avx512") if level not in LEVELS])
+def test_a_level_this_cpu_lacks_is_refused(level):
+    # Only CPUs below AVX-512 run this (elsewhere: an empty parameter set, reported as skipped).
+    with pytest.raises(ValueError, match="need instructions this CPU lacks"):
+        _C.reduce_kernels.reduce(level, np.zeros(4, np.float32), [np.zeros(4, np.float32)] * 2, "sum")
+    p = _in_use(level)
+    assert p.returncode != 0 and f"FORESTCC_CPU_ISA={level} but this CPU runs at most {LEVELS[-1]}" in p.stderr, \
+        p.stderr
 
 
 def test_environment_refuses_an_unknown_level():

@@ -486,7 +486,7 @@ class Compiler {
     std::unordered_map<PairKey, int64_t, PairKeyHash> loads;
     for (int s = 0; s < int(segs_.size()); ++s) {
       const Segment& seg = segs_[s];
-      if (seg.route < 0 || size_t(seg.route) >= o_.directRoute.size() || !o_.directRoute[seg.route]) continue;
+      if (seg.route < 0 || o_.directRoute.empty() || !o_.directRoute[seg.route]) continue;
       const PairKey key = pairOf(s);
       auto [it, added] = loads.try_emplace(key, 0);
       if (added) order.push_back(key);
@@ -794,6 +794,11 @@ TreeCompileResult compileTrees(const std::vector<TreeInput>& trees, const TreeCo
     if (reverse < 0 || reverse >= int64_t(options.reverseRoute.size())) {
       throw std::invalid_argument("tree plan: reverse route id " + std::to_string(reverse) + " unknown");
     }
+  }
+  // A short list would leave routes silently without lanes (planLanes reads past it as "not direct").
+  if (!options.directRoute.empty() && options.directRoute.size() != options.reverseRoute.size()) {
+    throw std::invalid_argument("tree plan: " + std::to_string(options.directRoute.size()) + " direct-route flags for " +
+                                std::to_string(options.reverseRoute.size()) + " routes");
   }
   return Compiler(trees, options).run();
 }

@@ -38,6 +38,7 @@ void bindReduceKernels(py::module_& m) {
     const executor::CpuIsa isa = isaArg(level);
     ReduceOp reduceOp;
     if (!parse(op, reduceOp)) throw py::value_error("op: unknown reduction '" + op + "'");
+    if (srcs.empty()) throw py::value_error("srcs: needs at least one source");
     const ArrayView dst = viewArray(out, "out", true);
     std::vector<ArrayView> views;
     std::vector<const void*> pointers;
@@ -53,6 +54,7 @@ void bindReduceKernels(py::module_& m) {
      "out[i] = op(srcs[0][i], ..., srcs[-1][i]) at `level` (out may be one of srcs).");
   r.def("divide", [](const std::string& level, py::handle data, int divisor) {
     const executor::CpuIsa isa = isaArg(level);
+    if (divisor < 1) throw py::value_error("divisor: must be at least 1 (a rank count), got " + std::to_string(divisor));
     const ArrayView v = viewArray(data, "data", true);
     executor::divideElementsWith(isa, v.data, v.count, v.dtype, divisor);
   }, py::arg("level"), py::arg("data"), py::arg("divisor"), "data[i] /= divisor at `level` (an average's last step).");

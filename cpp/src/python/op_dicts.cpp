@@ -1,5 +1,7 @@
 #include "python/op_dicts.hpp"
 
+#include <algorithm>
+
 namespace py = pybind11;
 
 namespace forestcc::python {
@@ -57,7 +59,10 @@ py::object OpDicts::op(const plan::Op& op) {
 
 py::object OpDicts::integer(int64_t value) {
   if (value < 0 || value >= kSharedInts) return steal(PyLong_FromLongLong(value));
-  if (ints_.empty()) ints_.resize(kSharedInts);
+  // The table grows as values come (doubling), so a small plan's dicts (planToDict makes an
+  // OpDicts per call) do not pay for 2^20 slots, 8 MiB zeroed and walked again on destruction.
+  if (size_t(value) >= ints_.size())
+    ints_.resize(std::min<size_t>(kSharedInts, std::max<size_t>(size_t(value) + 1, 2 * ints_.size())));
   py::object& slot = ints_[size_t(value)];
   if (!slot) slot = steal(PyLong_FromLongLong(value));
   return slot;

@@ -20,7 +20,8 @@ class OpDicts {
 
   // A new dict for `op`.
   pybind11::object op(const plan::Op& op);
-  // A shared int object for small non-negative values, a new one otherwise.
+  // A shared int object for values below 2^20 (the table grows to the largest seen), a new one
+  // otherwise.
   pybind11::object integer(int64_t value);
   // The interned name of a transport.
   const pybind11::object& transport(plan::Transport t);

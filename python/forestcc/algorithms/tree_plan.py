@@ -683,7 +683,7 @@ def _down_phase(prog, collective, segments, root_of, k, in_place, send_key, recv
 
 def _lane_pieces(lanes, placed, key, lo, hi):
     """[(lane, lo, hi)]: chunks lo..hi-1 of a segment of worker pair `key`, cut where its lanes
-    (_down_lanes: m lanes for C chunks per slice) change: position p of the pair's slice is in
+    (_lanes: m lanes for C chunks per slice) change: position p of the pair's slice is in
     lane p*m // C. `placed` counts the pair's chunks before this segment (and is advanced)."""
     spread = lanes.get(key)
     if spread is None:
