@@ -251,6 +251,11 @@ def _ranks_first(plan) -> dict:
     return {"ranks": plan["ranks"], **{k: v for k, v in plan.items() if k != "ranks"}}
 
 
+def _unknown_member_first() -> dict:
+    plan = builtin.generate("ring", "all_reduce", 4)
+    return {"colour": "red", **plan}
+
+
 def _broken_plans():
     def edited(edit, plan=None):
         plan = json.loads(dumps(plan or builtin.generate("ring", "all_reduce", 4)))
@@ -268,6 +273,8 @@ def _broken_plans():
         ("channels that do not pair", edited(lambda p: p["ranks"][0]["channels"].pop()), None),
         ("a header error", edited(lambda p: p.update(chunks_per_block=0)), None),
         ("an unknown member", edited(lambda p: p.update(colour="red")), None),
+        ("an unknown member before the ranks", _unknown_member_first(), None),
+        ("an optional member after the ranks", edited(lambda p: p.update(scratch_banks=1)), None),
         ("over the op limit", big, {"MAX_OPS": 40}),
         ("over the channel limit", big, {"MAX_CHANNELS": 3}),
     ]
@@ -279,8 +286,13 @@ def test_loading_rank_by_rank_gives_what_the_whole_document_gives(case):
     # the plan's last member (so it never holds the whole JSON tree); the result, the errors and
     # their order must be those of checking the whole document.
     _, plan, limits = _broken_plans()[case]
+    loads = _C.plan.rank_by_rank_loads()
     streamed = _C.plan.load_text(json.dumps(plan), "p.json", limits)
+    # Rank by rank exactly when "ranks" is last (a later member sends the load to the whole
+    # document, after the header checked out on what came before the ranks, in one case above).
+    assert _C.plan.rank_by_rank_loads() == loads + (list(plan)[-1] == "ranks")
     whole = _C.plan.load_text(json.dumps(_ranks_first(plan)), "p.json", limits)
+    assert _C.plan.rank_by_rank_loads() == loads + (list(plan)[-1] == "ranks")
     assert streamed[1] == whole[1] == _C.plan.validation_errors(plan, "p.json", limits)
     if whole[0] is None:
         assert streamed[0] is None
@@ -294,3 +306,14 @@ def test_a_syntax_error_after_rank_entries_is_the_error():
     broken = text[:text.rindex("]")] + "]]}"
     _, errors = _C.plan.load_text(broken, "p.json", None)
     assert len(errors) == 1 and errors[0].startswith("p.json: not valid JSON: ")
+
+
+def test_a_second_ranks_member_is_a_syntax_error_either_way():
+    # The streamed "ranks" stays in the tree (an empty list), so a duplicate is refused as the
+    # whole-document parse refuses it, not appended to the first one's entries.
+    text = dumps(builtin.generate("ring", "all_reduce", 4))
+    ranks = text[text.index('"ranks"'):text.rindex("}")]
+    for doubled in (text[:text.rindex("}")] + ", " + ranks + "}",
+                    "{" + ranks + ", " + text[1:]):
+        _, errors = _C.plan.load_text(doubled, "p.json", None)
+        assert len(errors) == 1 and "duplicate member" in errors[0], errors

@@ -693,3 +693,23 @@ def test_chunk_records_past_the_dense_index_report_the_same():
     small, large = verify(plan), verify(big)
     assert not small.ok and small.kinds() & {v.RACE, v.UNINITIALIZED}
     assert [str(i) for i in large.issues] == [str(i) for i in small.issues]
+
+
+def test_chunk_records_refuse_what_is_outside_the_plan():
+    # _C.plan.ChunkMemory trusts a valid plan's refs; what no valid plan has is refused (never
+    # read out of bounds), through the dense index and the hash map alike.
+    from forestcc import _C
+    for scratch in (1, 2**28):  # 2 ranks x (2 + 2 + scratch) chunks: dense, then the hash map
+        memory = _C.plan.ChunkMemory([2, 2, scratch], 1, 0, 2, lambda values: values[0])
+        with pytest.raises(ValueError, match="not \\[buffer, index\\]"):
+            memory.location(0, ["input"])
+        outside = memory.location(1, ["scratch", scratch])  # one past rank 1's memory
+        with pytest.raises(IndexError, match="outside the plan's memory"):
+            memory.init(outside, "x")
+        with pytest.raises(ValueError, match="negative chunk count"):
+            memory.move(0, 1, -1, {}, 0, 1, 0)
+        assert len(memory) == 0  # nothing half made
+        memory.init(memory.location(1, ["input", 0]), "x")
+        with pytest.raises(ValueError, match="one finishing clock per rank"):
+            memory.late([{}])
+        assert memory.late([{}, {}]) == []

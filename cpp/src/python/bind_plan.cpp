@@ -1,5 +1,6 @@
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <string_view>
 
 #include "collectives/generators.hpp"
@@ -77,6 +78,10 @@ std::string_view textView(const py::handle& text) {
 // one entry's tree, never the whole document's tree (several GB for a 1,024-rank forest plan, 1.8
 // times the dict). A plan whose "ranks" is not the last member (or not a list) is loaded whole,
 // as before: the rank-by-rank check needs the header first.
+// Loads that went rank by rank, for tests: a load that fell back to the whole document gives the
+// same dict and errors, so only this tells the two paths apart (tests/test_plan_loader.py).
+std::atomic<uint64_t> rankByRankLoads{0};
+
 py::object loadPlanText(std::string_view text, const std::string& source, const plan::Limits& limits) {
   plan::RankByRankValidator check(source, limits);
   JsonToPy convert(text.size());
@@ -111,6 +116,7 @@ py::object loadPlanText(std::string_view text, const std::string& source, const 
     releaseFreedMemory(text.size());
     return plan;
   }
+  ++rankByRankLoads;
   std::vector<std::string> errors = check.finish();
   if (!errors.empty()) throw plan::PlanError(std::move(errors));
   py::object plan = convert.take(doc);
@@ -163,6 +169,10 @@ void bindPlan(py::module_& m) {
       },
       py::arg("text"), py::arg("source"), py::arg("limits") = py::none(),
       "(plan dict, errors) of plan JSON text (str or UTF-8 bytes), parsed and validated.");
+  sub.def(
+      "rank_by_rank_loads", [] { return rankByRankLoads.load(); },
+      "How many load_text calls so far validated and converted the rank entries one by one as "
+      "they were parsed (a plan whose 'ranks' is its last member), for tests.");
   sub.def(
       "parse_text",
       [](const py::object& textObject, const std::string& source) {

@@ -54,6 +54,7 @@ struct Layout {
   // The chunk of memory a [buffer, index] reference of `rank` names, as one number for all ranks.
   uint64_t location(int64_t rank, PyObject* ref) const {
     if (!PyList_Check(ref) && !PyTuple_Check(ref)) throw pybind11::type_error("verifier: a chunk ref is not a list");
+    if (PySequence_Fast_GET_SIZE(ref) != 2) throw pybind11::value_error("verifier: a chunk ref is not [buffer, index]");
     plan::Buffer buffer = bufferNamed(PySequence_Fast_GET_ITEM(ref, 0));
     int64_t index = toInt(PySequence_Fast_GET_ITEM(ref, 1));
     if (buffer == plan::Buffer::Input && alias == Alias::InputIsOutput) {

@@ -78,10 +78,14 @@ class ChunkMemory {
  public:
   ChunkMemory(const py::handle& sizes, int64_t k, int alias, int64_t nranks, py::object combine)
       : layout_(sizes, k, alias), combine_(std::move(combine)) {
-    const uint64_t locations = static_cast<uint64_t>(nranks) * static_cast<uint64_t>(layout_.perRank);
+    if (nranks < 0 || layout_.perRank < 0 || layout_.size[0] < 0 || layout_.size[1] < 0 || layout_.size[2] < 0) {
+      throw py::value_error("verifier: negative ranks or buffer sizes");
+    }
+    nranks_ = nranks;
+    locations_ = static_cast<uint64_t>(nranks) * static_cast<uint64_t>(layout_.perRank);
     constexpr uint64_t kDenseIndexLimit = uint64_t{1} << 28;  // 1 GiB of index: a hash map beyond
-    if (locations <= kDenseIndexLimit) dense_.assign(locations, 0);
-    useDense_ = locations <= kDenseIndexLimit;
+    useDense_ = locations_ <= kDenseIndexLimit;
+    if (useDense_) dense_.assign(locations_, 0);
   }
   ~ChunkMemory() {
     for (size_t i = 0; i < size_; ++i) Py_XDECREF(record(i).value);
@@ -102,20 +106,20 @@ class ChunkMemory {
   // Copies `count` chunks from `src` to `dst` (locations) as one op of `comp`: all reads first.
   void move(uint64_t src, uint64_t dst, int64_t count, const py::handle& clock, int32_t comp, int64_t stamp,
             uint64_t op) {
-    std::vector<PyObject*> values(static_cast<size_t>(count));
+    checkCount(count);
+    const uint32_t at = stampOf(stamp);
+    // Owned, so an error midway (a clock that is not a dict) leaks nothing.
+    std::vector<py::object> values(static_cast<size_t>(count));
     for (int64_t j = 0; j < count; ++j) {
-      values[j] = read(src + j, clock.ptr(), comp, stampOf(stamp), op);
-      Py_XINCREF(values[j]);
+      values[j] = py::reinterpret_borrow<py::object>(read(src + j, clock.ptr(), comp, at, op));
     }
-    for (int64_t j = 0; j < count; ++j) {
-      write(dst + j, values[j], clock.ptr(), comp, stampOf(stamp), op);
-      Py_XDECREF(values[j]);
-    }
+    for (int64_t j = 0; j < count; ++j) write(dst + j, values[j].ptr(), clock.ptr(), comp, at, op);
   }
 
   // dst = combine(srcs) chunk by chunk (no content when a source has none).
   void reduce(uint64_t dst, const std::vector<uint64_t>& srcs, int64_t count, const py::handle& clock, int32_t comp,
               int64_t stamp, uint64_t op) {
+    checkCount(count);
     for (int64_t j = 0; j < count; ++j) {
       py::list values(srcs.size());
       bool missing = false;
@@ -152,6 +156,9 @@ class ChunkMemory {
   // Accesses not ordered before the end of the rank whose memory they touch: `finished` is per
   // rank its finishing clock. [(op, [locations])] in the order of the records, then of accesses.
   py::list late(const py::list& finished) const {
+    if (static_cast<int64_t>(finished.size()) != nranks_) {
+      throw py::value_error("verifier: late() needs one finishing clock per rank");
+    }
     std::vector<std::pair<uint64_t, std::vector<uint64_t>>> found;
     std::unordered_map<uint64_t, size_t> index;
     const auto add = [&](uint64_t op, uint64_t location) {
@@ -199,6 +206,10 @@ class ChunkMemory {
     std::vector<uint64_t> locations;
   };
 
+  static void checkCount(int64_t count) {
+    if (count < 0) throw py::value_error("verifier: a negative chunk count");
+  }
+
   static py::object opOrNone(uint64_t op) { return op == kNoOp ? py::object(py::none()) : py::object(py::int_(op)); }
 
   // Holds `value` in `slot` (nullptr and None: no content).
@@ -219,12 +230,13 @@ class ChunkMemory {
   Record& recordAt(uint64_t location) {
     uint32_t i = indexOf(location);
     if (i == 0) {
+      // Both indexes alike: late() and write() take the rank from the location.
+      if (location >= locations_) throw py::index_error("verifier: location outside the plan's memory");
       if (size_ >= std::numeric_limits<uint32_t>::max() - 1) throw py::value_error("verifier: too many chunks");
       if (size_ % kBlock == 0) blocks_.push_back(std::make_unique<Record[]>(kBlock));
       record(size_) = Record{location};
       i = static_cast<uint32_t>(++size_);
       if (useDense_) {
-        if (location >= dense_.size()) throw py::index_error("verifier: location outside the plan's memory");
         dense_[location] = i;
       } else {
         sparse_.emplace(location, i);
@@ -310,6 +322,8 @@ class ChunkMemory {
 
   Layout layout_;
   py::object combine_;
+  int64_t nranks_ = 0;
+  uint64_t locations_ = 0;  // nranks x chunks of a rank: every location is below
   bool useDense_ = true;
   std::vector<uint32_t> dense_;  // location -> 1 + record index, 0: none
   std::unordered_map<uint64_t, uint32_t> sparse_;

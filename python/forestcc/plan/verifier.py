@@ -188,7 +188,7 @@ class _Verifier:
         # Per-channel records are lists indexed by a channel's global number, the rank's first
         # channel number (channel_base[rank]) plus its id: about a million channels at 1,024
         # ranks, where dicts keyed by (rank, channel) tuples took hundreds of MB.
-        self.channel_base, self.partner = _channel_numbers(plan)  # partner: as pair_channels
+        self.channel_base, self.partner = _channel_numbers(plan)
         channels = len(self.partner)
         # Static, so found now (verify reports them after the run's issues).
         self.balance = balance_issues(self.plan, (self.channel_base, self.partner))
@@ -625,8 +625,12 @@ def _channel_numbers(plan: dict) -> tuple[list, list]:
             for a, b in zip(chans[0::2], chans[1::2]):
                 partner[a], partner[b] = b, a
         else:
-            for a, b in zip(chans, by_pair[(p, r)]):
+            for a, b in zip(chans, by_pair.get((p, r), ())):
                 partner[a] = b
+    if -1 in partner:  # as a list index, -1 would silently name the last channel
+        rank, ch = _rank_channel(base, partner.index(-1))
+        raise ValueError(f"not a valid plan: rank {rank} channel {ch} has no partner channel "
+                         f"(validate the plan first)")
     return base, partner
 
 
@@ -634,14 +638,6 @@ def _rank_channel(base: list, number: int) -> tuple[int, int]:
     """(rank, channel id) of a channel's global number."""
     rank = bisect_right(base, number) - 1
     return rank, number - base[rank]
-
-
-def pair_channels(plan: dict) -> dict:
-    """(rank, ch) -> (peer, ch on peer) of a valid plan: the i-th channel r->p pairs with the
-    i-th p->r; loopback channels pair up in id order (0 with 1, 2 with 3, ...)."""
-    base, partner = _channel_numbers(plan)
-    return {_rank_channel(base, a): _rank_channel(base, b) for a, b in enumerate(partner)
-            if b >= 0}
 
 
 def balance_issues(plan: dict, numbers: tuple | None = None) -> list[Issue]:
