@@ -1,5 +1,7 @@
 #include "graph/tree_packing.hpp"
 
+#include "graph/group_flow.hpp"
+
 #include <chrono>
 #include <deque>
 #include <limits>
@@ -10,8 +12,6 @@
 namespace forestcc::graph {
 
 namespace {
-
-using Word = unsigned long long;
 
 // Levels grown by all groups in turns before each group completes alone (see TreePacking::run):
 // 1, the arcs out of the roots. On mi250x4, 2 and 3 give slightly shallower trees and no better
@@ -48,10 +48,13 @@ struct Group {
 class TreePacking {
  public:
   TreePacking(const SwitchFreeGraph& g, Cap k, int sharedLevels)
-      : n_(g.count), residual_(g.cap), sharedLevels_(sharedLevels) {
+      : n_(g.count), residualIn_(g.cap.size()), sharedLevels_(sharedLevels) {
     // Residuals only shrink, so the arcs worth scanning are those with capacity at the start.
-    for (size_t a = 0; a < residual_.size(); ++a)
-      if (residual_[a] > 0) arcs_.push_back(a);
+    for (size_t a = 0; a < g.cap.size(); ++a) {
+      res(static_cast<int>(a / n_), static_cast<int>(a % n_)) = g.cap[a];
+      if (g.cap[a] > 0) arcs_.push_back(a);
+    }
+    memberOf_.assign(n_, {});
     for (int r = 0; r < n_; ++r) {
       Group grp;
       grp.tree = {r, k, {}};
@@ -60,6 +63,7 @@ class TreePacking {
       grp.members = NodeSet(n_);
       grp.members.add(r);
       groups_.push_back(std::move(grp));
+      noteGroup(r);
       schedule(r);
     }
   }
@@ -87,9 +91,15 @@ class TreePacking {
   std::vector<LogicalTree> runByNode() {
     turns_ = {};
     deferred_.clear();
-    std::vector<Cap> taken(static_cast<size_t>(n_) * n_, 0);
-    std::vector<std::vector<int>> ins(n_);
-    for (size_t a : arcs_) ins[a % n_].push_back(static_cast<int>(a / n_));
+    std::vector<Cap> taken(n_, 0);  // per parent x: what this y's batch already takes of x -> y
+    std::vector<std::vector<int>> ins(n_), neighbours(n_);
+    for (size_t a : arcs_) {
+      const int u = static_cast<int>(a / n_), v = static_cast<int>(a % n_);
+      ins[v].push_back(u);
+      neighbours[v].push_back(u);
+      if (res(v, u) == 0) neighbours[u].push_back(v);
+    }
+    groupFlow_.setGraph(n_, &residualIn_, std::move(neighbours));
     for (bool progress = true; progress;) {
       progress = false;
       for (int y = 0; y < n_; ++y) {
@@ -99,7 +109,7 @@ class TreePacking {
           if (g.complete || g.members.has(y)) continue;
           int best = -1;
           for (int x : ins[y]) {
-            if (!g.members.has(x) || res(x, y) - taken[static_cast<size_t>(x) * n_ + y] < g.tree.multiplicity)
+            if (!g.members.has(x) || res(x, y) - taken[x] < g.tree.multiplicity)
               continue;
             if (best >= 0 && g.depth[x] >= g.depth[best]) continue;
             if (blocked(g, x, y)) continue;
@@ -107,9 +117,9 @@ class TreePacking {
           }
           if (best < 0) continue;
           batch.push_back({static_cast<int>(j), best});
-          taken[static_cast<size_t>(best) * n_ + y] += g.tree.multiplicity;
+          taken[best] += g.tree.multiplicity;
         }
-        for (const Join& b : batch) taken[static_cast<size_t>(b.parent) * n_ + y] = 0;
+        for (const Join& b : batch) taken[b.parent] = 0;
         if (batch.empty()) continue;
         size_t good = 0;
         if (batchHolds(y, batch, batch.size())) {
@@ -131,12 +141,7 @@ class TreePacking {
           const Cap want = std::min(res(next.parent, y), groups_[next.group].tree.multiplicity);
           const Cap copies = admissible(next.group, next.parent, y, want);
           if (copies > 0) {
-            if (copies < groups_[next.group].tree.multiplicity) {
-              Group rest = groups_[next.group];
-              rest.tree.multiplicity -= copies;
-              groups_[next.group].tree.multiplicity = copies;
-              groups_.push_back(std::move(rest));
-            }
+            if (copies < groups_[next.group].tree.multiplicity) splitOff(next.group, copies);
             join(next.group, next.parent, y, copies);
             progress = true;
           }
@@ -179,7 +184,9 @@ class TreePacking {
   }
 
  private:
-  Cap& res(int u, int v) { return residual_[static_cast<size_t>(u) * n_ + v]; }
+  // The residual capacity of u -> v. Stored by head, so that a rank's in-arcs lie together: the
+  // node-by-node growth and GroupFlow's search read the arcs into one rank at a time.
+  Cap& res(int u, int v) { return residualIn_[static_cast<size_t>(v) * n_ + u]; }
 
   // A remembered tight set X blocks (x, y) for group i when the arc enters X and the group already
   // has a node inside X (so the arc would lower ρ(X) without lowering X's demand).
@@ -221,21 +228,59 @@ class TreePacking {
     g.order.push_back(y);
     g.depth[y] = g.depth[x] + 1;
     g.members.add(y);
+    memberOf_[y][i / 64] |= Word(1) << (i % 64);
     if (static_cast<int>(g.order.size()) == n_) g.complete = true;
+  }
+
+  // Splits `copies` of group i's multiplicity off into a new group i keeps; the rest (a copy of
+  // the partial tree) becomes a new group, whose index is returned.
+  int splitOff(int i, Cap copies) {
+    Group rest = groups_[i];
+    rest.tree.multiplicity -= copies;
+    groups_[i].tree.multiplicity = copies;
+    groups_.push_back(std::move(rest));
+    const int j = static_cast<int>(groups_.size()) - 1;
+    noteGroup(j);
+    return j;
+  }
+
+  // Records the members of a new group (the last one) in memberOf_, widening every rank's bitset
+  // when the groups outgrow it.
+  void noteGroup(int j) {
+    const size_t words = groups_.size() / 64 + 1;
+    if (memberOf_[0].size() < words) {
+      const size_t wider = std::max(words, 2 * memberOf_[0].size());
+      for (std::vector<Word>& bits : memberOf_) bits.resize(wider, 0);
+    }
+    for (int v : groups_[j].order) memberOf_[v][j / 64] |= Word(1) << (j % 64);
   }
 
   // Whether the first `count` joins of `batch` (each a whole group into y) keep Lovász's
   // condition for every set X ∋ y (see runByNode): one max-flow into y.
+  // The flow is GroupFlow's (the hubs left implicit, searched backwards from y): the same network
+  // loadDemand builds, without its N²/2 hub arcs.
   bool batchHolds(int y, const std::vector<Join>& batch, size_t count) {
-    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) -= groups_[batch[b].group].tree.multiplicity;
-    std::vector<char> joining(groups_.size(), 0);
-    for (size_t b = 0; b < count; ++b) joining[batch[b].group] = 1;
-    const Wide need =
-        loadDemand([&](size_t j, const Group& g) { return joining[j] || g.members.has(y); });
-    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += groups_[batch[b].group].tree.multiplicity;
+    const std::vector<Word>& holdY = memberOf_[y];
+    active_.assign(holdY.size(), 0);
+    supply_.resize(groups_.size());
+    Wide need = 0;
+    for (size_t j = 0; j < groups_.size(); ++j) {  // complete groups hold y too
+      if (!((holdY[j / 64] >> (j % 64)) & 1)) {
+        active_[j / 64] |= Word(1) << (j % 64);
+        need += supply_[j] = groups_[j].tree.multiplicity;
+      }
+    }
+    for (size_t b = 0; b < count; ++b) {
+      const int j = batch[b].group;
+      active_[j / 64] &= ~(Word(1) << (j % 64));
+      need -= supply_[j];
+      res(batch[b].parent, y) -= supply_[j];
+    }
     const Cap limit = checkedCap(need, "tree demand");
     ++stats().maxflows;
-    return flow_.run(n_, y, limit) >= limit;
+    const bool holds = groupFlow_.run(y, active_, supply_, memberOf_, limit) >= limit;
+    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += supply_[batch[b].group];
+    return holds;
   }
 
   // Loads flow_ with the residual arcs and, from the source n_, the demand of every incomplete
@@ -245,8 +290,10 @@ class TreePacking {
   Wide loadDemand(Skip skip) {
     flow_.reset(n_ + 1);
     const int s = n_;
-    for (size_t a : arcs_)
-      if (residual_[a] > 0) flow_.addArc(static_cast<int>(a / n_), static_cast<int>(a % n_), residual_[a]);
+    for (size_t a : arcs_) {
+      const int u = static_cast<int>(a / n_), v = static_cast<int>(a % n_);
+      if (res(u, v) > 0) flow_.addArc(u, v, res(u, v));
+    }
     Wide demand = 0;
     std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
     for (size_t j = 0; j < groups_.size(); ++j) {
@@ -296,24 +343,11 @@ class TreePacking {
         Cap want = std::min(res(x, y), g.tree.multiplicity);
         Cap copies = admissible(i, x, y, want);
         if (copies == 0) continue;
-        if (copies < groups_[i].tree.multiplicity) {
-          Group rest = groups_[i];  // the copies that do not take (x, y) continue from here later
-          rest.tree.multiplicity -= copies;
-          groups_[i].tree.multiplicity = copies;
-          groups_.push_back(std::move(rest));
-          schedule(static_cast<int>(groups_.size()) - 1);
-        }
-        Group& taker = groups_[i];  // groups_ may have reallocated
-        res(x, y) -= copies;
-        taker.tree.arcs.push_back({x, y});
-        taker.order.push_back(y);
-        taker.depth[y] = taker.depth[x] + 1;
-        taker.members.add(y);
-        ++taker.scanStep;
-        if (static_cast<int>(taker.order.size()) == n_)
-          taker.complete = true;
-        else
-          schedule(i);
+        if (copies < groups_[i].tree.multiplicity)
+          schedule(splitOff(i, copies));  // the copies that do not take (x, y) continue later
+        join(i, x, y, copies);
+        ++groups_[i].scanStep;  // groups_ may have reallocated
+        if (!groups_[i].complete) schedule(i);
         return;
       }
     }
@@ -331,7 +365,7 @@ class TreePacking {
   };
 
   int n_;
-  std::vector<Cap> residual_;
+  std::vector<Cap> residualIn_;  // n*n, by head (res)
   std::vector<size_t> arcs_;  // u*n+v of every arc with capacity at the start
   std::vector<Group> groups_;
   std::priority_queue<Turn> turns_;
@@ -340,6 +374,10 @@ class TreePacking {
   long long sequence_ = 0;
   std::vector<NodeSet> tight_;
   MaxFlow flow_;
+  std::vector<std::vector<Word>> memberOf_;  // per rank: the groups whose partial tree holds it
+  GroupFlow groupFlow_;
+  std::vector<Word> active_;  // batchHolds' scratch: the groups that must still enter y
+  std::vector<Cap> supply_;
 };
 
 }  // namespace
