@@ -138,10 +138,16 @@ Cap groupFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
     }
     if (!holdsSink && supply[j] > 0) active[j / 64] |= Word(1) << (j % 64);
   }
+  std::vector<std::vector<Word>> ranks(groups.size(), std::vector<Word>((n + 63) / 64, 0));
+  std::vector<const std::vector<Word>*> members;
+  for (size_t j = 0; j < groups.size(); ++j) {
+    for (int v : groups[j]) ranks[j][v / 64] |= Word(1) << (v % 64);
+    members.push_back(&ranks[j]);
+  }
   GroupFlow flow;
   flow.setGraph(n, &matrix, std::move(neighbours));
-  Cap value = flow.run(sink, active, supply, memberOf, limit);
-  if (flow.run(sink, active, supply, memberOf, limit) != value)  // a second run starts clean
+  Cap value = flow.run(sink, active, supply, memberOf, members, limit);
+  if (flow.run(sink, active, supply, memberOf, members, limit) != value)  // a second run starts clean
     throw std::logic_error("group_flow: a second run gave another value");
   return value;
 }

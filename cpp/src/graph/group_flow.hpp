@@ -3,20 +3,19 @@
 //
 // The packing's feasibility check is a max-flow from a source s that feeds each incomplete tree
 // group j its multiplicity m_j through a hub arc onto every member of j's partial tree. Built as
-// arcs, mid-way through a 1,024-rank packing that is up to N²/2 hub arcs per check, and most of
-// them carry nothing: the flow usually enters y straight from one of its in-neighbours. Here a
-// hub is a bit per (rank, group) that the caller keeps anyway, and the search runs backwards from
-// the sink, so it touches only the ranks near y until the demand is met:
-//   * first, straight paths s -> hub j -> x -> y for every in-neighbour x of y (a transportation
-//     step over bitset words);
-//   * then shortest augmenting paths found by a breadth-first search backwards from y through the
-//     residual graph (rank arcs, hub -> member arcs, and member -> hub arcs where a hub's flow can
-//     be moved to another member), stopped once the hubs with supply left that it reached could
-//     meet the demand; the flow then goes along the search tree's path from each of them in turn
-//     (as long as every arc on it still has room), several paths per search.
-// Exact: it is Ford-Fulkerson with shortest paths (Edmonds-Karp) on the same network the hub arcs
-// would build, started from a feasible flow; tests/test_graph_group_flow.py compares it with
-// MaxFlow on random networks.
+// arcs, mid-way through a 1,024-rank packing that is up to N²/2 hub arcs per check, rebuilt for
+// every check. Here the hubs are bitsets the caller keeps anyway (per rank, the groups holding it;
+// per group, its ranks) and the flow state is reset by what it touched:
+//   * first, straight paths s -> hub j -> x -> y for every in-neighbour x of the sink y (a
+//     transportation step over bitset words: on the fat trees most of the demand);
+//   * then Dinic's phases: a breadth-first search backwards from y gives each rank and hub its
+//     distance to y in the residual graph (rank arcs; hub -> member arcs, unbounded; member -> hub
+//     arcs where the hub's flow into that member can move to another member), stopped at the
+//     nearest hubs with supply left; a depth-first blocking flow from those hubs follows arcs one
+//     step nearer y, finding a hub's next members by a word-wise AND of its ranks with the ranks
+//     at that distance.
+// Exact: Dinic's algorithm on the network the hub arcs would build, started from a feasible flow;
+// tests/test_graph_group_flow.py compares it with MaxFlow on random networks.
 #pragma once
 
 #include <utility>
@@ -37,10 +36,16 @@ class GroupFlow {
   void setGraph(int n, const std::vector<Cap>* capIn, std::vector<std::vector<int>> neighbours);
 
   // The maximum flow into `sink`, stopped at `limit`, where group j (a bit of `active`) supplies
-  // supply[j] and may enter the network at any rank v whose memberOf[v] has bit j. Groups that
-  // hold the sink must not be active (their flow would need no arc).
+  // supply[j] and may enter the network at any of its ranks: memberOf[v] has bit j, and
+  // members[j] (a bitset over ranks) has bit v. Groups that hold the sink must not be active.
+  // extraRank >= 0 adds one more source: extraSupply entering at that rank alone. When the flow
+  // stays below the limit and sourceSide is given, it receives the ranks the source reaches in
+  // the residual network (with extraRank, as if its source arc were unbounded): the source side
+  // of the minimum cut nearest the source.
   Cap run(int sink, const std::vector<Word>& active, const std::vector<Cap>& supply,
-          const std::vector<std::vector<Word>>& memberOf, Cap limit);
+          const std::vector<std::vector<Word>>& memberOf,
+          const std::vector<const std::vector<Word>*>& members, Cap limit, int extraRank = -1,
+          Cap extraSupply = 0, std::vector<char>* sourceSide = nullptr);
 
  private:
   Cap residual(int u, int v) const {  // flow_ is antisymmetric: -flow(u, v) is flow_[v*n + u]
@@ -49,9 +54,12 @@ class GroupFlow {
   }
   void pushRank(int u, int v, Cap amount);
   Cap& hubFlow(int j, int v);  // flow on hub j -> rank v (an entry is created when missing)
-  Cap augment(int sink, Cap want, const std::vector<Word>& active, const std::vector<Cap>& supply,
-              const std::vector<std::vector<Word>>& memberOf);
-  Cap carry(int sink, int start, Cap want, const std::vector<Cap>& supply);
+  bool isActive(int j) const { return (active_[j / 64] >> (j % 64)) & 1; }
+  void label(int j, int d);
+  bool levels(int sink, const std::vector<std::vector<Word>>& memberOf);
+  void reachFromSource(std::vector<char>& side);
+  Cap pushFromHub(int j, Cap want, int sink);
+  Cap pushFromRank(int v, Cap want, int sink);
   void clear();
 
   int n_ = 0;
@@ -61,16 +69,21 @@ class GroupFlow {
   std::vector<size_t> touched_;
   std::vector<Cap> used_;                                // per group: supply used this run
   std::vector<std::vector<std::pair<int, Cap>>> hubOut_;  // per group: (rank, flow) from its hub
-  std::vector<int> hubsUsed_;
-  std::vector<Word> supplied_;  // active groups with supply left
-  std::vector<Word> hubSeen_;   // per search: hubs reached
-  std::vector<int> rankSeen_;   // per search: stamp of the search that reached the rank
-  int stamp_ = 0;
-  std::vector<int> nextOfRank_;  // per search: the next node towards the sink (>= 0 a rank,
-                                 // < 0 the hub -1 - j)
-  std::vector<int> nextOfHub_;   // per search: the rank a hub's path continues to
-  std::vector<int> queue_;       // per search: ranks (>= 0) and hubs (< 0, as above)
-  std::vector<int> starts_;      // per search: hubs with supply left that it reached, nearest first
+  std::vector<std::vector<int>> hubIn_;                   // per rank: groups with an entry above
+  std::vector<int> hubsUsed_, ranksFed_;
+  // This run's groups: the caller's, and the extra source as one more group (index extra_) whose
+  // only member is extraRank_.
+  std::vector<Word> active_, supplied_;  // supplied_: active groups with supply left
+  std::vector<Cap> supply_;
+  std::vector<const std::vector<Word>*> members_;
+  std::vector<Word> extraMembers_;
+  int extra_ = 0, extraRank_ = -1;
+  // Per phase: distances to the sink (-1: unreached or a dead end), ranks by distance as bitsets,
+  // the hubs the blocking flow starts at, and each node's position in its arc lists.
+  std::vector<int> rankDist_, hubDist_;
+  std::vector<std::vector<Word>> ranksAt_;
+  std::vector<int> starts_, queue_;
+  std::vector<size_t> rankCursor_, hubCursor_;
 };
 
 }  // namespace forestcc::graph

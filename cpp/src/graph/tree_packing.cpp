@@ -50,10 +50,16 @@ class TreePacking {
   TreePacking(const SwitchFreeGraph& g, Cap k, int sharedLevels)
       : n_(g.count), residualIn_(g.cap.size()), sharedLevels_(sharedLevels) {
     // Residuals only shrink, so the arcs worth scanning are those with capacity at the start.
+    std::vector<std::vector<int>> neighbours(n_);
     for (size_t a = 0; a < g.cap.size(); ++a) {
-      res(static_cast<int>(a / n_), static_cast<int>(a % n_)) = g.cap[a];
-      if (g.cap[a] > 0) arcs_.push_back(a);
+      const int u = static_cast<int>(a / n_), v = static_cast<int>(a % n_);
+      res(u, v) = g.cap[a];
+      if (g.cap[a] <= 0) continue;
+      arcs_.push_back(a);
+      neighbours[v].push_back(u);
+      if (g.cap[static_cast<size_t>(v) * n_ + u] <= 0) neighbours[u].push_back(v);
     }
+    groupFlow_.setGraph(n_, &residualIn_, std::move(neighbours));
     memberOf_.assign(n_, {});
     for (int r = 0; r < n_; ++r) {
       Group grp;
@@ -92,14 +98,8 @@ class TreePacking {
     turns_ = {};
     deferred_.clear();
     std::vector<Cap> taken(n_, 0);  // per parent x: what this y's batch already takes of x -> y
-    std::vector<std::vector<int>> ins(n_), neighbours(n_);
-    for (size_t a : arcs_) {
-      const int u = static_cast<int>(a / n_), v = static_cast<int>(a % n_);
-      ins[v].push_back(u);
-      neighbours[v].push_back(u);
-      if (res(v, u) == 0) neighbours[u].push_back(v);
-    }
-    groupFlow_.setGraph(n_, &residualIn_, std::move(neighbours));
+    std::vector<std::vector<int>> ins(n_);
+    for (size_t a : arcs_) ins[a % n_].push_back(static_cast<int>(a / n_));
     for (bool progress = true; progress;) {
       progress = false;
       for (int y = 0; y < n_; ++y) {
@@ -198,21 +198,40 @@ class TreePacking {
 
   // How many copies of group i may take (x, y): min(want, min surplus over X with y ∈ X, x ∉ X).
   // The surplus of X counts, for every other incomplete group j, m_j when X misses j's nodes; as a
-  // cut, j's term is an arc s -> (j's nodes) of capacity m_j. Records the cut when it binds.
+  // cut, j's term is an arc s -> hub j -> (j's nodes) of capacity m_j, and group i enters at x
+  // alone. Groups holding y pass every such cut and are left out (GroupFlow). Records the cut
+  // when it binds: the sets beyond the source side of the minimum cut nearest the source.
   Cap admissible(int i, int x, int y, Cap want) {
-    const Wide others = loadDemand([&](size_t j, const Group&) { return static_cast<int>(j) == i; });
-    const int s = n_;
-    flow_.addArc(s, x, kInfiniteCap);
-    const Cap base = checkedCap(others, "tree demand");
+    const Cap base = loadGroupsOutside(y, i);
     ++stats().maxflows;
-    Cap value = flow_.run(s, y, base + want);
+    std::vector<char> side;
+    const Cap value = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, base + want, x,
+                                     want, &side);
     if (value >= base + want) return want;
     NodeSet X(n_);
-    std::vector<char> side = flow_.sourceSide();
     for (int v = 0; v < n_; ++v)
       if (!side[v]) X.add(v);
     tight_.push_back(std::move(X));  // tight once the admitted copies take the arc
     return std::max<Cap>(0, value - base);
+  }
+
+  // Loads active_, supply_ and groupRanks_ for GroupFlow with every group that holds neither y
+  // (complete groups hold it) nor is `skip`; returns their demand.
+  Cap loadGroupsOutside(int y, int skip) {
+    const std::vector<Word>& holdY = memberOf_[y];
+    active_.assign(holdY.size(), 0);
+    supply_.resize(groups_.size());
+    groupRanks_.resize(groups_.size());
+    Wide demand = 0;
+    for (size_t j = 0; j < groups_.size(); ++j) {
+      supply_[j] = groups_[j].tree.multiplicity;
+      groupRanks_[j] = &groups_[j].members.words;
+      if (static_cast<int>(j) != skip && !((holdY[j / 64] >> (j % 64)) & 1)) {
+        active_[j / 64] |= Word(1) << (j % 64);
+        demand += supply_[j];
+      }
+    }
+    return checkedCap(demand, "tree demand");
   }
 
   struct Join {
@@ -256,60 +275,20 @@ class TreePacking {
   }
 
   // Whether the first `count` joins of `batch` (each a whole group into y) keep Lovász's
-  // condition for every set X ∋ y (see runByNode): one max-flow into y.
-  // The flow is GroupFlow's (the hubs left implicit, searched backwards from y): the same network
-  // loadDemand builds, without its N²/2 hub arcs.
+  // condition for every set X ∋ y (see runByNode): one max-flow into y from the groups that must
+  // still enter it.
   bool batchHolds(int y, const std::vector<Join>& batch, size_t count) {
-    const std::vector<Word>& holdY = memberOf_[y];
-    active_.assign(holdY.size(), 0);
-    supply_.resize(groups_.size());
-    Wide need = 0;
-    for (size_t j = 0; j < groups_.size(); ++j) {  // complete groups hold y too
-      if (!((holdY[j / 64] >> (j % 64)) & 1)) {
-        active_[j / 64] |= Word(1) << (j % 64);
-        need += supply_[j] = groups_[j].tree.multiplicity;
-      }
-    }
+    Cap need = loadGroupsOutside(y, -1);
     for (size_t b = 0; b < count; ++b) {
       const int j = batch[b].group;
       active_[j / 64] &= ~(Word(1) << (j % 64));
       need -= supply_[j];
       res(batch[b].parent, y) -= supply_[j];
     }
-    const Cap limit = checkedCap(need, "tree demand");
     ++stats().maxflows;
-    const bool holds = groupFlow_.run(y, active_, supply_, memberOf_, limit) >= limit;
+    const bool holds = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, need) >= need;
     for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += supply_[batch[b].group];
     return holds;
-  }
-
-  // Loads flow_ with the residual arcs and, from the source n_, the demand of every incomplete
-  // group that skip(j, group) keeps in: a group still at its root is fed at the root, any other
-  // through a hub onto its nodes. Returns the demand (the sum of their multiplicities).
-  template <class Skip>
-  Wide loadDemand(Skip skip) {
-    flow_.reset(n_ + 1);
-    const int s = n_;
-    for (size_t a : arcs_) {
-      const int u = static_cast<int>(a / n_), v = static_cast<int>(a % n_);
-      if (res(u, v) > 0) flow_.addArc(u, v, res(u, v));
-    }
-    Wide demand = 0;
-    std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
-    for (size_t j = 0; j < groups_.size(); ++j) {
-      const Group& g = groups_[j];
-      if (g.complete || skip(j, g)) continue;
-      demand += g.tree.multiplicity;
-      if (g.order.size() == 1) {
-        feed[g.tree.root] += g.tree.multiplicity;
-      } else {
-        int hub = flow_.addNode();
-        flow_.addArc(s, hub, g.tree.multiplicity);
-        for (int v : g.order) flow_.addArc(hub, v, kInfiniteCap);
-      }
-    }
-    for (int v = 0; v < n_; ++v) flow_.addArc(s, v, feed[v]);
-    return demand;
   }
 
   // The depth of the node group i scans next (the key of its turn).
@@ -373,11 +352,11 @@ class TreePacking {
   int sharedLevels_;
   long long sequence_ = 0;
   std::vector<NodeSet> tight_;
-  MaxFlow flow_;
   std::vector<std::vector<Word>> memberOf_;  // per rank: the groups whose partial tree holds it
-  GroupFlow groupFlow_;
-  std::vector<Word> active_;  // batchHolds' scratch: the groups that must still enter y
+  GroupFlow groupFlow_;  // every feasibility check's max-flow
+  std::vector<Word> active_;  // loadGroupsOutside's: the groups that must still enter y
   std::vector<Cap> supply_;
+  std::vector<const std::vector<Word>*> groupRanks_;  // per group: its members' bitset
 };
 
 }  // namespace
