@@ -114,6 +114,8 @@ def run_case(spec: str, method: str) -> dict:
             "trees": len(forest.trees), "seconds": time.perf_counter() - started,
             "cpu_seconds": time.process_time() - cpu, "maxflows": forest.stats.get("maxflows"),
             "optimal": forest.optimal, "bound_algbw": str(forest.bound_algbw),
+            "cpu_seconds_switch_removal": forest.stats.get("cpu_seconds_switch_removal"),
+            "cpu_seconds_packing": forest.stats.get("cpu_seconds_packing"),
             "peak_rss_bytes": usage.ru_maxrss * 1024}
 
 

@@ -41,6 +41,8 @@ py::dict statsDict() {
   d["seconds_bound"] = s.secondsBound;
   d["seconds_switch_removal"] = s.secondsSplit;
   d["seconds_packing"] = s.secondsPack;
+  d["cpu_seconds_switch_removal"] = s.cpuSecondsSplit;
+  d["cpu_seconds_packing"] = s.cpuSecondsPack;
   d["shallowing_changes"] = s.shallowingChanges;
   d["seconds_shallowing"] = s.secondsShallow;
   d["seconds_routing"] = s.secondsPaths;

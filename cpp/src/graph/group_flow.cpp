@@ -23,6 +23,18 @@ void GroupFlow::setGraph(int n, const std::vector<Cap>* capIn,
   rankCursor_.assign(n, 0);
 }
 
+void GroupFlow::dropEmptyArcs() {
+  for (int v = 0; v < n_; ++v) {
+    std::vector<int>& list = neighbours_[v];
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](int u) {
+                                return (*capIn_)[static_cast<size_t>(v) * n_ + u] <= 0 &&
+                                       (*capIn_)[static_cast<size_t>(u) * n_ + v] <= 0;
+                              }),
+               list.end());
+  }
+}
+
 void GroupFlow::pushRank(int u, int v, Cap amount) {
   const size_t a = static_cast<size_t>(u) * n_ + v, b = static_cast<size_t>(v) * n_ + u;
   if (flow_[a] == 0 && flow_[b] == 0) touched_.push_back(std::min(a, b));

@@ -34,6 +34,10 @@ class GroupFlow {
   // may change between runs, but an arc with capacity must be among `neighbours` (for each rank,
   // every rank it has an arc to or from).
   void setGraph(int n, const std::vector<Cap>* capIn, std::vector<std::vector<int>> neighbours);
+  // Forgets the neighbours joined by no capacity either way any more (the caller's capacities
+  // only shrink: such a pair can carry no flow again). The search's cost is the arcs it looks at,
+  // and packing uses up most of them.
+  void dropEmptyArcs();
 
   // The maximum flow into `sink`, stopped at `limit`, where group j (a bit of `active`) supplies
   // supply[j] and may enter the network at any of its ranks: memberOf[v] has bit j, and

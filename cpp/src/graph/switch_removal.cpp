@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -489,7 +490,9 @@ class SwitchRemoval {
 SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k,
                                bool batched) {
   auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu = std::clock();
   SwitchFreeGraph g = SwitchRemoval(net, caps, k, batched).run();
+  stats().cpuSecondsSplit += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   stats().secondsSplit +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return g;

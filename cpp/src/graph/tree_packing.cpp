@@ -3,6 +3,7 @@
 #include "graph/group_flow.hpp"
 
 #include <chrono>
+#include <ctime>
 #include <deque>
 #include <limits>
 #include <queue>
@@ -102,6 +103,7 @@ class TreePacking {
     for (size_t a : arcs_) ins[a % n_].push_back(static_cast<int>(a / n_));
     for (bool progress = true; progress;) {
       progress = false;
+      groupFlow_.dropEmptyArcs();  // once a round: what the last round used up
       for (int y = 0; y < n_; ++y) {
         std::vector<Join> batch;
         for (size_t j = 0; j < groups_.size(); ++j) {
@@ -363,10 +365,12 @@ class TreePacking {
 
 std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode) {
   auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu = std::clock();
   TreePacking packing(graph, k, kSharedLevels);
   std::vector<LogicalTree> trees = (byNode < 0 ? graph.count >= kByNodeFrom : byNode != 0)
                                           ? packing.runByNode()
                                           : packing.run();
+  stats().cpuSecondsPack += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   stats().secondsPack +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return trees;
