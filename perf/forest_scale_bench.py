@@ -26,7 +26,9 @@ import subprocess
 import sys
 import time
 
-# (name, topology: "preset:NAME" or "fattree:BOXES:CHANGE", method, ranks, published seconds)
+# (name, topology: "preset:NAME", "fattree:BOXES:CHANGE", "torus:ROWSxCOLS" or "mi250:BOXES",
+# method, ranks, published seconds). The torus, MI250 and blocking fat tree (spine uplinks at half
+# the leaves' downlinks) have no box shape the rotation applies to: auto takes the generic path.
 CASES = [
     ("dgx-a100x2", "preset:dgx-a100x2", "auto", 16, 2.9),
     ("dgx-a100x4", "preset:dgx-a100x4", "auto", 32, 37.9),
@@ -51,6 +53,13 @@ CASES = [
     ("fattree-1024-gpu-nic-gone", "fattree:128:gpu-nic-gone", "auto", 1024, None),
     ("fattree-1024-mixed", "fattree:128:mixed", "auto", 1024, None),
     ("fattree-1024-generic", "fattree:128:-", "generic", 1024, None),
+    ("torus-16x16", "torus:16x16", "auto", 256, None),
+    ("torus-32x32", "torus:32x32", "auto", 1024, None),
+    ("mi250x16", "mi250:16", "auto", 256, None),
+    ("mi250x64", "mi250:64", "auto", 1024, None),
+    ("fattree-256-blocking", "fattree:32:blocking", "auto", 256, None),
+    ("fattree-1024-blocking", "fattree:128:blocking", "auto", 1024, None),
+    ("fattree-4096-generic", "fattree:512:-", "generic", 4096, None),
     ("fattree-4096-nvlink/2", "fattree:512:nvlink", "auto", 4096, None),
     ("fattree-8192", "fattree:1024:-", "auto", 8192, None),
 ]
@@ -60,11 +69,22 @@ def build(spec: str):
     from fractions import Fraction
 
     from forestcc.topology import preset
-    from forestcc.topology.presets import a100_fat_tree
-    from forestcc.topology.variants import gpu_links, one_box_slower, one_gpu_slower, remove_links
+    from forestcc.topology.presets import a100_fat_tree, mi250, torus2d
+    from forestcc.topology.variants import (
+        gpu_links,
+        one_box_slower,
+        one_gpu_slower,
+        remove_links,
+        scale_links,
+    )
     kind, _, rest = spec.partition(":")
     if kind == "preset":
         return preset(rest)
+    if kind == "torus":
+        rows, cols = rest.split("x")
+        return torus2d(int(rows), int(cols))
+    if kind == "mi250":
+        return mi250(int(rest))
     boxes, change = rest.split(":")
     topo = a100_fat_tree(int(boxes), min(16, int(boxes)))
     if change in ("nic", "nvlink"):
@@ -75,6 +95,8 @@ def build(spec: str):
         topo = one_gpu_slower(topo, "b0.gpu3", "nic", Fraction(1, 2))
     elif change == "gpu-nic-gone":
         topo = remove_links(topo, gpu_links(topo, "b0.gpu3", "nic"))
+    elif change == "blocking":
+        topo = scale_links(topo, lambda link: "spine" in (link.src + link.dst), Fraction(1, 2))
     elif change == "mixed":
         for b in range(0, int(boxes), 2):
             topo = one_box_slower(topo, b, "nvlink", Fraction(3, 2))
@@ -92,6 +114,8 @@ def run_case(spec: str, method: str) -> dict:
             "trees": len(forest.trees), "seconds": time.perf_counter() - started,
             "cpu_seconds": time.process_time() - cpu, "maxflows": forest.stats.get("maxflows"),
             "optimal": forest.optimal, "bound_algbw": str(forest.bound_algbw),
+            "cpu_seconds_switch_removal": forest.stats.get("cpu_seconds_switch_removal"),
+            "cpu_seconds_packing": forest.stats.get("cpu_seconds_packing"),
             "peak_rss_bytes": usage.ru_maxrss * 1024}
 
 

@@ -12,20 +12,27 @@ from test_forest_heterogeneous import SETTINGS, perturbed, small_cluster
 
 from forestcc import topology
 from forestcc.algorithms.forest import _generic_forest
+from forestcc.topology.model import COMPUTE, Node, Topology, bidirectional
 from forestcc.topology.presets import a100_fat_tree
 
 
-def both(topo, collective="all_gather"):
-    """The generic forest with batched plans and with the pair-by-pair reference, both checked."""
+def generic_forests(topo, collective, *variants):
+    """The generic forest once per set of `_generic_forest` options, each checked exact; all must
+    reach the same bound with the same k (the smallest k at which the optimum is integral)."""
     graph = topo.reversed() if collective == "reduce_scatter" else topo
     factor = 2 if collective == "all_reduce" else 1
-    batched = _generic_forest(topo, graph, collective, None, factor)
-    pairwise = _generic_forest(topo, graph, collective, None, factor, batch_switches=False)
-    for forest in (batched, pairwise):
+    forests = [_generic_forest(topo, graph, collective, None, factor, **options)
+               for options in variants]
+    for forest in forests:
         check_forest(forest)
         assert forest.optimal, forest.report()
-    assert batched.bound_time == pairwise.bound_time
-    assert batched.k == pairwise.k  # the smallest k at which the optimum is integral
+        assert (forest.bound_time, forest.k) == (forests[0].bound_time, forests[0].k)
+    return forests
+
+
+def both(topo, collective="all_gather"):
+    """The generic forest with batched plans and with the pair-by-pair reference."""
+    batched, pairwise = generic_forests(topo, collective, {}, {"batch_switches": False})
     assert pairwise.stats["switches_batched"] == 0
     return batched, pairwise
 
@@ -66,15 +73,8 @@ def test_a_refused_plan_is_not_used():
 
 
 def by_node_and_by_arc(topo, collective="all_gather"):
-    """The generic forest grown node by node and arc by arc, both checked exact."""
-    graph = topo.reversed() if collective == "reduce_scatter" else topo
-    factor = 2 if collective == "all_reduce" else 1
-    forests = [_generic_forest(topo, graph, collective, None, factor, pack_by_node=by_node)
-               for by_node in (True, False)]
-    for forest in forests:
-        check_forest(forest)
-        assert forest.optimal, forest.report()
-    assert forests[0].bound_time == forests[1].bound_time and forests[0].k == forests[1].k
+    """The generic forest grown node by node and arc by arc."""
+    forests = generic_forests(topo, collective, {"pack_by_node": True}, {"pack_by_node": False})
     assert forests[0].stats["arcs_by_batch"] > 0 and forests[1].stats["arcs_by_batch"] == 0
     return forests
 
@@ -104,3 +104,18 @@ def test_node_by_node_packing_is_the_default_from_128_ranks():
     assert forest.optimal and forest.stats["arcs_by_batch"] > 0
     assert forest.stats["switches_pairwise"] == 0
     assert forest.stats["maxflows"] < 5_000  # 176,627 pair by pair and arc by arc
+
+
+def ring(ranks):
+    """`ranks` compute nodes in a bidirectional ring: the cheapest topology to pack arc by arc."""
+    nodes = [Node(f"r{i}", COMPUTE, rank=i) for i in range(ranks)]
+    links = [link for i in range(ranks) for link in bidirectional(f"r{i}", f"r{(i + 1) % ranks}", 100, 1)]
+    return Topology(f"ring-{ranks}", nodes, links, f"{ranks} ranks in a ring")
+
+
+def test_arc_by_arc_packing_stays_the_default_below_128_ranks():
+    # The forests whose simulated quality docs/forest-generation.md gives are packed arc by arc;
+    # node-by-node packing starts at exactly 128 ranks.
+    below, at = (_generic_forest(ring(n), ring(n), "all_gather", None, 1) for n in (127, 128))
+    assert below.optimal and below.stats["arcs_by_batch"] == 0
+    assert at.optimal and at.stats["arcs_by_batch"] > 0

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "graph/group_flow.hpp"
 #include "graph/optimum.hpp"
 #include "graph/tree_packing.hpp"
 #include "graph/tree_shallowing.hpp"
@@ -40,6 +41,8 @@ py::dict statsDict() {
   d["seconds_bound"] = s.secondsBound;
   d["seconds_switch_removal"] = s.secondsSplit;
   d["seconds_packing"] = s.secondsPack;
+  d["cpu_seconds_switch_removal"] = s.cpuSecondsSplit;
+  d["cpu_seconds_packing"] = s.cpuSecondsPack;
   d["shallowing_changes"] = s.shallowingChanges;
   d["seconds_shallowing"] = s.secondsShallow;
   d["seconds_routing"] = s.secondsPaths;
@@ -111,6 +114,46 @@ Cap maxFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
   return flow.run(source, sink);
 }
 
+// GroupFlow on a small network (for tests): arcs merged into an n*n matrix, groups as member lists.
+Cap groupFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
+                const std::vector<Cap>& cap, const std::vector<std::vector<int>>& groups,
+                const std::vector<Cap>& supply, int sink, Cap limit) {
+  if (n <= 0 || sink < 0 || sink >= n || groups.size() != supply.size())
+    throw std::invalid_argument("group_flow: bad sink or groups");
+  std::vector<Cap> matrix(static_cast<size_t>(n) * n, 0);  // by head, as GroupFlow reads it
+  for (size_t i = 0; i < src.size(); ++i)
+    if (src[i] != dst[i] && cap[i] > 0) matrix[static_cast<size_t>(dst[i]) * n + src[i]] += cap[i];
+  std::vector<std::vector<int>> neighbours(n);
+  for (int u = 0; u < n; ++u)
+    for (int v = 0; v < n; ++v)
+      if (matrix[static_cast<size_t>(u) * n + v] > 0 || matrix[static_cast<size_t>(v) * n + u] > 0)
+        neighbours[v].push_back(u);
+  const size_t words = groups.size() / 64 + 1;
+  std::vector<std::vector<Word>> memberOf(n, std::vector<Word>(words, 0));
+  std::vector<Word> active(words, 0);
+  for (size_t j = 0; j < groups.size(); ++j) {
+    bool holdsSink = false;
+    for (int v : groups[j]) {
+      if (v < 0 || v >= n) throw std::invalid_argument("group_flow: member out of range");
+      memberOf[v][j / 64] |= Word(1) << (j % 64);
+      holdsSink |= v == sink;
+    }
+    if (!holdsSink && supply[j] > 0) active[j / 64] |= Word(1) << (j % 64);
+  }
+  std::vector<std::vector<Word>> ranks(groups.size(), std::vector<Word>((n + 63) / 64, 0));
+  std::vector<const std::vector<Word>*> members;
+  for (size_t j = 0; j < groups.size(); ++j) {
+    for (int v : groups[j]) ranks[j][v / 64] |= Word(1) << (v % 64);
+    members.push_back(&ranks[j]);
+  }
+  GroupFlow flow;
+  flow.setGraph(n, &matrix, std::move(neighbours));
+  Cap value = flow.run(sink, active, supply, memberOf, members, limit);
+  if (flow.run(sink, active, supply, memberOf, members, limit) != value)  // a second run starts clean
+    throw std::logic_error("group_flow: a second run gave another value");
+  return value;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_graph, m) {
@@ -135,5 +178,9 @@ PYBIND11_MODULE(_graph, m) {
   });
   m.def("max_flow", &maxFlowPy, py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"),
         py::arg("source"), py::arg("sink"), "Plain s-t max-flow value (for tests).");
+  m.def("group_flow", &groupFlowPy, py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"),
+        py::arg("groups"), py::arg("supply"), py::arg("sink"), py::arg("limit"),
+        "Max-flow into sink (stopped at limit) from groups that may enter at any of their members, "
+        "each supplying its amount; groups holding the sink are left out (for tests).");
   m.def("last_stats", &statsDict, "Counters and timings of the last generate_forest call.");
 }

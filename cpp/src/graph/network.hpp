@@ -48,6 +48,9 @@ struct Stats {
   long long switchesPairwise = 0;  // switches isolated pair by pair (the plan did not hold)
   long long arcsByBatch = 0;       // tree arcs admitted in node-by-node batches (tree_packing.cpp)
   long long shallowingChanges = 0;  // parent trades and moves the shallowing pass made
+  // Processor seconds of the two steps that dominate the generic path (on a shared machine the
+  // wall seconds above them say little).
+  double cpuSecondsSplit = 0, cpuSecondsPack = 0;
   double secondsBound = 0, secondsSplit = 0, secondsPack = 0, secondsShallow = 0,
          secondsPaths = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -82,39 +83,60 @@ class SwitchRemoval {
     return value;
   }
 
-  // min(want, smallest surplus ρ(X) − k·|Vc \ X| over sets X that contain `sinks` and a compute
-  // node and avoid `sources`). One max-flow answers it unless the largest minimum cut it finds
-  // holds no compute node (a set of switches whose in-capacity fell below N·k as splitting went
-  // on: common at leaf switches); then every compute node c is tried as an extra sink.
-  Cap familySlack(const std::vector<int>& sources, const std::vector<int>& sinks, Cap want) {
+  // The smallest surplus ρ(X) − k·|Vc \ X| over sets X that contain `sinks` and a compute node and
+  // avoid `sources`, as far as the callers need it: min(want, that surplus), where the search
+  // stops once it has found a set at or below `enough` (that set's surplus is returned). One
+  // max-flow answers it unless the largest minimum cut it finds holds no compute node (a set of
+  // switches whose in-capacity fell below N·k as splitting went on: common at leaf switches, and
+  // at a switch y in conditionHoldsAt); then every compute node c is tried as an extra sink, one
+  // augmentation each from the saved flow, capped at what could still lower the answer.
+  // *set: a set with the returned surplus, when it is below want; *fromCut: whether that set is
+  // the first flow's minimum cut.
+  Cap smallestSurplus(const std::vector<int>& sources, const std::vector<int>& sinks, Cap want,
+                      Cap enough, std::vector<char>* set, bool* fromCut) {
     const Cap limit = need_ + want;
     std::vector<char> side;
-    Cap value = flowTo(sources, sinks, limit, &side);
+    const Cap value = flowTo(sources, sinks, limit, &side);
+    *fromCut = false;
     if (value >= limit) return want;
     bool holdsCompute = false;
     for (int c : net_.computeNodes) holdsCompute |= side[c] != 0;
     if (holdsCompute) {
-      // X has surplus value - need_; once that much is split off, X is tight, and surpluses never
-      // grow again during splitting, so X rules out later pairs without another max-flow.
-      tight_.push_back(std::move(side));
-      return std::max<Cap>(0, value - need_);
+      *set = std::move(side);
+      *fromCut = true;
+      return value - need_;
     }
-    // A maximum flow to `sinks` plus c is this flow plus what still reaches c, so each c costs one
-    // augmentation from the saved residual network, capped at what could still lower `best`.
-    const Cap floor = std::max<Cap>(0, value - need_);  // no c can do better than this
+    // A maximum flow to `sinks` plus c is this flow plus what still reaches c.
+    const Cap floor = std::max(value - need_, enough);  // no c can do better than value - need_
     const int t = n_ + 1;
     Cap best = want;
     flow_.save(saved_);
     for (int c : net_.computeNodes) {
-      if (best == floor) break;
+      if (best <= floor) break;
       if (std::find(sources.begin(), sources.end(), c) != sources.end()) continue;
       flow_.addArc(c, t, kInfiniteCap);
       ++stats().maxflows;
-      const Cap extra = flow_.run(n_, t, need_ + best - value);
-      best = std::min(best, std::max<Cap>(0, value + extra - need_));
+      const Cap surplus = value + flow_.run(n_, t, need_ + best - value) - need_;
+      if (surplus < best) {
+        best = surplus;
+        std::vector<char> source = flow_.sourceSide();
+        set->assign(n_, 0);
+        for (int v = 0; v < n_; ++v) (*set)[v] = !source[v];
+      }
       flow_.restore(saved_);
     }
     return best;
+  }
+
+  // min(want, smallest surplus over the family), at least 0. A minimum cut that holds a compute
+  // node has surplus value - need_; once that much is split off it is tight, and surpluses never
+  // grow again during splitting, so it rules out later pairs without another max-flow.
+  Cap familySlack(const std::vector<int>& sources, const std::vector<int>& sinks, Cap want) {
+    std::vector<char> set;
+    bool fromCut = false;
+    const Cap slack = smallestSurplus(sources, sinks, want, 0, &set, &fromCut);
+    if (fromCut) tight_.push_back(std::move(set));
+    return std::max<Cap>(0, slack);
   }
 
   // True when a remembered tight set is one that splitting (u,w),(w,t) would lower.
@@ -301,10 +323,9 @@ class SwitchRemoval {
         if (ins[i] != outs[j] && !inside(ins[i], outs[j]) && in[ins[i]] > 0 && out[outs[j]] > 0)
           pairArcs.push_back({transport.addArc(i, a + j, kInfiniteCap), {ins[i], outs[j]}});
     transport.run(a + b, a + b + 1);
+    // The transport flow is maximum, so no pair it offered has room left at both ends: what
+    // remains is pairs inside avoided sets, and loops.
     for (const auto& [arc, ut] : pairArcs) move(ut.first, ut.second, transport.flowOn(arc));
-    for (int u : ins)
-      for (int t : outs)
-        if (t != u && !inside(u, t)) move(u, t, std::min(in[u], out[t]));
     for (int u : ins)
       for (int t : outs)
         if (t != u) move(u, t, std::min(in[u], out[t]));
@@ -343,37 +364,12 @@ class SwitchRemoval {
   // every set that lost capacity holds both ends of some planned pair, and one max-flow into each
   // node of the smaller end side (every u, or every t) checks them all: 2·|in|·|out| flows become
   // min(|in|, |out|) (plus augmentations where such a node is a switch, conditionHoldsAt).
-  // Edmonds' condition for every set X ∋ y that holds a compute node: ρ(X) >= k·|Vc \ X|. One
-  // max-flow into y, unless its minimum cut holds switches only (y a switch whose in-capacity is
-  // below N·k, which the condition does not ask about): then each compute node c is added as a
-  // sink in turn, one augmentation each from the saved flow (as in familySlack). On failure,
-  // *lowered is the sink side of a violated cut.
+  // Edmonds' condition for every set X ∋ y that holds a compute node: ρ(X) >= k·|Vc \ X|
+  // (smallestSurplus, which tells the sets of switches only, below N·k at a switch y, from those
+  // the condition asks about). On failure, *lowered is a violated set.
   bool conditionHoldsAt(int y, std::vector<char>* lowered) {
-    std::vector<char> side;
-    const Cap value = flowTo({}, {y}, need_, &side);
-    if (value >= need_) return true;
-    bool holdsCompute = false;
-    for (int c : net_.computeNodes) holdsCompute |= side[c] != 0;
-    if (holdsCompute) {
-      *lowered = std::move(side);
-      return false;
-    }
-    const int t = n_ + 1;
-    bool holds = true;
-    flow_.save(saved_);
-    for (int c : net_.computeNodes) {
-      flow_.addArc(c, t, kInfiniteCap);
-      ++stats().maxflows;
-      if (value + flow_.run(n_, t, need_ - value) < need_) {
-        std::vector<char> source = flow_.sourceSide();
-        lowered->assign(n_, 0);
-        for (int v = 0; v < n_; ++v) (*lowered)[v] = !source[v];
-        holds = false;
-      }
-      flow_.restore(saved_);
-      if (!holds) break;
-    }
-    return holds;
+    bool fromCut = false;
+    return smallestSurplus({}, {y}, 0, -1, lowered, &fromCut) >= 0;
   }
 
   bool isolateAtOnce(int w, const std::vector<int>& part) {
@@ -494,7 +490,9 @@ class SwitchRemoval {
 SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k,
                                bool batched) {
   auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu = std::clock();
   SwitchFreeGraph g = SwitchRemoval(net, caps, k, batched).run();
+  stats().cpuSecondsSplit += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   stats().secondsSplit +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return g;

@@ -1,6 +1,9 @@
 #include "graph/tree_packing.hpp"
 
+#include "graph/group_flow.hpp"
+
 #include <chrono>
+#include <ctime>
 #include <deque>
 #include <limits>
 #include <queue>
@@ -10,8 +13,6 @@
 namespace forestcc::graph {
 
 namespace {
-
-using Word = unsigned long long;
 
 // Levels grown by all groups in turns before each group completes alone (see TreePacking::run):
 // 1, the arcs out of the roots. On mi250x4, 2 and 3 give slightly shallower trees and no better
@@ -48,10 +49,19 @@ struct Group {
 class TreePacking {
  public:
   TreePacking(const SwitchFreeGraph& g, Cap k, int sharedLevels)
-      : n_(g.count), residual_(g.cap), sharedLevels_(sharedLevels) {
+      : n_(g.count), residualIn_(g.cap.size()), sharedLevels_(sharedLevels) {
     // Residuals only shrink, so the arcs worth scanning are those with capacity at the start.
-    for (size_t a = 0; a < residual_.size(); ++a)
-      if (residual_[a] > 0) arcs_.push_back(a);
+    std::vector<std::vector<int>> neighbours(n_);
+    for (size_t a = 0; a < g.cap.size(); ++a) {
+      const int u = static_cast<int>(a / n_), v = static_cast<int>(a % n_);
+      res(u, v) = g.cap[a];
+      if (g.cap[a] <= 0) continue;
+      arcs_.push_back(a);
+      neighbours[v].push_back(u);
+      if (g.cap[static_cast<size_t>(v) * n_ + u] <= 0) neighbours[u].push_back(v);
+    }
+    groupFlow_.setGraph(n_, &residualIn_, std::move(neighbours));
+    memberOf_.assign(n_, {});
     for (int r = 0; r < n_; ++r) {
       Group grp;
       grp.tree = {r, k, {}};
@@ -60,6 +70,7 @@ class TreePacking {
       grp.members = NodeSet(n_);
       grp.members.add(r);
       groups_.push_back(std::move(grp));
+      noteGroup(r);
       schedule(r);
     }
   }
@@ -87,11 +98,12 @@ class TreePacking {
   std::vector<LogicalTree> runByNode() {
     turns_ = {};
     deferred_.clear();
-    std::vector<Cap> taken(static_cast<size_t>(n_) * n_, 0);
+    std::vector<Cap> taken(n_, 0);  // per parent x: what this y's batch already takes of x -> y
     std::vector<std::vector<int>> ins(n_);
     for (size_t a : arcs_) ins[a % n_].push_back(static_cast<int>(a / n_));
     for (bool progress = true; progress;) {
       progress = false;
+      groupFlow_.dropEmptyArcs();  // once a round: what the last round used up
       for (int y = 0; y < n_; ++y) {
         std::vector<Join> batch;
         for (size_t j = 0; j < groups_.size(); ++j) {
@@ -99,7 +111,7 @@ class TreePacking {
           if (g.complete || g.members.has(y)) continue;
           int best = -1;
           for (int x : ins[y]) {
-            if (!g.members.has(x) || res(x, y) - taken[static_cast<size_t>(x) * n_ + y] < g.tree.multiplicity)
+            if (!g.members.has(x) || res(x, y) - taken[x] < g.tree.multiplicity)
               continue;
             if (best >= 0 && g.depth[x] >= g.depth[best]) continue;
             if (blocked(g, x, y)) continue;
@@ -107,9 +119,9 @@ class TreePacking {
           }
           if (best < 0) continue;
           batch.push_back({static_cast<int>(j), best});
-          taken[static_cast<size_t>(best) * n_ + y] += g.tree.multiplicity;
+          taken[best] += g.tree.multiplicity;
         }
-        for (const Join& b : batch) taken[static_cast<size_t>(b.parent) * n_ + y] = 0;
+        for (const Join& b : batch) taken[b.parent] = 0;
         if (batch.empty()) continue;
         size_t good = 0;
         if (batchHolds(y, batch, batch.size())) {
@@ -131,12 +143,7 @@ class TreePacking {
           const Cap want = std::min(res(next.parent, y), groups_[next.group].tree.multiplicity);
           const Cap copies = admissible(next.group, next.parent, y, want);
           if (copies > 0) {
-            if (copies < groups_[next.group].tree.multiplicity) {
-              Group rest = groups_[next.group];
-              rest.tree.multiplicity -= copies;
-              groups_[next.group].tree.multiplicity = copies;
-              groups_.push_back(std::move(rest));
-            }
+            if (copies < groups_[next.group].tree.multiplicity) splitOff(next.group, copies);
             join(next.group, next.parent, y, copies);
             progress = true;
           }
@@ -179,7 +186,9 @@ class TreePacking {
   }
 
  private:
-  Cap& res(int u, int v) { return residual_[static_cast<size_t>(u) * n_ + v]; }
+  // The residual capacity of u -> v. Stored by head, so that a rank's in-arcs lie together: the
+  // node-by-node growth and GroupFlow's search read the arcs into one rank at a time.
+  Cap& res(int u, int v) { return residualIn_[static_cast<size_t>(v) * n_ + u]; }
 
   // A remembered tight set X blocks (x, y) for group i when the arc enters X and the group already
   // has a node inside X (so the arc would lower ρ(X) without lowering X's demand).
@@ -191,21 +200,40 @@ class TreePacking {
 
   // How many copies of group i may take (x, y): min(want, min surplus over X with y ∈ X, x ∉ X).
   // The surplus of X counts, for every other incomplete group j, m_j when X misses j's nodes; as a
-  // cut, j's term is an arc s -> (j's nodes) of capacity m_j. Records the cut when it binds.
+  // cut, j's term is an arc s -> hub j -> (j's nodes) of capacity m_j, and group i enters at x
+  // alone. Groups holding y pass every such cut and are left out (GroupFlow). Records the cut
+  // when it binds: the sets beyond the source side of the minimum cut nearest the source.
   Cap admissible(int i, int x, int y, Cap want) {
-    const Wide others = loadDemand([&](size_t j, const Group&) { return static_cast<int>(j) == i; });
-    const int s = n_;
-    flow_.addArc(s, x, kInfiniteCap);
-    const Cap base = checkedCap(others, "tree demand");
+    const Cap base = loadGroupsOutside(y, i);
     ++stats().maxflows;
-    Cap value = flow_.run(s, y, base + want);
+    std::vector<char> side;
+    const Cap value = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, base + want, x,
+                                     want, &side);
     if (value >= base + want) return want;
     NodeSet X(n_);
-    std::vector<char> side = flow_.sourceSide();
     for (int v = 0; v < n_; ++v)
       if (!side[v]) X.add(v);
     tight_.push_back(std::move(X));  // tight once the admitted copies take the arc
     return std::max<Cap>(0, value - base);
+  }
+
+  // Loads active_, supply_ and groupRanks_ for GroupFlow with every group that holds neither y
+  // (complete groups hold it) nor is `skip`; returns their demand.
+  Cap loadGroupsOutside(int y, int skip) {
+    const std::vector<Word>& holdY = memberOf_[y];
+    active_.assign(holdY.size(), 0);
+    supply_.resize(groups_.size());
+    groupRanks_.resize(groups_.size());
+    Wide demand = 0;
+    for (size_t j = 0; j < groups_.size(); ++j) {
+      supply_[j] = groups_[j].tree.multiplicity;
+      groupRanks_[j] = &groups_[j].members.words;
+      if (static_cast<int>(j) != skip && !((holdY[j / 64] >> (j % 64)) & 1)) {
+        active_[j / 64] |= Word(1) << (j % 64);
+        demand += supply_[j];
+      }
+    }
+    return checkedCap(demand, "tree demand");
   }
 
   struct Join {
@@ -221,48 +249,48 @@ class TreePacking {
     g.order.push_back(y);
     g.depth[y] = g.depth[x] + 1;
     g.members.add(y);
+    memberOf_[y][i / 64] |= Word(1) << (i % 64);
     if (static_cast<int>(g.order.size()) == n_) g.complete = true;
   }
 
-  // Whether the first `count` joins of `batch` (each a whole group into y) keep Lovász's
-  // condition for every set X ∋ y (see runByNode): one max-flow into y.
-  bool batchHolds(int y, const std::vector<Join>& batch, size_t count) {
-    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) -= groups_[batch[b].group].tree.multiplicity;
-    std::vector<char> joining(groups_.size(), 0);
-    for (size_t b = 0; b < count; ++b) joining[batch[b].group] = 1;
-    const Wide need =
-        loadDemand([&](size_t j, const Group& g) { return joining[j] || g.members.has(y); });
-    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += groups_[batch[b].group].tree.multiplicity;
-    const Cap limit = checkedCap(need, "tree demand");
-    ++stats().maxflows;
-    return flow_.run(n_, y, limit) >= limit;
+  // Splits `copies` of group i's multiplicity off into a new group i keeps; the rest (a copy of
+  // the partial tree) becomes a new group, whose index is returned.
+  int splitOff(int i, Cap copies) {
+    Group rest = groups_[i];
+    rest.tree.multiplicity -= copies;
+    groups_[i].tree.multiplicity = copies;
+    groups_.push_back(std::move(rest));
+    const int j = static_cast<int>(groups_.size()) - 1;
+    noteGroup(j);
+    return j;
   }
 
-  // Loads flow_ with the residual arcs and, from the source n_, the demand of every incomplete
-  // group that skip(j, group) keeps in: a group still at its root is fed at the root, any other
-  // through a hub onto its nodes. Returns the demand (the sum of their multiplicities).
-  template <class Skip>
-  Wide loadDemand(Skip skip) {
-    flow_.reset(n_ + 1);
-    const int s = n_;
-    for (size_t a : arcs_)
-      if (residual_[a] > 0) flow_.addArc(static_cast<int>(a / n_), static_cast<int>(a % n_), residual_[a]);
-    Wide demand = 0;
-    std::vector<Cap> feed(n_, 0);  // groups still at their root need no node of their own
-    for (size_t j = 0; j < groups_.size(); ++j) {
-      const Group& g = groups_[j];
-      if (g.complete || skip(j, g)) continue;
-      demand += g.tree.multiplicity;
-      if (g.order.size() == 1) {
-        feed[g.tree.root] += g.tree.multiplicity;
-      } else {
-        int hub = flow_.addNode();
-        flow_.addArc(s, hub, g.tree.multiplicity);
-        for (int v : g.order) flow_.addArc(hub, v, kInfiniteCap);
-      }
+  // Records the members of a new group (the last one) in memberOf_, widening every rank's bitset
+  // when the groups outgrow it.
+  void noteGroup(int j) {
+    const size_t words = groups_.size() / 64 + 1;
+    if (memberOf_[0].size() < words) {
+      const size_t wider = std::max(words, 2 * memberOf_[0].size());
+      for (std::vector<Word>& bits : memberOf_) bits.resize(wider, 0);
     }
-    for (int v = 0; v < n_; ++v) flow_.addArc(s, v, feed[v]);
-    return demand;
+    for (int v : groups_[j].order) memberOf_[v][j / 64] |= Word(1) << (j % 64);
+  }
+
+  // Whether the first `count` joins of `batch` (each a whole group into y) keep Lovász's
+  // condition for every set X ∋ y (see runByNode): one max-flow into y from the groups that must
+  // still enter it.
+  bool batchHolds(int y, const std::vector<Join>& batch, size_t count) {
+    Cap need = loadGroupsOutside(y, -1);
+    for (size_t b = 0; b < count; ++b) {
+      const int j = batch[b].group;
+      active_[j / 64] &= ~(Word(1) << (j % 64));
+      need -= supply_[j];
+      res(batch[b].parent, y) -= supply_[j];
+    }
+    ++stats().maxflows;
+    const bool holds = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, need) >= need;
+    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += supply_[batch[b].group];
+    return holds;
   }
 
   // The depth of the node group i scans next (the key of its turn).
@@ -296,24 +324,11 @@ class TreePacking {
         Cap want = std::min(res(x, y), g.tree.multiplicity);
         Cap copies = admissible(i, x, y, want);
         if (copies == 0) continue;
-        if (copies < groups_[i].tree.multiplicity) {
-          Group rest = groups_[i];  // the copies that do not take (x, y) continue from here later
-          rest.tree.multiplicity -= copies;
-          groups_[i].tree.multiplicity = copies;
-          groups_.push_back(std::move(rest));
-          schedule(static_cast<int>(groups_.size()) - 1);
-        }
-        Group& taker = groups_[i];  // groups_ may have reallocated
-        res(x, y) -= copies;
-        taker.tree.arcs.push_back({x, y});
-        taker.order.push_back(y);
-        taker.depth[y] = taker.depth[x] + 1;
-        taker.members.add(y);
-        ++taker.scanStep;
-        if (static_cast<int>(taker.order.size()) == n_)
-          taker.complete = true;
-        else
-          schedule(i);
+        if (copies < groups_[i].tree.multiplicity)
+          schedule(splitOff(i, copies));  // the copies that do not take (x, y) continue later
+        join(i, x, y, copies);
+        ++groups_[i].scanStep;  // groups_ may have reallocated
+        if (!groups_[i].complete) schedule(i);
         return;
       }
     }
@@ -331,7 +346,7 @@ class TreePacking {
   };
 
   int n_;
-  std::vector<Cap> residual_;
+  std::vector<Cap> residualIn_;  // n*n, by head (res)
   std::vector<size_t> arcs_;  // u*n+v of every arc with capacity at the start
   std::vector<Group> groups_;
   std::priority_queue<Turn> turns_;
@@ -339,17 +354,23 @@ class TreePacking {
   int sharedLevels_;
   long long sequence_ = 0;
   std::vector<NodeSet> tight_;
-  MaxFlow flow_;
+  std::vector<std::vector<Word>> memberOf_;  // per rank: the groups whose partial tree holds it
+  GroupFlow groupFlow_;  // every feasibility check's max-flow
+  std::vector<Word> active_;  // loadGroupsOutside's: the groups that must still enter y
+  std::vector<Cap> supply_;
+  std::vector<const std::vector<Word>*> groupRanks_;  // per group: its members' bitset
 };
 
 }  // namespace
 
 std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode) {
   auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu = std::clock();
   TreePacking packing(graph, k, kSharedLevels);
   std::vector<LogicalTree> trees = (byNode < 0 ? graph.count >= kByNodeFrom : byNode != 0)
                                           ? packing.runByNode()
                                           : packing.run();
+  stats().cpuSecondsPack += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   stats().secondsPack +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return trees;
