@@ -14,8 +14,9 @@ plan needs boxes with rails) are shown as n/a.
 
 What it does at which scale (simulation time grows with transfers: about ranks^2 per size for
 rings and forests, times the slices): up to LARGE_RANKS ranks, 11 sizes (1 MiB to 1 GiB,
-doubling) and, without k, the forest with 1, 2 or the optimal k trees per root, whichever
-simulates fastest at the largest size (each, and a given k's forest too, with and without the
+doubling) and, without k, the forest with the trees per root of candidate_ks (1, 2, the
+optimal k and, up to WIDE_K_RANKS ranks, every k up to WIDE_K_MAX), whichever simulates fastest
+at the largest size (each, and a given k's forest too, with and without the
 plan compiler's lanes where they apply). Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
 1 GiB, x4) and one forest, the generator's own (optimal) k, unless k is given: a 1,024-rank
 ring all_gather makes some 16 million transfers at every size, and each extra forest
@@ -30,7 +31,7 @@ from fractions import Fraction
 from .simulator import SimResult, Simulator
 
 __all__ = ["ALGORITHMS", "DEFAULT_SIZES", "LARGE_RANKS", "LARGE_SIZES", "MAX_BASELINE_OPS",
-           "Report", "default_factor", "default_sizes", "draw_report", "format_report", "make_report",
+           "WIDE_K_MAX", "WIDE_K_RANKS", "Report", "candidate_ks", "default_factor", "default_sizes", "draw_report", "format_report", "make_report",
            "ring_op_count"]
 
 ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
@@ -38,6 +39,13 @@ ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
 DEFAULT_SIZES = tuple(1 << p for p in range(20, 31))
 # Above this many ranks the report does less work by default (see the module docstring).
 LARGE_RANKS = 256
+# Up to this many ranks the report also tries every k from 3 to WIDE_K_MAX (below the optimal
+# k): which k simulates fastest is not monotone (mi250x2 all_reduce at 1 GiB: 87.8% at k = 1,
+# 87.4% at 2, 88.2% at 3, 89.4% at 4, 91.1% at 5, 92.6% at 6, 75.0% at its optimal 83), and at
+# 64 ranks each extra k costs under a CPU second (a forest, two compiles, two simulations);
+# at 256 ranks one forest simulation at 1 GiB takes 2-12 CPU s, so there only 1, 2 and optimal.
+WIDE_K_RANKS = 64
+WIDE_K_MAX = 8
 # 1 MiB .. 1 GiB, x4 (-b 1M -e 1G -f 4).
 LARGE_SIZES = tuple(1 << p for p in range(20, 31, 2))
 
@@ -56,6 +64,16 @@ def ring_op_count(topo, collective: str) -> int:
     from ..algorithms.baselines import ring_orders
     per_step, extra = {"all_gather": (2, 3), "reduce_scatter": (3, 2)}.get(collective, (5, 2))
     return sum(len(ring) * (per_step * (len(ring) - 1) + extra) for ring in ring_orders(topo))
+
+
+def candidate_ks(nranks: int, optimal_k: int) -> list:
+    """The trees per root whose forests the report simulates to choose one when no k is given
+    (up to LARGE_RANKS ranks): 1, 2 and the optimal k, and up to WIDE_K_RANKS ranks every k
+    below the optimal one up to WIDE_K_MAX."""
+    ks = {1, 2, optimal_k}
+    if nranks <= WIDE_K_RANKS:
+        ks.update(range(3, min(optimal_k, WIDE_K_MAX + 1)))
+    return sorted(ks)
 
 
 def default_factor(nranks: int) -> int:
@@ -88,7 +106,7 @@ def _forest(topo, collective, k, size):
     """The forest plan for the report, prepared, with what it was simulated at already
     ({size: SimResult}): above LARGE_RANKS ranks, the forest with k trees per root (the
     generator's optimal k unless k is given), as compiled by default; else, of the forests with k
-    trees per root (when given) or with 1, 2 and the optimal k, the one the simulator finds
+    trees per root (when given) or with each of candidate_ks, the one the simulator finds
     fastest at `size`. Fewer trees mean fewer, bigger transfers, which often realize more of the
     link bandwidth than the exact optimum's many small ones, at a loss (printed) on paper. Where
     some tree arc is a direct link, each candidate is compiled with and without lanes
@@ -102,7 +120,7 @@ def _forest(topo, collective, k, size):
     forests, optimal_k = [given], None
     if k is None:
         forests = [given if candidate == given.k else generate_forest(topo, collective, candidate)
-                   for candidate in sorted({1, 2, given.k})]
+                   for candidate in candidate_ks(topo.num_ranks, given.k)]
         optimal_k = given.k
     best = None
     for forest in forests:
