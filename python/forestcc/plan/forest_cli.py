@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import format as plan_format
-from .report import LARGE_RANKS
+from .report import LARGE_RANKS, WIDE_K_MAX, WIDE_K_RANKS
 
 __all__ = ["add_commands", "generate_forest_main", "parse_size", "report_main", "simulate_main"]
 
@@ -204,7 +204,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{LARGE_RANKS} ranks, where each size of a ring costs as much as "
                              "the largest)")
     parser.add_argument("--k", type=int, default=None,
-                        help="trees per root of the forest (default: 1, 2 or the optimal k, "
+                        help="trees per root of the forest (default: 1, 2, the optimal k and, "
+                             f"up to {WIDE_K_RANKS} ranks, each k up to {WIDE_K_MAX}, "
                              "whichever simulates fastest at the largest size; above "
                              f"{LARGE_RANKS} ranks the optimal k, without trying others)")
     parser.add_argument("-o", "--output", metavar="PNG", default=None,

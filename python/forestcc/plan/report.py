@@ -14,9 +14,11 @@ plan needs boxes with rails) are shown as n/a.
 
 What it does at which scale (simulation time grows with transfers: about ranks^2 per size for
 rings and forests, times the slices): up to LARGE_RANKS ranks, 11 sizes (1 MiB to 1 GiB,
-doubling) and, without k, the forest with 1, 2 or the optimal k trees per root, whichever
-simulates fastest at the largest size (each, and a given k's forest too, with and without the
-plan compiler's lanes where they apply). Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
+doubling) and, without k, the forest with the trees per root of candidate_ks (1, 2, the
+optimal k and, up to WIDE_K_RANKS ranks, every k up to WIDE_K_MAX), whichever simulates fastest
+at the largest size, each (and a given k's forest too) with and without the plan compiler's
+lanes where they apply; up to WIDE_K_RANKS ranks the one chosen is tried with MORE_SLICES
+slices too. Above LARGE_RANKS, fewer sizes (LARGE_SIZES: 1 MiB to
 1 GiB, x4) and one forest, the generator's own (optimal) k, unless k is given: a 1,024-rank
 ring all_gather makes some 16 million transfers at every size, and each extra forest
 candidate costs a full 1 GiB simulation and a plan compile. At any scale, a baseline whose plan
@@ -27,10 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ..algorithms.forest_plan import DEFAULT_MAX_SLICES
 from .simulator import SimResult, Simulator
 
 __all__ = ["ALGORITHMS", "DEFAULT_SIZES", "LARGE_RANKS", "LARGE_SIZES", "MAX_BASELINE_OPS",
-           "Report", "default_factor", "default_sizes", "draw_report", "format_report", "make_report",
+           "MORE_SLICES", "WIDE_K_MAX", "WIDE_K_RANKS", "Report", "candidate_ks", "default_factor", "default_sizes", "draw_report", "format_report", "make_report",
            "ring_op_count"]
 
 ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
@@ -38,6 +41,19 @@ ALGORITHMS = ("forest", "ring", "tree", "hierarchical")
 DEFAULT_SIZES = tuple(1 << p for p in range(20, 31))
 # Above this many ranks the report does less work by default (see the module docstring).
 LARGE_RANKS = 256
+# Up to this many ranks the report also tries every k from 3 to WIDE_K_MAX (below the optimal
+# k): which k simulates fastest is not monotone (mi250x2 all_reduce at 1 GiB: 87.8% at k = 1,
+# 87.4% at 2, 88.2% at 3, 89.4% at 4, 91.1% at 5, 92.6% at 6, 75.0% at its optimal 83), and at
+# 64 ranks each extra k costs under a CPU second (a forest, two compiles, two simulations);
+# at 256 ranks one forest simulation at 1 GiB takes 2-12 CPU s, so there only 1, 2 and optimal.
+WIDE_K_RANKS = 64
+WIDE_K_MAX = 8
+# Up to WIDE_K_RANKS ranks the chosen forest is also compiled with up to this many slices (the
+# compiler's default is DEFAULT_MAX_SLICES, 64) and kept if faster: a reduce_scatter's up phase
+# fills and drains slice by slice (mi250x4 reduce_scatter k = 1 at 1 GiB: 80.2 / 86.3 / 89.6 /
+# 91.1% at 32 / 64 / 128 / 256 slices; all_gather barely moves). Four times the transfers, so
+# one more simulation of the chosen forest only, and not above WIDE_K_RANKS.
+MORE_SLICES = 256
 # 1 MiB .. 1 GiB, x4 (-b 1M -e 1G -f 4).
 LARGE_SIZES = tuple(1 << p for p in range(20, 31, 2))
 
@@ -56,6 +72,16 @@ def ring_op_count(topo, collective: str) -> int:
     from ..algorithms.baselines import ring_orders
     per_step, extra = {"all_gather": (2, 3), "reduce_scatter": (3, 2)}.get(collective, (5, 2))
     return sum(len(ring) * (per_step * (len(ring) - 1) + extra) for ring in ring_orders(topo))
+
+
+def candidate_ks(nranks: int, optimal_k: int) -> list:
+    """The trees per root whose forests the report simulates to choose one when no k is given
+    (up to LARGE_RANKS ranks): 1, 2 and the optimal k, and up to WIDE_K_RANKS ranks every k
+    below the optimal one up to WIDE_K_MAX."""
+    ks = {1, 2, optimal_k}
+    if nranks <= WIDE_K_RANKS:
+        ks.update(range(3, min(optimal_k, WIDE_K_MAX + 1)))
+    return sorted(ks)
 
 
 def default_factor(nranks: int) -> int:
@@ -88,21 +114,22 @@ def _forest(topo, collective, k, size):
     """The forest plan for the report, prepared, with what it was simulated at already
     ({size: SimResult}): above LARGE_RANKS ranks, the forest with k trees per root (the
     generator's optimal k unless k is given), as compiled by default; else, of the forests with k
-    trees per root (when given) or with 1, 2 and the optimal k, the one the simulator finds
+    trees per root (when given) or with each of candidate_ks, the one the simulator finds
     fastest at `size`. Fewer trees mean fewer, bigger transfers, which often realize more of the
     link bandwidth than the exact optimum's many small ones, at a loss (printed) on paper. Where
     some tree arc is a direct link, each candidate is compiled with and without lanes
-    (tree_plan.py) and the faster kept. Also returns the forest, the optimal k when it was a
-    candidate, and whether the plan has lanes."""
+    (tree_plan.py) and the faster kept; up to WIDE_K_RANKS ranks the one kept is tried with
+    MORE_SLICES slices too. Also returns the forest, the optimal k when it was a candidate,
+    whether the plan has lanes, and MORE_SLICES when it was chosen (else None)."""
     from ..algorithms.forest import generate_forest
     from ..algorithms.forest_plan import compile_forest
     given = generate_forest(topo, collective, k) if k is not None else generate_forest(topo, collective)
     if topo.num_ranks > LARGE_RANKS:
-        return Simulator(compile_forest(given), topo, validated=True), {}, given, None, True
+        return Simulator(compile_forest(given), topo, validated=True), {}, given, None, True, None
     forests, optimal_k = [given], None
     if k is None:
         forests = [given if candidate == given.k else generate_forest(topo, collective, candidate)
-                   for candidate in sorted({1, 2, given.k})]
+                   for candidate in candidate_ks(topo.num_ranks, given.k)]
         optimal_k = given.k
     best = None
     for forest in forests:
@@ -110,8 +137,15 @@ def _forest(topo, collective, k, size):
             plan = Simulator(compile_forest(forest, lanes=lanes), topo, validated=True)
             result = plan.run(size)
             if best is None or result.algbw > best[0].algbw * 1.001:
-                best = (result, plan, forest, lanes)
-    return best[1], {size: best[0]}, best[2], optimal_k, best[3]
+                best = (result, plan, forest, lanes, None)
+    if topo.num_ranks <= WIDE_K_RANKS:
+        forest, lanes = best[2], best[3]
+        plan = Simulator(compile_forest(forest, lanes=lanes, max_slices=MORE_SLICES), topo,
+                         validated=True)
+        result = plan.run(size)
+        if result.algbw > best[0].algbw * 1.001:
+            best = (result, plan, forest, lanes, MORE_SLICES)
+    return best[1], {size: best[0]}, best[2], optimal_k, best[3], best[4]
 
 
 def _direct_links(forest) -> bool:
@@ -126,13 +160,16 @@ def _prepared(topo, collective, k, size, skipped):
     at a time, so that only one large plan is held at once; the forest first, then a line of
     summary. Baselines that do not apply go to `skipped` (algorithm -> why)."""
     from ..algorithms.baselines import double_binary_tree_plan, hierarchical_plan, ring_plan
-    plan, done, forest, optimal_k, lanes = _forest(topo, collective, k, size)
+    plan, done, forest, optimal_k, lanes, slices = _forest(topo, collective, k, size)
     summary = forest.report()
     if optimal_k is not None and forest.k != optimal_k:
         summary += (f"\nchosen     k={forest.k} (simulated faster at {size} B than the optimal "
                     f"k={optimal_k})")
     if not lanes:
         summary += f"\nchosen     without lanes (simulated faster at {size} B)"
+    if slices is not None:
+        summary += (f"\nchosen     up to {slices} slices (simulated faster at {size} B than "
+                    f"{DEFAULT_MAX_SLICES}; --max-slices {slices} in `plan generate forest`)")
     yield "forest", plan, done, (summary, forest.k)
     del plan
     makers = {"ring": ring_plan, "tree": double_binary_tree_plan,
