@@ -14,12 +14,14 @@ from forestcc import _graph
 UNBOUNDED = 1 << 50
 
 
-def reference(n, arcs, groups, supply, sink, limit):
+def reference(n, arcs, groups, supply, sink, limit, extra_rank=-1, extra_supply=0):
     """The explicit network: ranks 0..n-1, then a hub per group, then the source."""
     source = n + len(groups)
     src, dst, cap = [], [], []
     for u, v, c in arcs:
         src.append(u), dst.append(v), cap.append(c)
+    if extra_rank >= 0:
+        src.append(source), dst.append(extra_rank), cap.append(extra_supply)
     for j, (members, amount) in enumerate(zip(groups, supply)):
         if sink in members:
             continue  # a group holding the sink needs no arc (and the flow leaves it out)
@@ -90,3 +92,50 @@ def test_group_flow_matches_on_seeded_random_networks():
         src, dst, cap = zip(*arcs) if arcs else ((), (), ())
         got = _graph.group_flow(n, list(src), list(dst), list(cap), groups, supply, sink, limit)
         assert got == reference(n, arcs, groups, supply, sink, limit), (n, arcs, groups, supply, sink)
+
+
+def cut_capacity(arcs, groups, supply, sink, side, extra_rank, extra_supply):
+    """The cut whose source side holds the ranks in `side` and every hub whose ranks all lie there:
+    the rank arcs leaving it, the supply of the hubs left outside, the extra rank's arc."""
+    value = sum(c for u, v, c in arcs if side[u] and not side[v])
+    for members, amount in zip(groups, supply):
+        if sink not in members and not all(side[v] for v in members):
+            value += amount
+    return value + (0 if side[extra_rank] else extra_supply)
+
+
+def test_the_cut_is_the_minimum_one_nearest_the_source_that_holds_the_extra_rank():
+    # The one-arc check (x, y) remembers the ranks beyond this side as a tight set. The side is
+    # what the source and x reach in the residual network: when it misses y, a minimum cut's side
+    # inside every other that holds x. It reaches y only when some minimum cut leaves x out (the
+    # extra supply binds); packing never meets that, as its state always meets Lovász's condition.
+    rng = random.Random(5)
+    separated = 0
+    for _ in range(400):
+        n = rng.randint(2, 6)
+        arcs = [(rng.randrange(n), rng.randrange(n), rng.randint(1, 3))
+                for _ in range(rng.randint(0, 3 * n))]
+        arcs = [a for a in arcs if a[0] != a[1]]
+        groups = [rng.sample(range(n), rng.randint(1, min(3, n))) for _ in range(rng.randint(1, 8))]
+        supply = [rng.randint(1, 3) for _ in groups]
+        sink = rng.randrange(n)
+        x = rng.choice([v for v in range(n) if v != sink])
+        want = rng.randint(0, 4)
+        src, dst, cap = zip(*arcs) if arcs else ((), (), ())
+        value, side = _graph.group_flow_cut(n, list(src), list(dst), list(cap), groups, supply,
+                                            sink, x, want)
+        case = (n, arcs, groups, supply, sink, x, want)
+        assert value == reference(n, arcs, groups, supply, sink, UNBOUNDED, x, want), case
+        assert side[x], case
+        cuts = [[bool(bits >> v & 1) for v in range(n)] for bits in range(1 << n)]
+        cuts = [(c, cut_capacity(arcs, groups, supply, sink, c, x, want)) for c in cuts
+                if not c[sink]]
+        if side[sink]:
+            assert any(not c[x] and capacity == value for c, capacity in cuts), case
+            continue
+        separated += 1
+        assert cut_capacity(arcs, groups, supply, sink, side, x, want) == value, case
+        for other, capacity in cuts:
+            if other[x] and capacity == value:
+                assert all(o for s, o in zip(side, other) if s), (case, other)
+    assert separated > 200

@@ -114,15 +114,25 @@ Cap maxFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
   return flow.run(source, sink);
 }
 
-// GroupFlow on a small network (for tests): arcs merged into an n*n matrix, groups as member lists.
+// GroupFlow on a small network (for tests): arcs merged into an n*n matrix, groups as member lists;
+// extraRank >= 0 adds extraSupply entering at that rank alone (the one-arc check's group). With
+// side, and the flow below the limit, the source side of the minimum cut nearest the source.
 Cap groupFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
                 const std::vector<Cap>& cap, const std::vector<std::vector<int>>& groups,
-                const std::vector<Cap>& supply, int sink, Cap limit) {
+                const std::vector<Cap>& supply, int sink, Cap limit, int extraRank,
+                Cap extraSupply, std::vector<char>* side) {
   if (n <= 0 || sink < 0 || sink >= n || groups.size() != supply.size())
     throw std::invalid_argument("group_flow: bad sink or groups");
+  if (src.size() != dst.size() || src.size() != cap.size())
+    throw std::invalid_argument("group_flow: src, dst and cap differ in length");
+  if (extraRank >= n || extraRank == sink)
+    throw std::invalid_argument("group_flow: extra_rank out of range or the sink");
   std::vector<Cap> matrix(static_cast<size_t>(n) * n, 0);  // by head, as GroupFlow reads it
-  for (size_t i = 0; i < src.size(); ++i)
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] < 0 || src[i] >= n || dst[i] < 0 || dst[i] >= n)
+      throw std::invalid_argument("group_flow: arc end out of range");
     if (src[i] != dst[i] && cap[i] > 0) matrix[static_cast<size_t>(dst[i]) * n + src[i]] += cap[i];
+  }
   std::vector<std::vector<int>> neighbours(n);
   for (int u = 0; u < n; ++u)
     for (int v = 0; v < n; ++v)
@@ -148,8 +158,9 @@ Cap groupFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
   }
   GroupFlow flow;
   flow.setGraph(n, &matrix, std::move(neighbours));
-  Cap value = flow.run(sink, active, supply, memberOf, members, limit);
-  if (flow.run(sink, active, supply, memberOf, members, limit) != value)  // a second run starts clean
+  Cap value = flow.run(sink, active, supply, memberOf, members, limit, extraRank, extraSupply, side);
+  if (flow.run(sink, active, supply, memberOf, members, limit, extraRank, extraSupply) !=
+      value)  // a second run starts clean
     throw std::logic_error("group_flow: a second run gave another value");
   return value;
 }
@@ -178,9 +189,33 @@ PYBIND11_MODULE(_graph, m) {
   });
   m.def("max_flow", &maxFlowPy, py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"),
         py::arg("source"), py::arg("sink"), "Plain s-t max-flow value (for tests).");
-  m.def("group_flow", &groupFlowPy, py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"),
-        py::arg("groups"), py::arg("supply"), py::arg("sink"), py::arg("limit"),
-        "Max-flow into sink (stopped at limit) from groups that may enter at any of their members, "
-        "each supplying its amount; groups holding the sink are left out (for tests).");
+  m.def(
+      "group_flow",
+      [](int n, const std::vector<int>& src, const std::vector<int>& dst,
+         const std::vector<Cap>& cap, const std::vector<std::vector<int>>& groups,
+         const std::vector<Cap>& supply, int sink, Cap limit, int extraRank, Cap extraSupply) {
+        return groupFlowPy(n, src, dst, cap, groups, supply, sink, limit, extraRank, extraSupply,
+                           nullptr);
+      },
+      py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"), py::arg("groups"),
+      py::arg("supply"), py::arg("sink"), py::arg("limit"), py::arg("extra_rank") = -1,
+      py::arg("extra_supply") = 0,
+      "Max-flow into sink (stopped at limit) from groups that may enter at any of their members, "
+      "each supplying its amount, plus extra_supply entering at extra_rank alone; groups holding "
+      "the sink are left out (for tests).");
+  m.def(
+      "group_flow_cut",
+      [](int n, const std::vector<int>& src, const std::vector<int>& dst,
+         const std::vector<Cap>& cap, const std::vector<std::vector<int>>& groups,
+         const std::vector<Cap>& supply, int sink, int extraRank, Cap extraSupply) {
+        std::vector<char> side;
+        const Cap value = groupFlowPy(n, src, dst, cap, groups, supply, sink, kInfiniteCap,
+                                      extraRank, extraSupply, &side);
+        return py::make_tuple(value, std::vector<bool>(side.begin(), side.end()));
+      },
+      py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"), py::arg("groups"),
+      py::arg("supply"), py::arg("sink"), py::arg("extra_rank"), py::arg("extra_supply"),
+      "group_flow, unlimited, with the ranks on the source side of the minimum cut nearest the "
+      "source (extra_rank counted there, as the packing's one-arc check wants) (for tests).");
   m.def("last_stats", &statsDict, "Counters and timings of the last generate_forest call.");
 }

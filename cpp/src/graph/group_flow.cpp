@@ -104,7 +104,9 @@ Cap GroupFlow::run(int sink, const std::vector<Word>& active, const std::vector<
   for (int x : neighbours_[sink]) {
     Cap room = residual(x, sink);
     const std::vector<Word>& groups = memberOf[x];
-    for (size_t w = 0; w < active.size() && room > 0 && total < limit; ++w) {
+    // The caller's bitsets may be wider than supplied_ (tree packing widens memberOf by doubling).
+    const size_t span = std::min(groups.size(), supplied_.size());
+    for (size_t w = 0; w < span && room > 0 && total < limit; ++w) {
       for (Word bits = supplied_[w] & groups[w]; bits != 0 && room > 0 && total < limit;
            bits &= bits - 1) {
         const int j = static_cast<int>(w * 64) + lowestBit(bits);
@@ -122,7 +124,10 @@ Cap GroupFlow::run(int sink, const std::vector<Word>& active, const std::vector<
     for (int j : starts_) {
       if (total == limit) break;
       const Cap want = std::min(limit - total, supply_[j] - used_[j]);
-      if (want <= 0) continue;
+      if (want <= 0) {  // an active group without supply: never a start again, or no phase ends
+        supplied_[j / 64] &= ~(Word(1) << (j % 64));
+        continue;
+      }
       const Cap got = pushFromHub(j, want, sink);
       used_[j] += got;
       if (used_[j] == supply_[j]) supplied_[j / 64] &= ~(Word(1) << (j % 64));

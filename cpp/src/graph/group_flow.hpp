@@ -41,11 +41,15 @@ class GroupFlow {
 
   // The maximum flow into `sink`, stopped at `limit`, where group j (a bit of `active`) supplies
   // supply[j] and may enter the network at any of its ranks: memberOf[v] has bit j, and
-  // members[j] (a bitset over ranks) has bit v. Groups that hold the sink must not be active.
+  // members[j] (a bitset over ranks) has bit v. Groups that hold the sink must not be active, nor
+  // groups without supply (supply[j] <= 0: they would count as reached in sourceSide).
   // extraRank >= 0 adds one more source: extraSupply entering at that rank alone. When the flow
   // stays below the limit and sourceSide is given, it receives the ranks the source reaches in
   // the residual network (with extraRank, as if its source arc were unbounded): the source side
-  // of the minimum cut nearest the source.
+  // of the minimum cut nearest the source among those that hold extraRank. When no minimum cut
+  // holds it (extraSupply is what binds), that side holds the sink too; tree packing never meets
+  // this: its states keep Lovász's condition, so a cut with extraRank on its sink side is never
+  // below the limit.
   Cap run(int sink, const std::vector<Word>& active, const std::vector<Cap>& supply,
           const std::vector<std::vector<Word>>& memberOf,
           const std::vector<const std::vector<Word>*>& members, Cap limit, int extraRank = -1,

@@ -13,11 +13,6 @@ void MaxFlow::reset(int n) {
   residual_.clear();
 }
 
-int MaxFlow::addNode() {
-  head_.push_back(-1);
-  return n_++;
-}
-
 int MaxFlow::addArc(int u, int v, Cap cap) {
   if (cap <= 0 || u == v) return -1;
   to_.push_back(v);

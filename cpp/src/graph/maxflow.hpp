@@ -19,7 +19,6 @@ class MaxFlow {
  public:
   // Starts a fresh network of n nodes (reusing the buffers of the previous one).
   void reset(int n);
-  int addNode();  // returns the new node's index
   // Adds u -> v with capacity cap and its residual twin; arcs with cap <= 0 are skipped (-1).
   // Returns the arc's index, for flowOn.
   int addArc(int u, int v, Cap cap);
