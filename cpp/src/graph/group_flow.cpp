@@ -142,6 +142,7 @@ Cap GroupFlow::run(int sink, const std::vector<Word>& active, const std::vector<
 // Hub j at distance d from the sink: a blocking flow starts there when it has supply left.
 void GroupFlow::label(int j, int d) {
   hubDist_[j] = d;
+  unlabelled_[j / 64] &= ~(Word(1) << (j % 64));
   hubCursor_[j] = 0;
   if (hasBit(supplied_, j)) starts_.push_back(j);
   else queue_.push_back(-1 - j);
@@ -155,6 +156,7 @@ bool GroupFlow::levels(int sink, const std::vector<std::vector<Word>>& memberOf)
   for (std::vector<Word>& bits : ranksAt_) std::fill(bits.begin(), bits.end(), 0);
   starts_.clear();
   queue_.clear();
+  unlabelled_ = active_;
   auto rankAt = [&](int v, int d) {
     rankDist_[v] = d;
     rankCursor_[v] = 0;
@@ -175,10 +177,10 @@ bool GroupFlow::levels(int sink, const std::vector<std::vector<Word>>& memberOf)
     // Every node nearer than the nearest hubs with supply is labelled: the level graph is done.
     if (!starts_.empty() && d >= hubDist_[starts_.front()]) break;
     const std::vector<Word>& groups = memberOf[v];
-    for (size_t w = 0; w < groups.size() && w < active_.size(); ++w)
-      for (Word bits = active_[w] & groups[w]; bits != 0; bits &= bits - 1) {
+    for (size_t w = 0; w < groups.size() && w < unlabelled_.size(); ++w)
+      for (Word bits = unlabelled_[w] & groups[w]; bits != 0; bits &= bits - 1) {
         const int j = static_cast<int>(w * 64) + lowestBit(bits);
-        if (j != extra_ && hubDist_[j] < 0) label(j, d + 1);
+        if (j != extra_) label(j, d + 1);
       }
     if (v == extraRank_ && isActive(extra_) && hubDist_[extra_] < 0) label(extra_, d + 1);
     for (int u : neighbours_[v])
