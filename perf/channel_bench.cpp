@@ -3,7 +3,6 @@
 // both ranks put into each other at once and both copy locally at once: the copy floor of a
 // two-rank all_gather or all_to_all on this node (what no library's copies can beat).
 //   forestcc-run -n 2 forestcc-channel-bench [--min 1K] [--max 256M] [--iters N] [--both-ways] [--json FILE]
-#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,23 +17,14 @@
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 #include "executor/copy_kernels.hpp"
+#include "bench_support.hpp"
 
 using namespace forestcc;
 using Clock = std::chrono::steady_clock;
+using bench::parseSize;
+using bench::PlainMemory;
 
 namespace {
-
-size_t parseSize(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string suffix(end);
-  size_t mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g") mult = 1ull << 30;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + s + "' (use a number with K, M or G)");
-  return static_cast<size_t>(v * mult);
-}
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -48,25 +38,6 @@ int itersFor(size_t bytes, int requested) {
 struct Row {
   size_t bytes;
   double putShm, putCma, memcpyGBs;
-};
-
-// Ordinary process memory as numpy gives it to large arrays: page-aligned, transparent huge
-// pages asked for (numpy madvises them), so cross-process copies from it run at their best.
-struct PlainMemory {
-  explicit PlainMemory(size_t bytes) : bytes_(bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap of " + std::to_string(bytes) + " bytes failed");
-    madvise(p, bytes, MADV_HUGEPAGE);
-    data_ = static_cast<char*>(p);
-  }
-  ~PlainMemory() { munmap(data_, bytes_); }
-  PlainMemory(const PlainMemory&) = delete;
-  PlainMemory& operator=(const PlainMemory&) = delete;
-  char* data() const { return data_; }
-
- private:
-  char* data_;
-  size_t bytes_;
 };
 
 // Both ranks at once, per size: put into the peer's shared memory, put into its ordinary memory

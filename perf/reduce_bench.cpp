@@ -6,8 +6,6 @@
 // once and the destination written once, (sources + 1) x bytes / time.
 //   forestcc-reduce-bench [--min 64K] [--max 64M] [--dtypes float32,bfloat16,...] [--levels v2,avx2,avx512]
 //                         [--op sum] [--sources 2] [--reps 30] [--json FILE]
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -21,25 +19,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "executor/reduce_kernels.hpp"
 
 using namespace forestcc;
 using executor::CpuIsa;
 using Clock = std::chrono::steady_clock;
+using bench::parseSize;
+using bench::PlainMemory;
 
 namespace {
-
-size_t parseSize(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  const std::string suffix(end);
-  size_t mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g") mult = 1ull << 30;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + s + "' (use a number with K, M or G)");
-  return static_cast<size_t>(v * mult);
-}
 
 std::vector<std::string> splitList(const std::string& s) {
   std::vector<std::string> out;
@@ -51,21 +40,6 @@ std::vector<std::string> splitList(const std::string& s) {
   }
   return out;
 }
-
-// Page-aligned memory on transparent huge pages, touched before timing.
-struct Buffer {
-  explicit Buffer(size_t bytes) : bytes_(bytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap of " + std::to_string(bytes) + " bytes failed");
-    madvise(p, bytes, MADV_HUGEPAGE);
-    data_ = static_cast<uint8_t*>(p);
-  }
-  ~Buffer() { munmap(data_, bytes_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  uint8_t* data_;
-  size_t bytes_;
-};
 
 // Typical finite values of each dtype (random normals scaled, as gradients look), so no
 // conversion takes a NaN or overflow path that real data would not.
@@ -157,15 +131,15 @@ int main(int argc, char** argv) {
       if (!parse(dtypeName, type)) throw std::invalid_argument("unknown dtype " + dtypeName);
       for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= 4) {
         const size_t count = bytes / elementSize(type);
-        std::vector<std::unique_ptr<Buffer>> bufs;
+        std::vector<std::unique_ptr<PlainMemory>> bufs;
         std::vector<const void*> srcs;
         for (int j = 0; j < sources; ++j) {
-          bufs.push_back(std::make_unique<Buffer>(bytes));
-          fill(bufs.back()->data_, bytes, type, 17 + j);
-          srcs.push_back(bufs.back()->data_);
+          bufs.push_back(std::make_unique<PlainMemory>(bytes));
+          fill(reinterpret_cast<uint8_t*>(bufs.back()->data()), bytes, type, 17 + j);
+          srcs.push_back(bufs.back()->data());
         }
-        Buffer dst(bytes);
-        std::memset(dst.data_, 0, bytes);
+        PlainMemory dst(bytes);
+        std::memset(dst.data(), 0, bytes);
         // Calls per timing: enough that one timing takes about 0.2 ms at 20 GB/s.
         const int calls = static_cast<int>(std::max<size_t>(1, (4u << 20) / ((sources + 1) * bytes)));
         std::vector<std::vector<double>> seconds(levels.size());
@@ -173,7 +147,7 @@ int main(int argc, char** argv) {
           for (size_t l = 0; l < levels.size(); ++l) {
             const auto t0 = Clock::now();
             for (int c = 0; c < calls; ++c)
-              executor::reduceElementsWith(levels[l], dst.data_, srcs.data(), sources, count, type, op);
+              executor::reduceElementsWith(levels[l], dst.data(), srcs.data(), sources, count, type, op);
             const double s = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
             if (r >= 0) seconds[l].push_back(s);
           }

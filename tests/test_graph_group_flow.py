@@ -76,18 +76,23 @@ def test_many_groups_cross_word_boundaries():
     assert got == reference(n, arcs, groups, supply, 0, UNBOUNDED) == 80
 
 
+def random_network(rng, max_ranks, max_groups):
+    """A small random network: ranks, rank arcs (no loops; capacities 1-3), groups of up to 3
+    ranks with supplies 1-3, and a sink."""
+    n = rng.randint(2, max_ranks)
+    arcs = [(rng.randrange(n), rng.randrange(n), rng.randint(1, 3)) for _ in range(rng.randint(0, 3 * n))]
+    arcs = [a for a in arcs if a[0] != a[1]]
+    groups = [rng.sample(range(n), rng.randint(1, min(3, n))) for _ in range(rng.randint(1, max_groups))]
+    supply = [rng.randint(1, 3) for _ in groups]
+    return n, arcs, groups, supply, rng.randrange(n)
+
+
 def test_group_flow_matches_on_seeded_random_networks():
     # Many more, smaller draws than hypothesis makes above: about one in a hundred needs a
     # group's flow moved off a member, the step most easily got wrong.
     rng = random.Random(18)
     for _ in range(5_000):
-        n = rng.randint(2, 7)
-        arcs = [(rng.randrange(n), rng.randrange(n), rng.randint(1, 3))
-                for _ in range(rng.randint(0, 3 * n))]
-        arcs = [a for a in arcs if a[0] != a[1]]
-        groups = [rng.sample(range(n), rng.randint(1, min(3, n))) for _ in range(rng.randint(1, 10))]
-        supply = [rng.randint(1, 3) for _ in groups]
-        sink = rng.randrange(n)
+        n, arcs, groups, supply, sink = random_network(rng, 7, 10)
         limit = rng.choice([UNBOUNDED, rng.randint(0, 12)])
         src, dst, cap = zip(*arcs) if arcs else ((), (), ())
         got = _graph.group_flow(n, list(src), list(dst), list(cap), groups, supply, sink, limit)
@@ -112,13 +117,7 @@ def test_the_cut_is_the_minimum_one_nearest_the_source_that_holds_the_extra_rank
     rng = random.Random(5)
     separated = 0
     for _ in range(400):
-        n = rng.randint(2, 6)
-        arcs = [(rng.randrange(n), rng.randrange(n), rng.randint(1, 3))
-                for _ in range(rng.randint(0, 3 * n))]
-        arcs = [a for a in arcs if a[0] != a[1]]
-        groups = [rng.sample(range(n), rng.randint(1, min(3, n))) for _ in range(rng.randint(1, 8))]
-        supply = [rng.randint(1, 3) for _ in groups]
-        sink = rng.randrange(n)
+        n, arcs, groups, supply, sink = random_network(rng, 6, 8)
         x = rng.choice([v for v in range(n) if v != sink])
         want = rng.randint(0, 4)
         src, dst, cap = zip(*arcs) if arcs else ((), (), ())

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/bf16.hpp"
 #include "core/fp8.hpp"
 #include "forestcc/collectives.hpp"
 
@@ -104,15 +105,6 @@ inline uint32_t bitsOfFloat(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
-}
-
-inline float bf16ToFloat(uint16_t h) { return floatFromBits(static_cast<uint32_t>(h) << 16); }
-
-inline uint16_t floatToBf16(float f) {
-  uint32_t u = bitsOfFloat(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
 }
 
 struct Bf16Codec {

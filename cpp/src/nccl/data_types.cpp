@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/bf16.hpp"
 #include "core/fp8.hpp"
 #include "nccl/result.hpp"
 
@@ -22,21 +23,6 @@ constexpr DataType kTypes[ncclNumTypes] = {
 const char* const kNames[ncclNumTypes] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
                                           "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
                                           "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-
-float bf16ToFloat(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t floatToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
-}
 
 template <class T>
 void scaleAs(const void* in, void* out, size_t n, const void* factor) {

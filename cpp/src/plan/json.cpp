@@ -357,7 +357,7 @@ class Parser {
   }
 
   // The top-level object's streamed member: an empty array in the tree, its items handed over
-  // one by one (array() below, item by item).
+  // one by one (items() below).
   void streamArray(Value& object, std::string key, int depth) {
     Value placeholder;
     placeholder.line_ = line_;
@@ -365,30 +365,17 @@ class Parser {
     placeholder.become(Type::Array);
     object.object_.emplace_back(std::move(key), std::move(placeholder));
     if (stream_->onStart) stream_->onStart(object);
-    ++pos_;  // '['
-    skipSpace();
-    if (!atEnd() && peek() == ']') {
-      ++pos_;
-      return;
-    }
-    for (;;) {
-      skipSpace();
-      Value item = value(depth + 1);
-      stream_->onItem(item);
-      skipSpace();
-      if (atEnd()) fail("unexpected end of input, expected ',' or ']'");
-      char c = peek();
-      ++pos_;
-      if (c == ']') return;
-      if (c != ',') {
-        --pos_;
-        fail("expected ',' or ']' in an array, found " + describe(c));
-      }
-    }
+    items(depth + 1, [&](Value item) { stream_->onItem(item); });
   }
 
   void array(Value& v, int depth) {
     v.become(Type::Array);
+    items(depth, [&](Value item) { v.array_.push_back(std::move(item)); });
+  }
+
+  // The items of the array whose '[' is at pos_, each parsed at `depth` and handed to `take`.
+  template <class Take>
+  void items(int depth, Take&& take) {
     ++pos_;  // '['
     skipSpace();
     if (!atEnd() && peek() == ']') {
@@ -397,7 +384,7 @@ class Parser {
     }
     for (;;) {
       skipSpace();
-      v.array_.push_back(value(depth));
+      take(value(depth));
       skipSpace();
       if (atEnd()) fail("unexpected end of input, expected ',' or ']'");
       char c = peek();

@@ -8,8 +8,6 @@ namespace forestcc::python {
 
 namespace {
 
-constexpr int64_t kSharedInts = int64_t{1} << 20;
-
 py::object steal(PyObject* o) {
   if (o == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(o);
@@ -57,12 +55,10 @@ py::object OpDicts::op(const plan::Op& op) {
   return d;
 }
 
-py::object OpDicts::integer(int64_t value) {
-  if (value < 0 || value >= kSharedInts) return steal(PyLong_FromLongLong(value));
-  // The table grows as values come (doubling), so a small plan's dicts (planToDict makes an
-  // OpDicts per call) do not pay for 2^20 slots, 8 MiB zeroed and walked again on destruction.
+py::object SharedInts::operator()(int64_t value) {
+  if (value < 0 || value >= limit_) return steal(PyLong_FromLongLong(value));
   if (size_t(value) >= ints_.size())
-    ints_.resize(std::min<size_t>(kSharedInts, std::max<size_t>(size_t(value) + 1, 2 * ints_.size())));
+    ints_.resize(std::min<size_t>(size_t(limit_), std::max<size_t>(size_t(value) + 1, 2 * ints_.size())));
   py::object& slot = ints_[size_t(value)];
   if (!slot) slot = steal(PyLong_FromLongLong(value));
   return slot;

@@ -14,15 +14,27 @@
 
 namespace forestcc::python {
 
+// One int object per value below `limit`, made on first use and shared after (the millions of
+// chunk indices and channel ids of a large plan's dicts), a new one for other values. The table
+// grows as values come (doubling), so a small plan does not pay for `limit` slots.
+class SharedInts {
+ public:
+  explicit SharedInts(int64_t limit) : limit_(limit) {}
+  pybind11::object operator()(int64_t value);
+
+ private:
+  int64_t limit_;
+  std::vector<pybind11::object> ints_;
+};
+
 class OpDicts {
  public:
   OpDicts();
 
   // A new dict for `op`.
   pybind11::object op(const plan::Op& op);
-  // A shared int object for values below 2^20 (the table grows to the largest seen), a new one
-  // otherwise.
-  pybind11::object integer(int64_t value);
+  // A shared int object for values below 2^20, a new one otherwise.
+  pybind11::object integer(int64_t value) { return ints_(value); }
   // The interned name of a transport.
   const pybind11::object& transport(plan::Transport t);
 
@@ -31,7 +43,8 @@ class OpDicts {
   void set(const pybind11::object& d, Key key, PyObject* value);
   pybind11::object ref(const plan::ChunkRef& r);
 
-  std::vector<pybind11::object> keys_, buffers_, codes_, transports_, ints_;
+  std::vector<pybind11::object> keys_, buffers_, codes_, transports_;
+  SharedInts ints_{int64_t{1} << 20};
 };
 
 }  // namespace forestcc::python

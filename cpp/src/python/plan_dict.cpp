@@ -191,18 +191,7 @@ class FromJson {
   static constexpr size_t kTrimEvery = size_t{1} << 21;  // containers: a few hundred MB of tree
   size_t textBytes_ = 0;
   size_t freedSinceTrim_ = 0;
-  static constexpr int64_t kSharedInts = 1 << 16;  // chunk indices, channel ids, peers
   static constexpr size_t kInternedChars = 32;     // names, not free text
-
-  py::object integer(int64_t value) {
-    if (value < 0 || value >= kSharedInts) {
-      return py::reinterpret_steal<py::object>(PyLong_FromLongLong(value));
-    }
-    if (ints_.empty()) ints_.resize(kSharedInts);
-    py::object& slot = ints_[static_cast<size_t>(value)];
-    if (!slot) slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(value));
-    return slot;
-  }
 
   static py::object text(const std::string& s) {
     PyObject* out = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogatepass");
@@ -211,7 +200,7 @@ class FromJson {
     return py::reinterpret_steal<py::object>(out);
   }
 
-  std::vector<py::object> ints_;
+  SharedInts integer{int64_t{1} << 16};  // chunk indices, channel ids, peers
 };
 
 }  // namespace
