@@ -17,7 +17,7 @@ import sys
 import time
 
 from . import format as plan_format
-from .report import LARGE_RANKS, WIDE_K_MAX, WIDE_K_RANKS
+from .report import LARGE_RANKS, MORE_SLICES, WIDE_K_MAX, WIDE_K_RANKS
 
 __all__ = ["add_commands", "generate_forest_main", "parse_size", "report_main", "simulate_main"]
 
@@ -259,8 +259,11 @@ def add_commands(commands) -> None:
                     "plans for the topology, simulates each at every size and prints algbw per "
                     "size against the throughput bound. Up to "
                     f"{LARGE_RANKS} ranks: sizes 1M to 1G doubling, and the forest with 1, 2 "
-                    "or the optimal trees per root, whichever simulates fastest at the largest "
-                    f"size. Above {LARGE_RANKS} ranks it does less, so that 1,024 ranks take "
+                    f"or the optimal trees per root (up to {WIDE_K_RANKS} ranks also each k up to "
+                    f"{WIDE_K_MAX}), each compiled with and without lanes where a tree arc is a "
+                    f"direct link (up to {WIDE_K_RANKS} ranks the best also with up to "
+                    f"{MORE_SLICES} slices), whichever simulates fastest "
+                    f"at the largest size; the summary says which was chosen. Above {LARGE_RANKS} ranks it does less, so that 1,024 ranks take "
                     "minutes: sizes 1M to 1G x4 and the optimal forest only (--k and -f "
                     "override both).")
     add_report_arguments(report)
