@@ -52,6 +52,9 @@ class Communicator {
   void abort(const std::string& reason);
   // Throws Aborted if this communicator was poisoned (here or by a peer).
   void checkHealthy() const;
+  // Whether `rank` has left: it said goodbye (destroyed its communicator, or its process ended)
+  // and closed its connection. Known for peers behind tcp; false for the others.
+  bool peerLeft(int rank) const;
 
   struct State;
   const std::shared_ptr<State>& state() const { return state_; }

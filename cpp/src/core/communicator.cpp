@@ -85,7 +85,11 @@ int Communicator::State::allocateSlot() {
 WaitPolicy Communicator::State::waitPolicy(int peer, double timeoutSeconds) const {
   // A pid means something only on this node (another node's peer dies as its sockets close).
   const bool here = peer != rank && peer >= 0 && peer < size && nodeOf[peer] == nodeOf[rank];
-  return WaitPolicy{timeoutSeconds, spinUs, yieldUs, rank, peer, here ? peers[peer].pid : 0, &control->header,
+  // A peer behind a proxied link (tcp) that said goodbye and closed it will never signal again.
+  const bool linked = peer != rank && peer >= 0 && peer < static_cast<int>(connections.size()) &&
+                      !connections[peer].empty();
+  return WaitPolicy{timeoutSeconds, spinUs, yieldUs, rank, peer, here ? peers[peer].pid : 0,
+                    linked ? connections[peer].front()->peerLeftFlag() : nullptr, &control->header,
                     &control->doorbell};
 }
 
@@ -143,6 +147,15 @@ void Communicator::State::raiseWaitFailure(WaitOutcome outcome, int peer, const 
     case WaitOutcome::PeerDead: {
       std::string msg = prefix + what + ": rank " + std::to_string(peer) + " (pid " +
                         std::to_string(peers[peer].pid) + ") died";
+      poison(msg);
+      throw Error(ErrorCode::Remote, msg, rank, peer);
+    }
+    case WaitOutcome::PeerLeft: {
+      const std::string msg = prefix + what + ": rank " + std::to_string(peer) + " (pid " +
+                              std::to_string(peers[peer].pid) + " on " + peers[peer].node +
+                              ") left the job (it destroyed its communicator or its process ended) without "
+                              "sending what this rank waits for: it ended before this call, or the ranks' calls "
+                              "disagree";
       poison(msg);
       throw Error(ErrorCode::Remote, msg, rank, peer);
     }
@@ -232,6 +245,14 @@ int Communicator::nodeOf(int r) const {
   if (r < 0 || r >= state_->size)
     throw Error(ErrorCode::InvalidUsage, rankPrefix(state_->rank) + "rank " + std::to_string(r) + " is out of range");
   return state_->nodeOf[r];
+}
+
+bool Communicator::peerLeft(int r) const {
+  nodeOf(r);  // throws for a rank out of range
+  const auto& links = state_->connections;
+  if (r == state_->rank || r >= static_cast<int>(links.size()) || links[r].empty()) return false;
+  const std::atomic<bool>* left = links[r].front()->peerLeftFlag();
+  return left && left->load(std::memory_order_acquire);
 }
 
 const std::string& Communicator::nodeName(int r) const {

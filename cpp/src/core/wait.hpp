@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -30,11 +31,14 @@ struct WaitPolicy {
   int rank;
   int peer;
   int peerPid;                         // 0: no liveness check
+  // Set once a peer on another node has left (said goodbye, its connection closed, and all it
+  // sent before was applied: tcp_peer.hpp): it will never signal again. Null: no such check.
+  const std::atomic<bool>* peerLeft;
   const ControlHeader* control;        // this rank's abort flag
   Doorbell* doorbell;                  // this rank's: sleeps end when a signal rings it
 };
 
-enum class WaitOutcome { Ready, Timeout, PeerDead, Aborted };
+enum class WaitOutcome { Ready, Timeout, PeerDead, PeerLeft, Aborted };
 
 // Set by a host program that must see its signals while a wait blocks (the Python module: Ctrl-C
 // raises KeyboardInterrupt there); throws to abandon the wait. Called between sleeps only.
@@ -78,6 +82,8 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{
     if (now >= deadline) return ready() ? WaitOutcome::Ready : WaitOutcome::Timeout;
     if (now >= nextLivenessCheck) {
       if (p.peerPid > 0 && !processAlive(p.peerPid)) return ready() ? WaitOutcome::Ready : WaitOutcome::PeerDead;
+      if (p.peerLeft && p.peerLeft->load(std::memory_order_acquire))
+        return ready() ? WaitOutcome::Ready : WaitOutcome::PeerLeft;
       watch();
       checkInterrupt();
       nextLivenessCheck = now + std::chrono::milliseconds(50);

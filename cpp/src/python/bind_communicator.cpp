@@ -41,6 +41,7 @@ void bindCommunicator(py::module_& m) {
            py::arg("peers"), py::arg("memory"), py::arg("tag") = 0, R())
       .def("abort", &Communicator::abort, py::arg("reason"))
       .def("check_healthy", &Communicator::checkHealthy)
+      .def("peer_left", &Communicator::peerLeft, py::arg("rank"))
       .def("bootstrap_all_gather", [](Communicator& c, py::bytes mine) {
         std::string in(mine);
         std::vector<std::string> out;

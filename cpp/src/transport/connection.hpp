@@ -16,6 +16,7 @@
 // at once, on different regions.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -111,6 +112,11 @@ class Connection {
   // the peer wakes with an error naming this rank and `reason`; `code` is the kind of error that
   // did it, `call` the collective call it happened in (0: none). Communicator::State::poison.
   virtual void abort(const std::string& reason, ErrorCode code, uint64_t call) = 0;
+
+  // ---- the peer's end ------------------------------------------------------------------------
+  // Set once the peer has left (said goodbye, closed its end, and all it sent was applied), for
+  // transports that can tell (tcp); null for the others, whose waits check the peer's pid.
+  virtual const std::atomic<bool>* peerLeftFlag() const { return nullptr; }
 };
 
 }  // namespace forestcc

@@ -43,6 +43,7 @@ class TcpConnection : public Connection {
   void answerSendPost(int64_t status) override;
 
   void abort(const std::string& reason, ErrorCode code, uint64_t call) override;
+  const std::atomic<bool>* peerLeftFlag() const override { return &peer_->left(); }
 
  private:
   void checkRange(const RemoteRegion& r, uint64_t offset, uint64_t bytes, const char* what) const;

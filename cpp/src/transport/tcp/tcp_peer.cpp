@@ -1,6 +1,8 @@
 #include "transport/tcp/tcp_peer.hpp"
 
+#include <linux/sockios.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -414,6 +416,26 @@ void TcpPeer::applyControl() {
     apply(control_.front().header, control_.front().body);
     control_.pop_front();
   }
+  checkLeft();
+}
+
+void TcpPeer::ended(int s) {
+  if (s != 0 || !saidGoodbye()) return;
+  streamZeroEnded_ = true;
+  checkLeft();
+}
+
+void TcpPeer::checkLeft() {
+  if (!streamZeroEnded_ || !control_.empty() || left_.load(std::memory_order_relaxed)) return;
+  left_.store(true, std::memory_order_release);
+  ringDoorbell(local_.control->doorbell);  // a wait on the peer may sleep: it checks left() on waking
+  notify();
+}
+
+bool TcpPeer::unacknowledged(int s) const {
+  int bytes = 0;
+  const int fd = streams_[s]->fd;
+  return fd >= 0 && ::ioctl(fd, SIOCOUTQ, &bytes) == 0 && bytes > 0;
 }
 
 void TcpPeer::apply(const WireHeader& h, const std::string& body) {

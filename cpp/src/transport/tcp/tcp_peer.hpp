@@ -105,6 +105,13 @@ class TcpPeer {
   bool pendingOutput(int s);
   // The peer's sockets closed: with its goodbye this is the end of the job, else it died.
   bool saidGoodbye() const { return goodbye_.load(std::memory_order_acquire); }
+  // Stream s of a peer that said goodbye ended (TcpProxy::lost). Once stream 0 has ended and
+  // every control message before the goodbye is applied, the peer has left: left() is set, and
+  // a wait on it (WaitPolicy::peerLeft) fails instead of running to its deadline.
+  void ended(int s);
+  const std::atomic<bool>& left() const { return left_; }
+  // Bytes of stream s that the peer's kernel has not acknowledged yet (SIOCOUTQ).
+  bool unacknowledged(int s) const;
   void markDead(const std::string& why);
   bool dead() const { return dead_.load(std::memory_order_acquire); }
   // Wakes this rank's waiters on the peer (flush, get).
@@ -115,6 +122,7 @@ class TcpPeer {
   void dispatch(int s);              // a whole header (+ body) arrived on stream s
   void applyControl();               // in order, as far as the data they follow has arrived
   bool controlReady(const Outgoing& c) const;
+  void checkLeft();                  // sets left_ once stream 0 ended and control_ is empty
   void apply(const WireHeader& h, const std::string& body);
   std::string snapshotCounts();      // pieces queued per stream (call under mu_)
   template <class Ready>
@@ -139,6 +147,8 @@ class TcpPeer {
   uint64_t nextGet_ = 1;
   std::map<uint64_t, int> gets_;  // request id -> 0 running, 1 done, 2 refused by the peer
   std::atomic<bool> goodbye_{false};
+  bool streamZeroEnded_ = false;  // after a goodbye (proxy only)
+  std::atomic<bool> left_{false};
   std::atomic<bool> dead_{false};
   std::string deadWhy_;
   char discard_[64 << 10];

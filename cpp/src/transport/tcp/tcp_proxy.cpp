@@ -29,7 +29,7 @@ TcpProxy::TcpProxy(int rank) : rank_(rank) {
 }
 
 TcpProxy::~TcpProxy() {
-  drainAndStop(0);
+  stop();
   if (epoll_ >= 0) ::close(epoll_);
   if (wakeFd_ >= 0) ::close(wakeFd_);
 }
@@ -60,17 +60,23 @@ void TcpProxy::wake() {
   (void)ignored;
 }
 
-void TcpProxy::drainAndStop(double seconds) {
+void TcpProxy::drain(double seconds) {
   if (!running_.load()) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  // Sent is not enough: a process that ends with bytes unread in a socket makes the kernel reset
+  // its connections, which drops what it had not yet delivered. Acknowledged bytes are the peer's.
   auto pending = [&] {
     for (auto& p : peers_)
-      if (!p->dead())
+      if (!p->dead() && !p->left().load(std::memory_order_acquire))
         for (int s = 0; s < p->streams(); ++s)
-          if (p->pendingOutput(s)) return true;
+          if (p->pendingOutput(s) || p->unacknowledged(s)) return true;
     return false;
   };
   while (pending() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void TcpProxy::stop() {
+  if (!running_.load()) return;
   running_.store(false);
   wake();
   if (thread_.joinable()) thread_.join();
@@ -78,7 +84,10 @@ void TcpProxy::drainAndStop(double seconds) {
 
 void TcpProxy::lost(TcpPeer& peer, int stream) {
   epoll_ctl(epoll_, EPOLL_CTL_DEL, peer.stream(stream).fd, nullptr);
-  if (peer.saidGoodbye()) return;
+  if (peer.saidGoodbye()) {
+    peer.ended(stream);
+    return;
+  }
   // Stream 0 decides. The data streams of a peer that left may close, or be reset (it closed
   // them with bytes unread), before its goodbye is read on stream 0, which epoll may report
   // later; a peer that died loses stream 0 too. A data stream that breaks while its peer lives

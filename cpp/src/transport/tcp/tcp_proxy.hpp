@@ -21,8 +21,10 @@ class TcpProxy {
   void add(std::shared_ptr<TcpPeer> peer);
   void start();
   void wake();
-  // Waits up to `seconds` for every queue to be sent (a goodbye, say), then stops the thread.
-  void drainAndStop(double seconds);
+  // Waits up to `seconds` until every queue to a peer still there is sent and acknowledged by
+  // the peer's kernel (a goodbye, say); the thread keeps serving the sockets meanwhile.
+  void drain(double seconds);
+  void stop();
 
  private:
   void run();

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "forestcc/error.hpp"
+#include "transport/tcp/goodbye_at_exit.hpp"
 #include "transport/tcp/interfaces.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 
@@ -68,11 +69,20 @@ TcpTransport::TcpTransport(const TcpOptions& options) : options_(options) {
 }
 
 TcpTransport::~TcpTransport() {
-  // Say goodbye so the peers take the sockets' closing as the end of the job, not a death.
-  for (auto& p : peers_)
-    if (!p->dead()) p->sendControl(MessageType::Goodbye, {});
-  proxy_->drainAndStop(std::min(options_.timeout, 10.0));
+  forgetAtExit(this);
+  sendGoodbye();
+  awaitDelivered();
+  proxy_->stop();
 }
+
+void TcpTransport::sendGoodbye() {
+  // Once: the peers take the sockets' closing after it as the end of the job, not a death.
+  if (goodbyeSent_.exchange(true)) return;
+  for (auto& p : peers_)
+    if (!p->dead() && !p->left().load(std::memory_order_acquire)) p->sendControl(MessageType::Goodbye, {});
+}
+
+void TcpTransport::awaitDelivered() { proxy_->drain(std::min(options_.timeout, 10.0)); }
 
 std::shared_ptr<void> TcpTransport::registerMemory(const void* data, uint64_t bytes, MemoryHandle&) const {
   if (!data || !bytes) return nullptr;
@@ -169,6 +179,7 @@ void TcpTransport::connected() {
   early_.clear();
   listener_.close();
   proxy_->start();
+  sayGoodbyeAtExit(this);
 }
 
 }  // namespace forestcc::tcp

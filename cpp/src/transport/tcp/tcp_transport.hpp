@@ -7,6 +7,7 @@
 // (connected()), the proxy thread starts.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,11 @@ class TcpTransport : public Transport {
   std::shared_ptr<void> registerMemory(const void* data, uint64_t bytes, MemoryHandle& h) const override;
   std::unique_ptr<Connection> connect(const PeerInfo& peer) override;
   void connected() override;
+  // Queues a goodbye to every peer still there (once), then waits, a bounded time, until the
+  // peers' kernels have it: the destructor, and the exit of a process that never destroyed the
+  // communicator (goodbye_at_exit.hpp).
+  void sendGoodbye();
+  void awaitDelivered();
 
  private:
   Socket acceptFrom(int peer, int stream, uint64_t token, Hello& theirs);
@@ -54,6 +60,7 @@ class TcpTransport : public Transport {
   std::string address_;
   std::string selfAddress_;
   std::unique_ptr<TcpProxy> proxy_;
+  std::atomic<bool> goodbyeSent_{false};
   std::vector<std::shared_ptr<TcpPeer>> peers_;
   // Sockets accepted while waiting for another peer's, by (rank, stream), with their hellos.
   std::map<std::pair<int, int>, std::pair<Socket, Hello>> early_;

@@ -1,0 +1,53 @@
+#include "transport/tcp/goodbye_at_exit.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace forestcc::tcp {
+
+namespace {
+
+struct Listed {
+  std::mutex mu;
+  std::map<TcpTransport*, pid_t> transports;  // the pid that made each
+};
+
+// Never destroyed: the handler runs among static destructors, in no order we choose.
+Listed& listed() {
+  static Listed* l = new Listed;
+  return *l;
+}
+
+void atExit() {
+  Listed& l = listed();
+  std::lock_guard<std::mutex> g(l.mu);
+  const pid_t self = getpid();
+  // Every goodbye leaves before any is awaited: the waits overlap.
+  for (auto& [transport, pid] : l.transports)
+    if (pid == self) transport->sendGoodbye();
+  for (auto& [transport, pid] : l.transports)
+    if (pid == self) transport->awaitDelivered();
+}
+
+}  // namespace
+
+void sayGoodbyeAtExit(TcpTransport* transport) {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(atExit); });
+  Listed& l = listed();
+  std::lock_guard<std::mutex> g(l.mu);
+  l.transports[transport] = getpid();
+}
+
+void forgetAtExit(TcpTransport* transport) {
+  Listed& l = listed();
+  std::lock_guard<std::mutex> g(l.mu);
+  l.transports.erase(transport);
+}
+
+}  // namespace forestcc::tcp
