@@ -112,3 +112,12 @@ def test_generate_forest_command_without_lanes(tmp_path, capsys):
         channels[bool(flag)] = sum(len(rank["channels"]) for rank in plan["ranks"])
     assert channels[False] > channels[True]  # lanes are channels of their own
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("preset,mode,expected", [("mi250x1", "pipelined", True),
+                                                  ("mi250x1", "compact", False),
+                                                  ("dgx-a100x2", "pipelined", False)])
+def test_provenance_says_lanes_only_where_they_can_apply(preset, mode, expected):
+    # compact plans take no lanes, nor do routes through a switch (dgx-a100: NVSwitch, NICs)
+    plan = compile_forest(generate_forest(topology.preset(preset), "all_gather"), mode=mode)
+    assert plan["provenance"]["params"]["lanes"] is expected

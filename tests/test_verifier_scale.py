@@ -352,3 +352,12 @@ def test_clock_join_takes_what_raises_the_clock_and_is_kept(clock, changes, kept
         got, changed = dict(clock), []
         join(got, changed)
         assert (got, changed) == (expected, changed_expected)
+
+
+def test_kept_components_name_a_rank_out_of_range():
+    from forestcc import _C
+    kept = _C.plan.KeptComponents([[1, 5], [2]])
+    assert kept.keeps(0, 5) and not kept.keeps(1, 5) and kept.count(1) == 1
+    for ask in (lambda: kept.keeps(2, 1), lambda: kept.components(7)):
+        with pytest.raises(IndexError, match="rank [27] is out of range \\(2 ranks\\)"):
+            ask()

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace forestcc::python::verifier {
@@ -21,10 +23,16 @@ class KeptComponents {
 
   size_t ranks() const { return byRank_.size(); }
   bool keeps(size_t rank, uint32_t comp) const {
-    const std::vector<uint32_t>& kept = byRank_.at(rank);
+    const std::vector<uint32_t>& kept = of(rank);
     return std::binary_search(kept.begin(), kept.end(), comp);
   }
-  const std::vector<uint32_t>& of(size_t rank) const { return byRank_.at(rank); }
+  const std::vector<uint32_t>& of(size_t rank) const {
+    // pybind11 turns this into an IndexError that says what went wrong (vector::at's would not)
+    if (rank >= byRank_.size())
+      throw std::out_of_range("KeptComponents: rank " + std::to_string(rank) + " is out of range (" +
+                              std::to_string(byRank_.size()) + " ranks)");
+    return byRank_[rank];
+  }
 
  private:
   std::vector<std::vector<uint32_t>> byRank_;

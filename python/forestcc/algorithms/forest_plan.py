@@ -124,7 +124,8 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
         "natural_k": forest.natural_k,
         "method": forest.method,
         "mode": mode,
-        "lanes": lanes,
+        # whether lanes could apply: a compact plan or one with no single-link route has none
+        "lanes": lanes and mode != "compact" and any(len(path) == 2 for path in routes.values()),
         "trees": len(forest.trees),
         "bound_algbw": _text(forest.bound_algbw),
         "achieved_algbw": _text(algbw),
