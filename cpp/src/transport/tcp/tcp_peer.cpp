@@ -123,6 +123,11 @@ void TcpPeer::waitFor(Ready ready, const std::string& what) {
   for (int round = 0;; ++round) {
     if (ready()) return;
     if (dead()) throw Error(ErrorCode::Remote, rankPrefix(local_.rank) + what + ": " + deadWhy_, local_.rank, peer_);
+    if (left_.load(std::memory_order_acquire))
+      throw Error(ErrorCode::Remote,
+                  rankPrefix(local_.rank) + what + ": " + who_ +
+                      " left the job (it destroyed its communicator or its process ended) before it was done",
+                  local_.rank, peer_);
     if (h.abortBy.load(std::memory_order_acquire)) {
       std::string reason = h.messageReady.load(std::memory_order_acquire) ? std::string(h.abortMessage) : "";
       throw Error(ErrorCode::Aborted,
