@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -30,8 +31,11 @@ void atExit() {
   // Every goodbye leaves before any is awaited: the waits overlap.
   for (auto& [transport, pid] : l.transports)
     if (pid == self) transport->sendGoodbye();
+  // One bound for all of them: a host that went away must not hold the exit once per communicator.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kGoodbyeSeconds);
   for (auto& [transport, pid] : l.transports)
-    if (pid == self) transport->awaitDelivered();
+    if (pid == self)
+      transport->awaitDelivered(std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count());
 }
 
 }  // namespace

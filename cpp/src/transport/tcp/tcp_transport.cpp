@@ -82,7 +82,7 @@ void TcpTransport::sendGoodbye() {
     if (!p->dead() && !p->left().load(std::memory_order_acquire)) p->sendControl(MessageType::Goodbye, {});
 }
 
-void TcpTransport::awaitDelivered() { proxy_->drain(std::min(options_.timeout, 10.0)); }
+void TcpTransport::awaitDelivered(double seconds) { proxy_->drain(std::min(options_.timeout, seconds)); }
 
 std::shared_ptr<void> TcpTransport::registerMemory(const void* data, uint64_t bytes, MemoryHandle&) const {
   if (!data || !bytes) return nullptr;

@@ -21,6 +21,9 @@
 
 namespace forestcc::tcp {
 
+// How long a goodbye may take to reach the peers' kernels (less under a shorter FORESTCC_TIMEOUT).
+constexpr double kGoodbyeSeconds = 10;
+
 struct TcpOptions {
   int rank = 0;
   int size = 1;
@@ -48,7 +51,7 @@ class TcpTransport : public Transport {
   // peers' kernels have it: the destructor, and the exit of a process that never destroyed the
   // communicator (goodbye_at_exit.hpp).
   void sendGoodbye();
-  void awaitDelivered();
+  void awaitDelivered(double seconds = kGoodbyeSeconds);
 
  private:
   Socket acceptFrom(int peer, int stream, uint64_t token, Hello& theirs);
