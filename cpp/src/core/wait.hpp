@@ -31,7 +31,7 @@ struct WaitPolicy {
   int rank;
   int peer;
   int peerPid;                         // 0: no liveness check
-  // Set once a peer on another node has left (said goodbye, its connection closed, and all it
+  // Set once a peer behind tcp has left (said goodbye, its connection closed, and all it
   // sent before was applied: tcp_peer.hpp): it will never signal again. Null: no such check.
   const std::atomic<bool>* peerLeft;
   const ControlHeader* control;        // this rank's abort flag
