@@ -1,3 +1,7 @@
+// The tree compiler (tree_compiler.hpp): the worker keys, the choice of worker levels and lanes,
+// and the up and down phases that turn segments into ops; compileTrees, its entry point. The
+// forest's segments (tree_segments), the lanes' pieces (tree_lanes) and the programs being
+// written (tree_program) are in their own files; this one decides what goes into the programs.
 #include "plan/tree_compiler.hpp"
 
 #include <algorithm>
@@ -8,7 +12,13 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "plan/tree_lanes.hpp"
+#include "plan/tree_program.hpp"
+#include "plan/tree_segments.hpp"
+
 namespace forestcc::plan {
+
+namespace trees {
 
 namespace {
 
@@ -22,12 +32,6 @@ int64_t upKey(int level) { return 2 * int64_t{level} + 1; }
 constexpr int64_t kEntryOffset = int64_t{1} << 40;
 constexpr int64_t kDoormanKey = -(int64_t{1} << 41);
 
-// Consecutive trees [t0, t1) crossing sender -> receiver as one put (tree_plan._Segment).
-struct Segment {
-  int sender, receiver, t0, t1, route, back, parent, depth;
-  int64_t lo, hi;
-  std::vector<int> children;
-};
 
 uint32_t fits32(int64_t value, const char* what) {
   if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
@@ -38,372 +42,6 @@ uint32_t fits32(int64_t value, const char* what) {
 }
 
 ChunkRef ref(Buffer buffer, int64_t index) { return ChunkRef{buffer, fits32(index, "chunk index")}; }
-
-// The trees as arrays: parent and incoming route of every rank, children in arc order.
-class Forest {
- public:
-  // Checks what the arrays below rely on (tree_plan._check_tiling checks the rest before this
-  // is called): ranks in range, parents reached before their children, route ids known, chunks
-  // inside 0..k-1.
-  Forest(const std::vector<TreeInput>& trees, int nranks, int64_t k, size_t routeCount)
-      : trees_(trees), n_(nranks) {
-    if (nranks < 1) throw std::invalid_argument("tree plan: nranks must be at least 1");
-    std::vector<char> reached(n_);
-    for (size_t t = 0; t < trees.size(); ++t) {
-      const TreeInput& tree = trees[t];
-      const std::string where = "tree plan: tree " + std::to_string(t) + ": ";
-      if (tree.root < 0 || tree.root >= nranks) throw std::invalid_argument(where + "root " + std::to_string(tree.root) + " outside 0.." + std::to_string(nranks - 1));
-      if (tree.count < 1 || tree.first < 0 || tree.first + tree.count > k) {
-        throw std::invalid_argument(where + "chunks " + std::to_string(tree.first) + ".." +
-                                    std::to_string(tree.first + tree.count - 1) + " outside 0.." + std::to_string(k - 1));
-      }
-      std::fill(reached.begin(), reached.end(), 0);
-      reached[tree.root] = 1;
-      for (const auto& [p, c] : tree.arcs) {
-        if (p < 0 || p >= nranks || c < 0 || c >= nranks || !reached[p] || reached[c]) {
-          throw std::invalid_argument(where + "arc " + std::to_string(p) + "->" + std::to_string(c) + " out of order");
-        }
-        reached[c] = 1;
-      }
-      for (int route : tree.routes) {
-        if (route < -1 || route >= int64_t(routeCount)) throw std::invalid_argument(where + "unknown route id " + std::to_string(route));
-      }
-    }
-    const size_t count = trees.size();
-    parent_.assign(count * n_, -1);
-    routeIn_.assign(count * n_, -1);
-    kidsBegin_.assign(count * (n_ + 1), 0);
-    kids_.resize(count);
-    for (size_t t = 0; t < count; ++t) {
-      const TreeInput& tree = trees[t];
-      int* begin = &kidsBegin_[t * (n_ + 1)];
-      for (const auto& [p, c] : tree.arcs) ++begin[p + 1];
-      for (int v = 0; v < n_; ++v) begin[v + 1] += begin[v];
-      std::vector<int> fill(begin, begin + n_);
-      kids_[t].resize(tree.arcs.size());
-      for (size_t i = 0; i < tree.arcs.size(); ++i) {
-        const auto [p, c] = tree.arcs[i];
-        parent_[t * n_ + c] = p;
-        routeIn_[t * n_ + c] = tree.routes.empty() ? -1 : tree.routes[i];
-        kids_[t][fill[p]++] = c;
-      }
-    }
-  }
-  bool isChild(int t, int node, int child) const { return parent_[size_t(t) * n_ + child] == node; }
-  int routeTo(int t, int child) const { return routeIn_[size_t(t) * n_ + child]; }
-  template <class F>
-  void forChildren(int t, int node, F&& f) const {
-    const int* begin = &kidsBegin_[size_t(t) * (n_ + 1)];
-    for (int i = begin[node]; i < begin[node + 1]; ++i) f(kids_[t][i]);
-  }
-  const TreeInput& tree(int t) const { return trees_[t]; }
-
- private:
-  const std::vector<TreeInput>& trees_;
-  size_t n_;
-  std::vector<int> parent_, routeIn_, kidsBegin_;
-  std::vector<std::vector<int>> kids_;
-};
-
-struct Run {
-  int t0, t1, route;
-};
-
-// tree_plan._runs: maximal runs of consecutive trees among `ids` where `child` is a child of
-// `node`, with the same route and adjacent chunks.
-std::vector<Run> runs(const Forest& f, const std::vector<int>& ids, int node, int child) {
-  std::vector<Run> out;
-  for (int t : ids) {
-    if (!f.isChild(t, node, child)) continue;
-    const int route = f.routeTo(t, child);
-    if (!out.empty()) {
-      Run& last = out.back();
-      const TreeInput& prev = f.tree(last.t1 - 1);
-      if (last.t1 == t && last.route == route && prev.first + prev.count == f.tree(t).first) {
-        last.t1 = t + 1;
-        continue;
-      }
-    }
-    out.push_back({t, t + 1, route});
-  }
-  return out;
-}
-
-// tree_plan._segments: root segments per root, built outwards (parents first).
-std::vector<Segment> buildSegments(const Forest& f, size_t treeCount, int nranks,
-                                   const std::vector<int>& reverseRoute) {
-  std::vector<Segment> out;
-  std::vector<int> rootOrder;
-  std::vector<std::vector<int>> byRoot(nranks);
-  for (size_t t = 0; t < treeCount; ++t) {
-    const int root = f.tree(int(t)).root;
-    if (byRoot[root].empty()) rootOrder.push_back(root);
-    byRoot[root].push_back(int(t));
-  }
-  std::vector<int> seen(nranks, -1);
-  int stamp = 0;
-  // The children of `node` in the trees `ids`, in order of first appearance.
-  auto firstSeen = [&](const std::vector<int>& ids, int node) {
-    std::vector<int> order;
-    ++stamp;
-    for (int t : ids) {
-      f.forChildren(t, node, [&](int c) {
-        if (seen[c] != stamp) {
-          seen[c] = stamp;
-          order.push_back(c);
-        }
-      });
-    }
-    return order;
-  };
-  auto make = [&](int sender, int receiver, const Run& run, int parent) {
-    Segment s;
-    s.sender = sender;
-    s.receiver = receiver;
-    s.t0 = run.t0;
-    s.t1 = run.t1;
-    s.route = run.route;
-    s.back = run.route < 0 ? -1 : reverseRoute.at(run.route);
-    s.parent = parent;
-    s.depth = parent < 0 ? 1 : out[parent].depth + 1;
-    s.lo = f.tree(run.t0).first;
-    s.hi = f.tree(run.t1 - 1).first + f.tree(run.t1 - 1).count;
-    out.push_back(std::move(s));
-    const int id = int(out.size()) - 1;
-    if (parent >= 0) out[parent].children.push_back(id);
-    return id;
-  };
-  std::vector<int> frontier;
-  for (int root : rootOrder) {
-    for (int c : firstSeen(byRoot[root], root)) {
-      for (const Run& run : runs(f, byRoot[root], root, c)) frontier.push_back(make(root, c, run, -1));
-    }
-  }
-  std::vector<int> ids;
-  while (!frontier.empty()) {
-    std::vector<int> next;
-    for (int s : frontier) {
-      const int x = out[s].receiver;
-      ids.clear();
-      for (int t = out[s].t0; t < out[s].t1; ++t) ids.push_back(t);
-      for (int c : firstSeen(ids, x)) {
-        for (const Run& run : runs(f, ids, x, c)) next.push_back(make(x, c, run, s));
-      }
-    }
-    frontier = std::move(next);
-  }
-  return out;
-}
-
-struct ChannelKey {
-  int x, wx, y, wy, route, lane;
-  bool operator==(const ChannelKey& o) const {
-    return x == o.x && wx == o.wx && y == o.y && wy == o.wy && route == o.route && lane == o.lane;
-  }
-};
-struct ChannelKeyHash {
-  size_t operator()(const ChannelKey& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int v : {k.x, k.wx, k.y, k.wy, k.route, k.lane}) h = (h ^ uint32_t(v)) * 1099511628211ull;
-    return size_t(h);
-  }
-};
-
-// A down-phase worker pair (tree_plan._lanes' key): sender and its worker key, receiver and its
-// worker key, route.
-struct PairKey {
-  int sender;
-  int64_t sendKey;
-  int receiver;
-  int64_t recvKey;
-  int route;
-  bool operator==(const PairKey& o) const {
-    return sender == o.sender && sendKey == o.sendKey && receiver == o.receiver &&
-           recvKey == o.recvKey && route == o.route;
-  }
-};
-struct PairKeyHash {
-  size_t operator()(const PairKey& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : {int64_t(k.sender), k.sendKey, int64_t(k.receiver), k.recvKey, int64_t(k.route)}) {
-      h = (h ^ uint64_t(v)) * 1099511628211ull;
-    }
-    return size_t(h);
-  }
-};
-struct Lanes {
-  int64_t count;   // lanes
-  int64_t chunks;  // the pair's chunks per slice
-};
-using LaneTable = std::unordered_map<PairKey, Lanes, PairKeyHash>;
-
-struct Piece {
-  int lane;
-  int64_t lo, hi;
-};
-
-// tree_plan._lane_pieces: chunks lo..hi-1 of a segment of worker pair `key`, cut where its lanes
-// change (position p of the pair's slice is in lane p*m / C); `placed` is advanced.
-void lanePieces(const LaneTable& lanes, std::unordered_map<PairKey, int64_t, PairKeyHash>& placed,
-                const PairKey& key, int64_t lo, int64_t hi, std::vector<Piece>& out) {
-  out.clear();
-  auto it = lanes.find(key);
-  if (it == lanes.end()) {
-    out.push_back({0, lo, hi});
-    return;
-  }
-  const int64_t m = it->second.count, total = it->second.chunks;
-  int64_t& at = placed[key];
-  const int64_t before = at;
-  at += hi - lo;
-  for (int64_t a = lo; a < hi;) {
-    const int64_t pos = before + a - lo;
-    const int64_t lane = pos * m / total;
-    const int64_t z = std::min(hi, a + ((lane + 1) * total + m - 1) / m - pos);
-    out.push_back({int(lane), a, z});
-    a = z;
-  }
-}
-
-// tree_plan._Program: per-worker op lists, channels made on first use, entry handshakes last.
-class Program {
- public:
-  explicit Program(const TreeCompileOptions& o)
-      : compact_(o.compact), reverse_(o.reverseRoute), workerIds_(o.nranks), items_(o.nranks),
-        chans_(o.nranks) {}
-
-  int worker(int rank, int64_t key) {
-    if (compact_) key = 0;
-    auto [it, added] = workerIds_[rank].try_emplace(key, int(items_[rank].size()));
-    if (added) items_[rank].emplace_back();
-    return it->second;
-  }
-
-  std::vector<Op>& ops(int rank, int wid) { return items_[rank][wid]; }
-
-  // (channel on a, channel on b) joining worker wa of a and wb of b; data a -> b takes route_ab.
-  std::pair<int, int> channel(int a, int wa, int b, int wb, int routeAB, int lane = 0) {
-    const bool flip = std::make_pair(b, wb) < std::make_pair(a, wa);
-    const ChannelKey key = flip ? ChannelKey{b, wb, a, wa, routeAB < 0 ? -1 : reverse_.at(routeAB), lane}
-                                : ChannelKey{a, wa, b, wb, routeAB, lane};
-    auto it = channels_.find(key);
-    if (it == channels_.end()) {
-      const auto pair = channelPair(key.x, key.y);
-      chans_[key.x][pair.first].owner = key.wx;
-      chans_[key.y][pair.second].owner = key.wy;
-      it = channels_.emplace(key, pair).first;
-    }
-    const auto [p0, p1] = it->second;
-    return flip ? std::make_pair(p1, p0) : std::make_pair(p0, p1);
-  }
-
-  void handover(int rank, int from, int to) {
-    if (from == to) return;
-    auto it = loopbacks_.find({rank, from, to});
-    if (it == loopbacks_.end()) {
-      const auto pair = channelPair(rank, rank);
-      chans_[rank][pair.first].owner = from;
-      chans_[rank][pair.second].owner = to;
-      it = loopbacks_.emplace(std::make_tuple(rank, from, to), pair).first;
-    }
-    ops(rank, from).push_back(control(OpCode::Signal, it->second.first));
-    ops(rank, to).push_back(control(OpCode::Wait, it->second.second));
-  }
-
-  // A put by the channel's owner into its peer (the peer's doorman lets it in), along `route`.
-  void notePut(int rank, int ch, int route) {
-    noteSend(rank, chans_[rank][ch].owner, chans_[rank][ch].peer, ch, route);
-  }
-  void noteSend(int rank, int wid, int peer, int ch, int route) {
-    sendsTo_.emplace_back(rank, wid, peer);
-    if (route >= 0) chans_[rank][ch].route = route;
-  }
-
-  static Op control(OpCode code, int ch) {
-    Op op{};
-    op.code = code;
-    op.channel = channelId(ch);
-    op.count = 1;
-    return op;
-  }
-  static uint16_t channelId(int ch) {
-    if (ch > std::numeric_limits<uint16_t>::max()) {
-      throw std::invalid_argument("tree plan: channel id " + std::to_string(ch) +
-                                  " does not fit the op record (0 .. 65535)");
-    }
-    return static_cast<uint16_t>(ch);
-  }
-
-  // tree_plan._Program.emit: the doormen and entry waits, then the result.
-  TreeCompileResult emit(int64_t scratchEnd) {
-    std::sort(sendsTo_.begin(), sendsTo_.end());
-    sendsTo_.erase(std::unique(sendsTo_.begin(), sendsTo_.end()), sendsTo_.end());
-    const int n = int(items_.size());
-    std::vector<int> doorman(n, -1);
-    std::map<std::tuple<int, int, int>, int> entry;  // (rank, worker, peer) -> entry channel on rank
-    for (const auto& [rank, wid, peer] : sendsTo_) {
-      if (doorman[peer] < 0) {
-        doorman[peer] = int(items_[peer].size());
-        items_[peer].emplace_back();
-      }
-      const auto [mine, theirs] = channelPair(rank, peer);
-      entry[{rank, wid, peer}] = mine;
-      items_[peer][doorman[peer]].push_back(control(OpCode::Signal, theirs));
-    }
-    TreeCompileResult out;
-    out.scratchChunks = scratchEnd;
-    out.ranks.resize(n);
-    out.channelRoutes.resize(n);
-    std::vector<int> entered(n, -1);
-    int stamp = 0;
-    for (int rank = 0; rank < n; ++rank) {
-      RankProgram& program = out.ranks[rank];
-      for (const Channel& c : chans_[rank]) {
-        program.channels.push_back(ChannelSpec{c.peer, Transport::Auto});
-        out.channelRoutes[rank].push_back(c.route);
-      }
-      program.workers.resize(items_[rank].size());
-      for (size_t wid = 0; wid < items_[rank].size(); ++wid) {
-        std::vector<Op>& queued = items_[rank][wid];
-        std::vector<Op>& ops = program.workers[wid].ops;
-        ops.reserve(queued.size() + 4);
-        ++stamp;
-        for (const Op& op : queued) {
-          if (op.code == OpCode::Put || op.code == OpCode::PutSignal || op.code == OpCode::ReducePut) {
-            const int peer = chans_[rank][op.channel].peer;
-            if (entered[peer] != stamp) {
-              entered[peer] = stamp;
-              ops.push_back(control(OpCode::Wait, entry.at({rank, int(wid), peer})));
-            }
-          }
-          ops.push_back(op);
-        }
-        std::vector<Op>().swap(queued);
-      }
-    }
-    return out;
-  }
-
- private:
-  struct Channel {
-    int peer, owner, route;
-  };
-  std::pair<int, int> channelPair(int a, int b) {
-    chans_[a].push_back({b, -1, -1});
-    const int ca = int(chans_[a].size()) - 1;
-    chans_[b].push_back({a, -1, -1});
-    return {ca, int(chans_[b].size()) - 1};
-  }
-
-  bool compact_;
-  const std::vector<int>& reverse_;
-  std::vector<std::unordered_map<int64_t, int>> workerIds_;
-  std::vector<std::vector<std::vector<Op>>> items_;  // rank -> worker -> ops
-  std::vector<std::vector<Channel>> chans_;
-  std::unordered_map<ChannelKey, std::pair<int, int>, ChannelKeyHash> channels_;
-  std::map<std::tuple<int, int, int>, std::pair<int, int>> loopbacks_;
-  std::vector<std::tuple<int, int, int>> sendsTo_;
-};
 
 class Compiler {
  public:
@@ -784,6 +422,8 @@ class Compiler {
 
 }  // namespace
 
+}  // namespace trees
+
 TreeCompileResult compileTrees(const std::vector<TreeInput>& trees, const TreeCompileOptions& options) {
   if (options.collective != Collective::AllGather && options.collective != Collective::ReduceScatter &&
       options.collective != Collective::AllReduce) {
@@ -800,7 +440,7 @@ TreeCompileResult compileTrees(const std::vector<TreeInput>& trees, const TreeCo
     throw std::invalid_argument("tree plan: " + std::to_string(options.directRoute.size()) + " direct-route flags for " +
                                 std::to_string(options.reverseRoute.size()) + " routes");
   }
-  return Compiler(trees, options).run();
+  return trees::Compiler(trees, options).run();
 }
 
 }  // namespace forestcc::plan
