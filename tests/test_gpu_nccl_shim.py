@@ -40,13 +40,14 @@ def device_check(tmp_path_factory):
     return out
 
 
-def run_device_check(folder, tmp_path, n: int, mode: str, *args: str, **env: str):
+def run_device_check(folder, tmp_path, n: int, mode: str, *args: str, timeout: float = JOB_TIMEOUT,
+                     **env: str):
     rendezvous = tmp_path / f"{mode}-{n}"
     rendezvous.mkdir()
     cmd = [sys.executable, "-m", "forestcc.launcher", "-n", str(n), "--label",
            str(folder / "device_check"), mode, str(rendezvous), *args]
     return subprocess.run(cmd, env=clean_env(LD_PRELOAD=str(SHIM), **env), capture_output=True,
-                          text=True, timeout=JOB_TIMEOUT)
+                          text=True, timeout=timeout)
 
 
 def assert_ok(p, mode: str, n: int) -> None:
@@ -136,7 +137,8 @@ def test_abort_ends_a_call_waiting_for_its_peers(device_check, tmp_path):
 def test_async_error_shows_a_failure_on_the_gpu(device_check, tmp_path, n):
     # rank 1's kernel is held back, so the others' kernels time out (FORESTCC_TIMEOUT) after their
     # calls returned: ncclCommGetAsyncError, polled, must turn from ncclSuccess to that error
-    p = run_device_check(device_check, tmp_path, n, "async-error", FORESTCC_TIMEOUT="5")
+    # A few 5 s GPU timeouts in all: a hang shows in 90 s, not JOB_TIMEOUT (GPU time is scarce)
+    p = run_device_check(device_check, tmp_path, n, "async-error", timeout=90, FORESTCC_TIMEOUT="5")
     assert_ok(p, "async-error", n)
     line = next((ln for ln in p.stdout.splitlines() if "ASYNC-ERROR" in ln), "")
     assert "a call on GPU memory failed" in line, p.stdout[-3000:]

@@ -608,7 +608,22 @@ static void modeAsyncError(const char* dir) {
     waitFor(dir, "seen");
   }
   if (gate) *gate = 1; /* rank 1's kernel runs now, and fails too (rank 0's is gone) */
-  CHECK(ncclCommAbort(comm));
+  /* Rank 1's kernel still reads and signals rank 0's memory through CUDA IPC until it fails: rank 0
+   * keeps its communicator (and its process) until every other rank's abort returned, which
+   * waits for that rank's kernels. */
+  if (rank != 0) {
+    CHECK(ncclCommAbort(comm));
+    char name[64];
+    snprintf(name, sizeof name, "aborted-%d", rank);
+    touch(dir, name);
+  } else {
+    for (int r = 1; r < nranks; ++r) {
+      char name[64];
+      snprintf(name, sizeof name, "aborted-%d", r);
+      waitFor(dir, name);
+    }
+    CHECK(ncclCommAbort(comm));
+  }
 }
 
 int main(int argc, char** argv) {

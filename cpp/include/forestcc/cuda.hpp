@@ -16,5 +16,12 @@ bool cudaSemaphoreSelfTest();
 // Throws forestcc::Error when the build has no CUDA or the allocation fails.
 void* cudaAllocate(size_t bytes);
 void cudaRelease(void* p);
+// Loads forestcc's GPU kernels into `device`'s primary context now. CUDA loads a kernel lazily at
+// its first launch, and that load waits until all work already queued in the context has drained:
+// a first collective made while the caller's stream is held (behind a flag, a peer's event, a
+// long kernel) would block the host inside the launch, and, when what holds the stream is for
+// this rank's host to release, never return. Called where a program says it uses a GPU (the NCCL
+// shim's communicator init), before its streams hold anything. False: no CUDA, or a CUDA error.
+bool cudaLoadKernels(int device);
 
 }  // namespace forestcc

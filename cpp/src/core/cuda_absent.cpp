@@ -9,5 +9,6 @@ int cudaDeviceCount() { return 0; }
 bool cudaSemaphoreSelfTest() { return false; }
 void* cudaAllocate(size_t) { throw Error(ErrorCode::InvalidUsage, "this forestcc was built without CUDA"); }
 void cudaRelease(void*) {}
+bool cudaLoadKernels(int) { return false; }
 }  // namespace forestcc
 #endif

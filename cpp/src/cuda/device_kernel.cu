@@ -342,7 +342,11 @@ struct DeviceBackend {
 
 // __grid_constant__: the backend refers to the parameters in place; without it every thread
 // copied all of them (~2.6 KB) to its stack at the start of each launch.
-__global__ void __launch_bounds__(kDeviceThreads) runPlan(const __grid_constant__ LaunchArgs a) {
+// At least two blocks per SM (64 registers a thread, what it uses now): a worker's blocks and the
+// ranks sharing the GPU spin on each other, so every block of every rank's kernel must be resident
+// at once: 4 ranks x 64 blocks = 256 of the 264 an H100 or H200 holds at 2 per SM; at 1 per SM
+// (more registers) large calls would wait on blocks that never start.
+__global__ void __launch_bounds__(kDeviceThreads, 2) runPlan(const __grid_constant__ LaunchArgs a) {
   const uint32_t worker = blockIdx.x / a.blocksPerWorker, member = blockIdx.x % a.blocksPerWorker;
   uint32_t* abortFlag = a.launchScratch + a.workers;
   uint32_t* waits = abortFlag + 1 + uint64_t(blockIdx.x) * a.channelCount;
@@ -379,7 +383,24 @@ __global__ void divideKernel(T* data, uint64_t n, uint32_t by) {
     data[i] = narrow<T>(widen(loadFresh(data + i)) / static_cast<typename Wide<T>::type>(by));
 }
 
+template <class... T>
+bool loadDivideKernels() {
+  cudaFuncAttributes attributes;
+  return ((cudaFuncGetAttributes(&attributes, divideKernel<T>) == cudaSuccess) & ...);
+}
+
 }  // namespace
+
+// cudaFuncGetAttributes loads a kernel that lazy loading (CUDA_MODULE_LOADING=LAZY, the default)
+// has not loaded yet.
+bool loadKernels() {
+  cudaFuncAttributes attributes;
+  const bool ok = cudaFuncGetAttributes(&attributes, runPlan) == cudaSuccess &&
+                  loadDivideKernels<int8_t, uint8_t, int32_t, uint32_t, int64_t, uint64_t, __half, __nv_bfloat16,
+                                    float, double, Fp8E4M3, Fp8E5M2>();
+  if (!ok) cudaGetLastError();
+  return ok;
+}
 
 bool launchPlan(const LaunchArgs& args, uint64_t clearBytes, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);

@@ -77,4 +77,6 @@ bool launchPlan(const LaunchArgs& args, uint64_t clearBytes, void* stream);
 namespace forestcc::executor {
 // Avg: divides n elements of the output by `by` on `stream` (after the plan's kernel).
 bool launchDivide(void* data, uint64_t n, DataType dtype, uint32_t by, void* stream);
+// Loads runPlan and every divideKernel into the current device's context (forestcc::cudaLoadKernels).
+bool loadKernels();
 }  // namespace forestcc::executor

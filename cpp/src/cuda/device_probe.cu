@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cuda/device_launch.hpp"
 #include "forestcc/cuda.hpp"
 #include "forestcc/error.hpp"
 #include "forestcc/semaphore_device.hpp"
@@ -38,6 +39,18 @@ void* cudaAllocate(size_t bytes) {
 
 void cudaRelease(void* p) {
   if (p) cudaFree(p);
+}
+
+bool cudaLoadKernels(int device) {
+  int previous = -1;
+  if (device < 0 || cudaGetDevice(&previous) != cudaSuccess || (previous != device && cudaSetDevice(device) != cudaSuccess)) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ok = executor::loadKernels();
+  if (previous != device) cudaSetDevice(previous);
+  cudaGetLastError();
+  return ok;
 }
 
 int cudaDeviceCount() {

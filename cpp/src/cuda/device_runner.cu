@@ -152,6 +152,10 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "GPU memory given, but no CUDA device is visible", s.rank);
   }
   check(cudaGetDevice(&device_), s.rank, "cudaGetDevice");
+  // Every kernel of the runner loaded now: a kernel loaded lazily at its first launch waits for the
+  // context's queued work, and cannot be loaded at all while a CUDA graph is captured (an Avg of a
+  // new dtype inside a capture).
+  loadKernels();
   check(cudaStreamCreateWithFlags(&setup_, cudaStreamNonBlocking), s.rank, "creating the runner's stream");
   check(cudaMalloc(&semaphores_, kSemaphoreWords * sizeof(uint64_t)), s.rank, "allocating device semaphores");
   clear(semaphores_, kSemaphoreWords * sizeof(uint64_t), "clearing device semaphores");
@@ -445,6 +449,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   CallMailbox& mb = s.mailbox();
   writeStamp(mb.byCall[call.sequence % kStampHistory], call.stamp);
   __atomic_store_n(&mb.sequence, call.sequence, __ATOMIC_RELEASE);
+  ex_.ringPeerDoorbells();  // a peer asleep in awaitEntered wakes now, not at the end of its sleep
   s.published();
 
   LaunchArgs args{};

@@ -66,8 +66,14 @@ void Executor::publish(Call& call) {
   // sequence is a release store too: a peer that reads it past this call knows every signal this
   // rank sent in earlier calls has landed (watchPeer relies on it).
   __atomic_store_n(&mb.sequence, call.sequence, __ATOMIC_RELEASE);
-  // A peer may sleep waiting for this entry (awaitEntered, the stamp window): wake it, as a
-  // signal would.
+  ringPeerDoorbells();
+  s.published();
+}
+
+// A peer may sleep waiting for this rank's entry (awaitEntered, the stamp window): wake it, as a
+// signal would. Host calls (publish) and GPU calls (the CUDA runner) both enter through here.
+void Executor::ringPeerDoorbells() {
+  Communicator::State& s = *state_;
   if (!peerDoorbellsKnown_) {
     for (int r = 0; r < s.size; ++r)
       if (r != s.rank && !s.connections[r].empty())
@@ -75,7 +81,6 @@ void Executor::publish(Call& call) {
     peerDoorbellsKnown_ = true;
   }
   for (Doorbell* d : peerDoorbells_) ringDoorbell(*d);
-  s.published();
 }
 
 void Executor::publishScratch(const Call& call) {

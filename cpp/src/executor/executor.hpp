@@ -143,6 +143,8 @@ class Executor {
   [[noreturn]] void raiseFailureText(const Call& call, int worker, const Failure& f, std::exception_ptr backendError);
   ErrorContext contextOf(const Call& call, int worker, int64_t step) const;
   void publish(Call& call);
+  // Wakes same-node peers asleep waiting for this rank to enter a call (after its sequence store).
+  void ringPeerDoorbells();
   const PeerView& peerView(Call& call, int worker, int peer);
   // Throws a Mismatch (and poisons the communicator) unless `peer`'s stamp of this call is equal
   // to this rank's. `where` names the step that looked, for the message.

@@ -31,6 +31,7 @@ struct Driver {
   int (*getErrorString)(int error, const char** text) = nullptr;
   bool complete = false;  // every function above was found
   int (*ctxGetDevice)(int* device) = nullptr;  // optional: without it, no current device
+  void* getProcAddress = nullptr;               // optional: what the CUDA runtime starts from
 };
 
 template <class F>
@@ -57,6 +58,7 @@ Driver load() {
   find(lib, "cuMemcpyAsync", &d.memcpyAsync, &d.complete);
   find(lib, "cuGetErrorString", &d.getErrorString, &d.complete);
   d.ctxGetDevice = reinterpret_cast<decltype(d.ctxGetDevice)>(dlsym(lib, "cuCtxGetDevice"));
+  d.getProcAddress = dlsym(lib, "cuGetProcAddress_v2");
   return d;
 }
 
@@ -153,6 +155,8 @@ int currentDevice() {
   if (!d.ctxGetDevice || d.ctxGetDevice(&device) != 0) return -1;
   return device;
 }
+
+bool runtimeCanStart() { return driver().getProcAddress != nullptr; }
 
 void copyAfterStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, int device) {
   const Driver& d = usable("copying to or from GPU memory");

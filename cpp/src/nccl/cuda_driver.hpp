@@ -20,6 +20,9 @@ void lookForTheDriver();
 int deviceOf(const void* p);
 // The device of the calling thread's current context, -1 without CUDA or without a context.
 int currentDevice();
+// Whether the loaded libcuda.so.1 is a driver the CUDA runtime can start on (it has
+// cuGetProcAddress), not a stand-in such as tests/nccl/host_libcuda.c.
+bool runtimeCanStart();
 // Copies `bytes` between any two pointers (host or GPU: unified addressing) once the work
 // enqueued on `stream` so far has finished; returns when the copy is done. `device`: a device
 // whose primary context is made current if the thread has none.

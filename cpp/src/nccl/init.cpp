@@ -13,6 +13,7 @@
 #include "forestcc/bootstrap.hpp"
 #include "forestcc/communicator.hpp"
 #include "forestcc/config.hpp"
+#include "forestcc/cuda.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/cuda_driver.hpp"
 #include "nccl/groups.hpp"
@@ -45,6 +46,9 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id,
   forestcc::nccl::cuda::lookForTheDriver();  // CUDA loaded since the last init: GPU pointers are seen
   auto comm = std::make_unique<ncclComm>(rank, nranks, config);
   comm->device = device;
+  // The GPU kernels loaded now, not at the first launch: that load waits for the context's queued
+  // work, which may be a stream the program holds until this rank's call returns (async-error).
+  if (device >= 0 && forestcc::nccl::cuda::runtimeCanStart()) forestcc::cudaLoadKernels(device);
   auto connect = [nranks, id, rank](ncclComm& c) {
     auto bootstrap = std::make_unique<forestcc::Bootstrap>(rank, nranks, id, forestcc::config::timeoutSeconds());
     c.attach(std::make_shared<forestcc::Communicator>(std::move(bootstrap)));
