@@ -85,12 +85,15 @@ int Communicator::State::allocateSlot() {
 WaitPolicy Communicator::State::waitPolicy(int peer, double timeoutSeconds) const {
   // A pid means something only on this node (another node's peer dies as its sockets close).
   const bool here = peer != rank && peer >= 0 && peer < size && nodeOf[peer] == nodeOf[rank];
+  return WaitPolicy{timeoutSeconds, spinUs, yieldUs, rank, peer, here ? peers[peer].pid : 0, leftFlag(peer),
+                    &control->header, &control->doorbell};
+}
+
+const std::atomic<bool>* Communicator::State::leftFlag(int peer) const {
   // A peer behind a proxied link (tcp) that said goodbye and closed it will never signal again.
   const bool linked = peer != rank && peer >= 0 && peer < static_cast<int>(connections.size()) &&
                       !connections[peer].empty();
-  return WaitPolicy{timeoutSeconds, spinUs, yieldUs, rank, peer, here ? peers[peer].pid : 0,
-                    linked ? connections[peer].front()->peerLeftFlag() : nullptr, &control->header,
-                    &control->doorbell};
+  return linked ? connections[peer].front()->peerLeftFlag() : nullptr;
 }
 
 void Communicator::State::poison(const std::string& reason, ErrorCode code, uint64_t call) {
@@ -249,9 +252,7 @@ int Communicator::nodeOf(int r) const {
 
 bool Communicator::peerLeft(int r) const {
   nodeOf(r);  // throws for a rank out of range
-  const auto& links = state_->connections;
-  if (r == state_->rank || r >= static_cast<int>(links.size()) || links[r].empty()) return false;
-  const std::atomic<bool>* left = links[r].front()->peerLeftFlag();
+  const std::atomic<bool>* left = state_->leftFlag(r);
   return left && left->load(std::memory_order_acquire);
 }
 

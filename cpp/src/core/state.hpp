@@ -64,6 +64,8 @@ struct Communicator::State {
 
   int allocateSlot();
   WaitPolicy waitPolicy(int peer, double timeoutSeconds) const;
+  // Set once `peer` has left (Connection::peerLeftFlag of its link); null where its link cannot tell.
+  const std::atomic<bool>* leftFlag(int peer) const;
   // Poison here and on every connected peer (first poisoner wins); `code` is the kind of the error
   // that did it, so waiters woken by a mismatch raise a mismatch too.
   void poison(const std::string& reason, ErrorCode code = ErrorCode::Aborted, uint64_t call = 0);

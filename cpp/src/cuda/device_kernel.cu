@@ -344,8 +344,9 @@ struct DeviceBackend {
 // copied all of them (~2.6 KB) to its stack at the start of each launch.
 // At least two blocks per SM (64 registers a thread, what it uses now): a worker's blocks and the
 // ranks sharing the GPU spin on each other, so every block of every rank's kernel must be resident
-// at once: 4 ranks x 64 blocks = 256 of the 264 an H100 or H200 holds at 2 per SM; at 1 per SM
-// (more registers) large calls would wait on blocks that never start.
+// at once: 4 ranks x 64 blocks = 256 of the 264 an H100 SXM or H200 (132 SMs) holds at 2 per SM; at
+// 1 per SM (more registers) large calls would wait on blocks that never start. Smaller GPUs hold
+// fewer (H100 PCIe, 114 SMs: 228; A100, 108: 216), and nothing checks the fit before a launch.
 __global__ void __launch_bounds__(kDeviceThreads, 2) runPlan(const __grid_constant__ LaunchArgs a) {
   const uint32_t worker = blockIdx.x / a.blocksPerWorker, member = blockIdx.x % a.blocksPerWorker;
   uint32_t* abortFlag = a.launchScratch + a.workers;

@@ -152,9 +152,10 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "GPU memory given, but no CUDA device is visible", s.rank);
   }
   check(cudaGetDevice(&device_), s.rank, "cudaGetDevice");
-  // Every kernel of the runner loaded now: a kernel loaded lazily at its first launch waits for the
-  // context's queued work, and cannot be loaded at all while a CUDA graph is captured (an Avg of a
-  // new dtype inside a capture).
+  // Every kernel of the runner loaded now, at the first call on GPU memory: a kernel loaded lazily
+  // cannot be loaded at all while a CUDA graph is captured (an Avg of a new dtype inside a later
+  // capture). A load waits for the context's queued work, this one too: only a load before the
+  // program's streams hold anything avoids that (forestcc::cudaLoadKernels, the NCCL shim's init).
   loadKernels();
   check(cudaStreamCreateWithFlags(&setup_, cudaStreamNonBlocking), s.rank, "creating the runner's stream");
   check(cudaMalloc(&semaphores_, kSemaphoreWords * sizeof(uint64_t)), s.rank, "allocating device semaphores");

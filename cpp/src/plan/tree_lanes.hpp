@@ -1,5 +1,6 @@
 // Lanes of the tree compiler (tree_compiler.cpp; tree_plan._lanes, _lane_pieces): a heavy
-// down-phase worker pair on a direct link spreads its puts over spare channels, its lanes. Here
+// down-phase worker pair on a direct link spreads its puts over spare channels, its lanes, and the
+// up phase spreads the mirrored pair's puts alike (Compiler::upPhase asks with the same key). Here
 // the pair's key, its lane count and the cut of a segment's chunks into per-lane pieces; which
 // pairs get how many lanes is the compiler's choice (Compiler::planLanes), since it needs the
 // worker keys and channel counts. A header alone: a few small types and one short function.

@@ -29,7 +29,7 @@ from ..plan import ops as plan_ops
 from ..plan.bulk import paused_gc
 from ..topology.model import Topology
 from .forest import Forest, generate_forest
-from .tree_plan import TreeSpec, compile_trees
+from .tree_plan import TreeSpec, compile_trees, single_link
 
 __all__ = ["DEFAULT_MAX_SLICES", "DEFAULT_MIN_SLICE_BYTES", "PREDICTION_BYTES", "compile_forest",
            "forest_plan", "forest_tree_specs", "record_routes"]
@@ -125,7 +125,7 @@ def compile_forest(forest: Forest, *, mode: str = "pipelined", in_place: bool = 
         "method": forest.method,
         "mode": mode,
         # whether lanes could apply: a compact plan or one with no single-link route has none
-        "lanes": lanes and mode != "compact" and any(len(path) == 2 for path in routes.values()),
+        "lanes": lanes and mode != "compact" and any(map(single_link, routes.values())),
         "trees": len(forest.trees),
         "bound_algbw": _text(forest.bound_algbw),
         "achieved_algbw": _text(algbw),

@@ -75,7 +75,7 @@ from ..plan import PlanBuilder
 from ..plan import ops as plan_ops
 
 __all__ = ["ENGINES", "MAX_CHANNELS_PER_PEER", "MAX_REDUCE_SOURCES", "MODES", "TreeSpec",
-           "compile_trees"]
+           "compile_trees", "single_link"]
 
 IN, OUT, SCR = plan_ops.INPUT, plan_ops.OUTPUT, plan_ops.SCRATCH
 MODES = ("pipelined", "compact")
@@ -380,7 +380,7 @@ def _compile_native(b: PlanBuilder, trees, mode, max_channels_per_peer, lanes=Tr
     while len(reverse) < len(paths):  # reversing may add paths: their reverses follow
         reverse.append(intern(tuple(reversed(paths[len(reverse)]))))
     # one link: its worker pairs may take lanes
-    direct = [int(lanes and len(path) == 2) for path in paths]
+    direct = [int(lanes and single_link(path)) for path in paths]
     channels, workers, channel_routes, scratch = _C.plan.compile_trees(
         b.collective, b.nranks, b.chunks_per_block, mode == "compact", b.in_place,
         max_channels_per_peer, specs, reverse, direct)
@@ -577,6 +577,12 @@ def _channels_per_pair(collective, segments, send_key, recv_key, mode) -> dict:
     return {pair: len(keys) for pair, keys in pairs.items()}
 
 
+def single_link(route) -> bool:
+    """Whether a route (its nodes, in order) is one link, not a path through a switch: only the
+    worker pairs of such routes take lanes (_lanes says why)."""
+    return route is not None and len(route) == 2
+
+
 def _lanes(segments, send_key, recv_key, used: dict, limit: int, cost: int) -> dict:
     """Lanes: {(sender, its worker key, receiver, its worker key, route) of the down phase:
     (lanes, chunks per slice)} for the worker pairs whose puts are spread over more than one
@@ -594,7 +600,7 @@ def _lanes(segments, send_key, recv_key, used: dict, limit: int, cost: int) -> d
     are shared by other rank pairs, whose channels would lose their share to the lanes."""
     loads: dict = {}  # worker pair -> chunks per slice, in segment order
     for seg in segments:
-        if seg.route is None or len(seg.route) != 2:
+        if not single_link(seg.route):
             continue  # through a switch, whose links other rank pairs share: see above
         key = (seg.sender, send_key[id(seg)], seg.receiver, recv_key[id(seg)], seg.route)
         loads[key] = loads.get(key, 0) + seg.hi - seg.lo

@@ -1,5 +1,6 @@
 #include "transport/tcp/goodbye_at_exit.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,9 +20,17 @@ struct Listed {
 };
 
 // Never destroyed: the handler runs among static destructors, in no order we choose.
+Listed* gListed = nullptr;
 Listed& listed() {
-  static Listed* l = new Listed;
-  return *l;
+  static std::once_flag made;
+  std::call_once(made, [] {
+    gListed = new Listed;
+    // A child forked while another thread held `mu` would find it locked forever (its exit, and
+    // any communicator it makes, would hang): the child gets a registry of its own. The old one
+    // is left as it is (its mutex may be held by a thread the child does not have).
+    pthread_atfork(nullptr, nullptr, [] { gListed = new Listed; });
+  });
+  return *gListed;
 }
 
 void atExit() {

@@ -98,7 +98,8 @@ void TcpProxy::lost(TcpPeer& peer, int stream) {
 
 void TcpProxy::sendPending() {
   for (auto& p : peers_) {
-    if (p->dead()) continue;
+    // A peer that left reads nothing more: what is queued for it stays (its flush fails), unsent.
+    if (p->dead() || p->left().load(std::memory_order_acquire)) continue;
     for (int s = 0; s < p->streams(); ++s)
       if (p->pendingOutput(s) && !p->send(s)) lost(*p, s);
   }
