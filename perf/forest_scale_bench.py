@@ -12,7 +12,9 @@ case, and is stopped after --timeout seconds (printed as "> T s"). Prints, per c
 method that produced the forest, wall and CPU seconds (the machine may be shared: CPU seconds are
 the steadier number), max-flows run, whether achieved == bound exactly, peak memory, and the
 authors' published time where there is one (their Python code, 2-core machine,
-/work/shared/reference/algorithms.md).
+/work/shared/reference/algorithms.md). With --json, the generic path's CPU seconds per step
+(bound, switch removal, packing, shallowing, routing) and the max-flows of switch removal and
+packing too.
 
     python perf/forest_scale_bench.py [--max-ranks 1024] [--timeout 600] [--only NAME] [--json]
 """
