@@ -41,6 +41,11 @@ py::dict statsDict() {
   d["seconds_bound"] = s.secondsBound;
   d["seconds_switch_removal"] = s.secondsSplit;
   d["seconds_packing"] = s.secondsPack;
+  d["maxflows_switch_removal"] = s.maxflowsSplit;
+  d["maxflows_packing"] = s.maxflowsPack;
+  d["cpu_seconds_bound"] = s.cpuSecondsBound;
+  d["cpu_seconds_shallowing"] = s.cpuSecondsShallow;
+  d["cpu_seconds_routing"] = s.cpuSecondsPaths;
   d["cpu_seconds_switch_removal"] = s.cpuSecondsSplit;
   d["cpu_seconds_packing"] = s.cpuSecondsPack;
   d["shallowing_changes"] = s.shallowingChanges;

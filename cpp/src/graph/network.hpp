@@ -44,13 +44,16 @@ Cap checkedCap(Wide value, const char* what);  // throws when value does not fit
 // Counters reported back to Python so benchmarks can say where the time went.
 struct Stats {
   long long maxflows = 0;
+  // Of those, the ones each step ran (the rest: the exact cut bound).
+  long long maxflowsSplit = 0, maxflowsPack = 0;
   long long switchesBatched = 0;   // switches isolated by one checked plan (switch_removal.cpp)
   long long switchesPairwise = 0;  // switches isolated pair by pair (the plan did not hold)
   long long arcsByBatch = 0;       // tree arcs admitted in node-by-node batches (tree_packing.cpp)
   long long shallowingChanges = 0;  // parent trades and moves the shallowing pass made
   // Processor seconds of the two steps that dominate the generic path (on a shared machine the
   // wall seconds above them say little).
-  double cpuSecondsSplit = 0, cpuSecondsPack = 0;
+  double cpuSecondsBound = 0, cpuSecondsSplit = 0, cpuSecondsPack = 0, cpuSecondsShallow = 0,
+         cpuSecondsPaths = 0;
   double secondsBound = 0, secondsSplit = 0, secondsPack = 0, secondsShallow = 0,
          secondsPaths = 0;
 };

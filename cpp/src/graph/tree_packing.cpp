@@ -366,10 +366,12 @@ class TreePacking {
 std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode) {
   auto start = std::chrono::steady_clock::now();
   const std::clock_t cpu = std::clock();
+  const long long flows = stats().maxflows;
   TreePacking packing(graph, k, kSharedLevels);
   std::vector<LogicalTree> trees = (byNode < 0 ? graph.count >= kByNodeFrom : byNode != 0)
                                           ? packing.runByNode()
                                           : packing.run();
+  stats().maxflowsPack += stats().maxflows - flows;
   stats().cpuSecondsPack += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   stats().secondsPack +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -378,6 +380,7 @@ std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNo
 
 std::vector<PhysicalTree> routeTrees(SwitchFreeGraph& graph, const std::vector<LogicalTree>& trees) {
   auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu = std::clock();
   std::vector<PhysicalTree> out;
   for (const LogicalTree& t : trees) {
     // Take t.multiplicity units of routing from each arc, then cut [0, multiplicity) at every
@@ -412,6 +415,7 @@ std::vector<PhysicalTree> routeTrees(SwitchFreeGraph& graph, const std::vector<L
       done += step;
     }
   }
+  stats().cpuSecondsPaths += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   stats().secondsPaths +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
