@@ -2,7 +2,9 @@
 // capacities (bandwidths scaled to a common unit by the Python side), parallel arcs merged.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -44,19 +46,44 @@ Cap checkedCap(Wide value, const char* what);  // throws when value does not fit
 // Counters reported back to Python so benchmarks can say where the time went.
 struct Stats {
   long long maxflows = 0;
-  // Of those, the ones each step ran (the rest: the exact cut bound).
+  // Of those, the ones switch removal and packing ran (the rest: the exact cut bound and the
+  // check of the capacities scaled for k trees, capacitiesForTrees, at least N + 1 max-flows).
   long long maxflowsSplit = 0, maxflowsPack = 0;
   long long switchesBatched = 0;   // switches isolated by one checked plan (switch_removal.cpp)
   long long switchesPairwise = 0;  // switches isolated pair by pair (the plan did not hold)
   long long arcsByBatch = 0;       // tree arcs admitted in node-by-node batches (tree_packing.cpp)
   long long shallowingChanges = 0;  // parent trades and moves the shallowing pass made
-  // Processor seconds of the two steps that dominate the generic path (on a shared machine the
-  // wall seconds above them say little).
+  // Processor and wall seconds per step of the generic path (on a shared machine the wall seconds
+  // say little); capacitiesForTrees is in neither the bound's nor any other step's.
   double cpuSecondsBound = 0, cpuSecondsSplit = 0, cpuSecondsPack = 0, cpuSecondsShallow = 0,
          cpuSecondsPaths = 0;
   double secondsBound = 0, secondsSplit = 0, secondsPack = 0, secondsShallow = 0,
          secondsPaths = 0;
 };
 Stats& stats();
+
+// Adds one step's wall and processor seconds (and, given a counter, the max-flows it ran) to
+// stats() when the scope ends: the one place the steps of the generic path are timed.
+class StepTimer {
+ public:
+  StepTimer(double& wall, double& cpu, long long* maxflows = nullptr)
+      : wall_(wall), cpu_(cpu), maxflows_(maxflows), start_(std::chrono::steady_clock::now()),
+        clock_(std::clock()), flows_(stats().maxflows) {}
+  StepTimer(const StepTimer&) = delete;
+  StepTimer& operator=(const StepTimer&) = delete;
+  ~StepTimer() {
+    if (maxflows_) *maxflows_ += stats().maxflows - flows_;
+    cpu_ += static_cast<double>(std::clock() - clock_) / CLOCKS_PER_SEC;
+    wall_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  double& wall_;
+  double& cpu_;
+  long long* maxflows_;
+  std::chrono::steady_clock::time_point start_;
+  std::clock_t clock_;
+  long long flows_;
+};
 
 }  // namespace forestcc::graph

@@ -1,8 +1,6 @@
 #include "graph/optimum.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <map>
 #include <numeric>
 #include <queue>
@@ -108,8 +106,7 @@ std::vector<int> sinkRepresentatives(const Network& net) {
 }
 
 CutBound maxRatioCut(const Network& net) {
-  auto start = std::chrono::steady_clock::now();
-  const std::clock_t cpu = std::clock();
+  StepTimer timer(stats().secondsBound, stats().cpuSecondsBound);
   const int n = net.n;
   const Cap count = net.computeCount();
   // Start from the best single-node cut S = V \ {v}: N−1 shards must enter v.
@@ -155,9 +152,6 @@ CutBound maxRatioCut(const Network& net) {
     if (allSinks) break;
     allSinks = true;  // final check of every compute node at this λ
   }
-  stats().cpuSecondsBound += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  stats().secondsBound +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return best;
 }
 

@@ -1,8 +1,6 @@
 #include "graph/switch_removal.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -420,7 +418,10 @@ class SwitchRemoval {
         ++stats().switchesBatched;
         return true;
       }
-      for (std::vector<char>& X : violated) avoid.push_back(std::move(X));
+      // Two sinks of one violated set, or a later plan, may name a set again: keep one copy
+      // (isolationPlan's inside() walks the whole list for every pair; a copy changes no plan).
+      for (std::vector<char>& X : violated)
+        if (std::find(avoid.begin(), avoid.end(), X) == avoid.end()) avoid.push_back(std::move(X));
     }
     return false;
   }
@@ -509,15 +510,8 @@ class SwitchRemoval {
 
 SwitchFreeGraph removeSwitches(const Network& net, const std::vector<Cap>& caps, Cap k,
                                bool batched) {
-  auto start = std::chrono::steady_clock::now();
-  const std::clock_t cpu = std::clock();
-  const long long flows = stats().maxflows;
-  SwitchFreeGraph g = SwitchRemoval(net, caps, k, batched).run();
-  stats().maxflowsSplit += stats().maxflows - flows;
-  stats().cpuSecondsSplit += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  stats().secondsSplit +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return g;
+  StepTimer timer(stats().secondsSplit, stats().cpuSecondsSplit, &stats().maxflowsSplit);
+  return SwitchRemoval(net, caps, k, batched).run();
 }
 
 }  // namespace forestcc::graph

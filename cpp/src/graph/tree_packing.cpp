@@ -2,8 +2,6 @@
 
 #include "graph/group_flow.hpp"
 
-#include <chrono>
-#include <ctime>
 #include <deque>
 #include <limits>
 #include <queue>
@@ -364,23 +362,16 @@ class TreePacking {
 }  // namespace
 
 std::vector<LogicalTree> packTrees(const SwitchFreeGraph& graph, Cap k, int byNode) {
-  auto start = std::chrono::steady_clock::now();
-  const std::clock_t cpu = std::clock();
-  const long long flows = stats().maxflows;
+  StepTimer timer(stats().secondsPack, stats().cpuSecondsPack, &stats().maxflowsPack);
   TreePacking packing(graph, k, kSharedLevels);
   std::vector<LogicalTree> trees = (byNode < 0 ? graph.count >= kByNodeFrom : byNode != 0)
                                           ? packing.runByNode()
                                           : packing.run();
-  stats().maxflowsPack += stats().maxflows - flows;
-  stats().cpuSecondsPack += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  stats().secondsPack +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return trees;
 }
 
 std::vector<PhysicalTree> routeTrees(SwitchFreeGraph& graph, const std::vector<LogicalTree>& trees) {
-  auto start = std::chrono::steady_clock::now();
-  const std::clock_t cpu = std::clock();
+  StepTimer timer(stats().secondsPaths, stats().cpuSecondsPaths);
   std::vector<PhysicalTree> out;
   for (const LogicalTree& t : trees) {
     // Take t.multiplicity units of routing from each arc, then cut [0, multiplicity) at every
@@ -415,9 +406,6 @@ std::vector<PhysicalTree> routeTrees(SwitchFreeGraph& graph, const std::vector<L
       done += step;
     }
   }
-  stats().cpuSecondsPaths += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  stats().secondsPaths +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 

@@ -1,8 +1,6 @@
 #include "graph/tree_shallowing.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <map>
 #include <utility>
 
@@ -187,13 +185,8 @@ class Shallowing {
 
 std::vector<LogicalTree> shallowTrees(const SwitchFreeGraph& graph, const std::vector<LogicalTree>& trees,
                                       long long maxPairChecks) {
-  auto start = std::chrono::steady_clock::now();
-  const std::clock_t cpu = std::clock();
-  std::vector<LogicalTree> out = Shallowing(graph, trees, maxPairChecks).run();
-  stats().cpuSecondsShallow += static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
-  stats().secondsShallow +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
+  StepTimer timer(stats().secondsShallow, stats().cpuSecondsShallow);
+  return Shallowing(graph, trees, maxPairChecks).run();
 }
 
 }  // namespace forestcc::graph
