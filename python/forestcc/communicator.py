@@ -104,6 +104,12 @@ class Communicator(CollectivesMixin):
         """The node number of ``rank`` (nodes numbered by first appearance in rank order)."""
         return self._native.node_of(rank)
 
+    def peer_left(self, rank: int) -> bool:
+        """Whether ``rank``, on another host, has left the job: it said goodbye (destroyed its
+        communicator, or its process exited) and closed its connection. A later wait on it raises
+        at once. False for ranks on this host (their waits watch the process instead)."""
+        return self._native.peer_left(rank)
+
     def last_plan(self, collective: str) -> str | None:
         """The name of the built-in plan this rank's last ``collective`` call by algorithm name
         or ``"auto"`` ran (e.g. ``"eager_all_reduce_2_in_place"``: what auto chose), or None
