@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include "graph/group_flow.hpp"
 #include "graph/optimum.hpp"
 #include "graph/tree_packing.hpp"
@@ -125,7 +127,8 @@ Cap maxFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
 Cap groupFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
                 const std::vector<Cap>& cap, const std::vector<std::vector<int>>& groups,
                 const std::vector<Cap>& supply, int sink, Cap limit, int extraRank,
-                Cap extraSupply, std::vector<char>* side) {
+                Cap extraSupply, std::vector<char>* side,
+                const std::vector<std::tuple<int, int, Cap>>& lowered = {}) {
   if (n <= 0 || sink < 0 || sink >= n || groups.size() != supply.size())
     throw std::invalid_argument("group_flow: bad sink or groups");
   if (src.size() != dst.size() || src.size() != cap.size())
@@ -162,7 +165,16 @@ Cap groupFlowPy(int n, const std::vector<int>& src, const std::vector<int>& dst,
     members.push_back(&ranks[j]);
   }
   GroupFlow flow;
-  flow.setGraph(n, &matrix, std::move(neighbours));
+  flow.setGraph(n, matrix, neighbours);
+  // Capacities lowered after the graph was set, as packing lowers them (a pair emptied both ways
+  // is then dropped).
+  for (const auto& [u, v, amount] : lowered) {
+    if (u < 0 || u >= n || v < 0 || v >= n || u == v || amount < 0 ||
+        amount > matrix[static_cast<size_t>(v) * n + u])
+      throw std::invalid_argument("group_flow: lowered arc out of range or below zero");
+    flow.changeCapacity(u, v, -amount);
+  }
+  if (!lowered.empty()) flow.dropEmptyArcs();
   Cap value = flow.run(sink, active, supply, memberOf, members, limit, extraRank, extraSupply, side);
   if (flow.run(sink, active, supply, memberOf, members, limit, extraRank, extraSupply) !=
       value)  // a second run starts clean
@@ -198,16 +210,18 @@ PYBIND11_MODULE(_graph, m) {
       "group_flow",
       [](int n, const std::vector<int>& src, const std::vector<int>& dst,
          const std::vector<Cap>& cap, const std::vector<std::vector<int>>& groups,
-         const std::vector<Cap>& supply, int sink, Cap limit, int extraRank, Cap extraSupply) {
+         const std::vector<Cap>& supply, int sink, Cap limit, int extraRank, Cap extraSupply,
+         const std::vector<std::tuple<int, int, Cap>>& lowered) {
         return groupFlowPy(n, src, dst, cap, groups, supply, sink, limit, extraRank, extraSupply,
-                           nullptr);
+                           nullptr, lowered);
       },
       py::arg("n"), py::arg("src"), py::arg("dst"), py::arg("cap"), py::arg("groups"),
       py::arg("supply"), py::arg("sink"), py::arg("limit"), py::arg("extra_rank") = -1,
-      py::arg("extra_supply") = 0,
+      py::arg("extra_supply") = 0, py::arg("lowered") = std::vector<std::tuple<int, int, Cap>>{},
       "Max-flow into sink (stopped at limit) from groups that may enter at any of their members, "
       "each supplying its amount, plus extra_supply entering at extra_rank alone; groups holding "
-      "the sink are left out (for tests).");
+      "the sink are left out; `lowered` (src, dst, amount) lowers arcs after the graph is set, as "
+      "packing does (for tests).");
   m.def(
       "group_flow_cut",
       [](int n, const std::vector<int>& src, const std::vector<int>& dst,

@@ -1,6 +1,7 @@
 #include "graph/group_flow.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace forestcc::graph {
 
@@ -11,35 +12,75 @@ bool hasBit(const std::vector<Word>& bits, int i) { return (bits[i / 64] >> (i %
 
 }  // namespace
 
-void GroupFlow::setGraph(int n, const std::vector<Cap>* capIn,
-                         std::vector<std::vector<int>> neighbours) {
+void GroupFlow::setGraph(int n, const std::vector<Cap>& capIn,
+                         const std::vector<std::vector<int>>& neighbours) {
   n_ = n;
-  capIn_ = capIn;
-  neighbours_ = std::move(neighbours);
-  flow_.assign(static_cast<size_t>(n) * n, 0);
-  touched_.clear();
+  std::vector<std::vector<Cap>> outCaps(n), inCaps(n);
+  for (int v = 0; v < n; ++v)
+    for (int u : neighbours[v]) {
+      outCaps[v].push_back(capIn[static_cast<size_t>(u) * n + v]);
+      inCaps[v].push_back(capIn[static_cast<size_t>(v) * n + u]);
+    }
+  buildLinks(neighbours, outCaps, inCaps);
   hubIn_.assign(n, {});
   rankDist_.assign(n, -1);
   rankCursor_.assign(n, 0);
 }
 
-void GroupFlow::dropEmptyArcs() {
+// Lays out the links rank by rank, each rank's sorted by neighbour, and pairs the mirrors.
+// outCaps[v][i] / inCaps[v][i]: capacities of v -> neighbours[v][i] and back.
+void GroupFlow::buildLinks(const std::vector<std::vector<int>>& neighbours,
+                           const std::vector<std::vector<Cap>>& outCaps,
+                           const std::vector<std::vector<Cap>>& inCaps) {
+  links_.clear();
+  first_.assign(n_ + 1, 0);
   for (int v = 0; v < n_; ++v) {
-    std::vector<int>& list = neighbours_[v];
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [&](int u) {
-                                return (*capIn_)[static_cast<size_t>(v) * n_ + u] <= 0 &&
-                                       (*capIn_)[static_cast<size_t>(u) * n_ + v] <= 0;
-                              }),
-               list.end());
+    first_[v] = links_.size();
+    std::vector<size_t> order(neighbours[v].size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return neighbours[v][a] < neighbours[v][b]; });
+    for (size_t i : order) links_.push_back({neighbours[v][i], -1, outCaps[v][i], inCaps[v][i], 0});
   }
+  first_[n_] = links_.size();
+  for (int v = 0; v < n_; ++v)
+    for (size_t a = first_[v]; a < first_[v + 1]; ++a)
+      links_[a].mirror = linkOf(links_[a].to, v);
+  touched_.clear();
 }
 
-void GroupFlow::pushRank(int u, int v, Cap amount) {
-  const size_t a = static_cast<size_t>(u) * n_ + v, b = static_cast<size_t>(v) * n_ + u;
-  if (flow_[a] == 0 && flow_[b] == 0) touched_.push_back(std::min(a, b));
-  flow_[a] += amount;
-  flow_[b] -= amount;
+int GroupFlow::linkOf(int u, int v) const {
+  const auto begin = links_.begin() + first_[u], end = links_.begin() + first_[u + 1];
+  const auto it = std::lower_bound(begin, end, v, [](const Link& l, int to) { return l.to < to; });
+  if (it == end || it->to != v) throw std::logic_error("GroupFlow: ranks that are not neighbours");
+  return static_cast<int>(it - links_.begin());
+}
+
+void GroupFlow::changeCapacity(int u, int v, Cap delta) {
+  Link& l = links_[linkOf(u, v)];
+  l.out += delta;
+  links_[l.mirror].in += delta;
+}
+
+void GroupFlow::dropEmptyArcs() {
+  std::vector<std::vector<int>> neighbours(n_);
+  std::vector<std::vector<Cap>> outCaps(n_), inCaps(n_);
+  for (int v = 0; v < n_; ++v)
+    for (size_t a = first_[v]; a < first_[v + 1]; ++a) {
+      const Link& l = links_[a];
+      if (l.out <= 0 && l.in <= 0) continue;
+      neighbours[v].push_back(l.to);
+      outCaps[v].push_back(l.out);
+      inCaps[v].push_back(l.in);
+    }
+  buildLinks(neighbours, outCaps, inCaps);
+}
+
+void GroupFlow::pushLink(size_t link, Cap amount) {
+  Link& l = links_[link];
+  if (l.flow == 0) touched_.push_back(link);
+  l.flow += amount;
+  links_[l.mirror].flow -= amount;
 }
 
 Cap& GroupFlow::hubFlow(int j, int v) {
@@ -55,8 +96,8 @@ Cap& GroupFlow::hubFlow(int j, int v) {
 
 void GroupFlow::clear() {
   for (size_t a : touched_) {
-    flow_[a] = 0;
-    flow_[(a % n_) * n_ + a / n_] = 0;
+    links_[a].flow = 0;
+    links_[links_[a].mirror].flow = 0;
   }
   touched_.clear();
   for (int j : hubsUsed_) {
@@ -92,17 +133,18 @@ Cap GroupFlow::run(int sink, const std::vector<Word>& active, const std::vector<
   hubDist_.assign(hubs, -1);
   hubCursor_.resize(hubs);
   Cap total = 0;
-  auto take = [&](int j, int x, Cap amount) {  // hub j sends amount along x -> sink
-    hubFlow(j, x) += amount;
+  auto take = [&](int j, size_t link, Cap amount) {  // hub j sends amount along the link's to -> sink
+    hubFlow(j, links_[link].to) += amount;
     used_[j] += amount;
     if (used_[j] == supply_[j]) supplied_[j / 64] &= ~(Word(1) << (j % 64));
-    pushRank(x, sink, amount);
+    pushLink(links_[link].mirror, amount);
     total += amount;
   };
   // Straight paths hub -> x -> sink: every in-neighbour x of the sink passes on what the groups
   // holding x still supply, as far as its arc allows.
-  for (int x : neighbours_[sink]) {
-    Cap room = residual(x, sink);
+  for (size_t a = first_[sink]; a < first_[sink + 1]; ++a) {
+    const int x = links_[a].to;
+    Cap room = inRoom(links_[a]);
     const std::vector<Word>& groups = memberOf[x];
     // The caller's bitsets may be wider than supplied_ (tree packing widens memberOf by doubling).
     const size_t span = std::min(groups.size(), supplied_.size());
@@ -111,12 +153,12 @@ Cap GroupFlow::run(int sink, const std::vector<Word>& active, const std::vector<
            bits &= bits - 1) {
         const int j = static_cast<int>(w * 64) + lowestBit(bits);
         const Cap amount = std::min({room, supply_[j] - used_[j], limit - total});
-        take(j, x, amount);
+        take(j, a, amount);
         room -= amount;
       }
     }
     if (x == extraRank_ && hasBit(supplied_, extra_) && room > 0 && total < limit)
-      take(extra_, x, std::min({room, supply_[extra_] - used_[extra_], limit - total}));
+      take(extra_, a, std::min({room, supply_[extra_] - used_[extra_], limit - total}));
     if (total == limit) break;
   }
   // Dinic's phases for the rest.
@@ -183,8 +225,10 @@ bool GroupFlow::levels(int sink, const std::vector<std::vector<Word>>& memberOf)
         if (j != extra_) label(j, d + 1);
       }
     if (v == extraRank_ && isActive(extra_) && hubDist_[extra_] < 0) label(extra_, d + 1);
-    for (int u : neighbours_[v])
-      if (rankDist_[u] < 0 && residual(u, v) > 0) rankAt(u, d + 1);
+    for (size_t a = first_[v]; a < first_[v + 1]; ++a) {
+      const Link& l = links_[a];
+      if (rankDist_[l.to] < 0 && inRoom(l) > 0) rankAt(l.to, d + 1);
+    }
   }
   return !starts_.empty();
 }
@@ -214,8 +258,10 @@ void GroupFlow::reachFromSource(std::vector<char>& side) {
   if (extraRank_ >= 0) reachRank(extraRank_);
   for (size_t qi = 0; qi < queue_.size(); ++qi) {
     const int u = queue_[qi];
-    for (int w : neighbours_[u])
-      if (!side[w] && residual(u, w) > 0) reachRank(w);
+    for (size_t a = first_[u]; a < first_[u + 1]; ++a) {
+      const Link& l = links_[a];
+      if (!side[l.to] && outRoom(l) > 0) reachRank(l.to);
+    }
     for (int j : hubIn_[u])
       if (hubFlow(j, u) > 0) reachHub(j);
   }
@@ -250,19 +296,19 @@ Cap GroupFlow::pushFromRank(int v, Cap want, int sink) {
   const int d = rankDist_[v];
   Cap pushed = 0;
   // Its arcs in one list: rank arcs first, then the hubs whose flow into v can move elsewhere.
-  const std::vector<int>& ranks = neighbours_[v];
+  const size_t first = first_[v], ranks = first_[v + 1] - first;
   const std::vector<int>& hubs = hubIn_[v];
-  for (size_t& c = rankCursor_[v]; c < ranks.size() + hubs.size(); ++c) {
+  for (size_t& c = rankCursor_[v]; c < ranks + hubs.size(); ++c) {
     Cap got = 0;
-    if (c < ranks.size()) {
-      const int w = ranks[c];
-      if (rankDist_[w] != d - 1) continue;
-      const Cap room = residual(v, w);
+    if (c < ranks) {
+      const Link& l = links_[first + c];
+      if (rankDist_[l.to] != d - 1) continue;
+      const Cap room = outRoom(l);
       if (room <= 0) continue;
-      got = pushFromRank(w, std::min(want - pushed, room), sink);
-      if (got > 0) pushRank(v, w, got);
+      got = pushFromRank(l.to, std::min(want - pushed, room), sink);
+      if (got > 0) pushLink(first + c, got);
     } else {
-      const int j = hubs[c - ranks.size()];
+      const int j = hubs[c - ranks];
       if (hubDist_[j] != d - 1) continue;
       const Cap moved = hubFlow(j, v);
       if (moved <= 0) continue;

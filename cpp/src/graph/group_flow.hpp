@@ -30,10 +30,11 @@ using Word = unsigned long long;
 class GroupFlow {
  public:
   // n ranks; capIn is an n*n matrix of arc capacities by head, capIn[v*n + u] the capacity of
-  // u -> v (the search reads a rank's in-arcs, so they lie together), read at each run: its values
-  // may change between runs, but an arc with capacity must be among `neighbours` (for each rank,
-  // every rank it has an arc to or from).
-  void setGraph(int n, const std::vector<Cap>* capIn, std::vector<std::vector<int>> neighbours);
+  // u -> v, copied here; `neighbours` lists, for each rank, every rank it has an arc to or from.
+  void setGraph(int n, const std::vector<Cap>& capIn, const std::vector<std::vector<int>>& neighbours);
+  // Adds delta to the capacity of u -> v (the caller's capacities change between runs; the pair
+  // must be neighbours).
+  void changeCapacity(int u, int v, Cap delta);
   // Forgets the neighbours joined by no capacity either way any more (the caller's capacities
   // only shrink: such a pair can carry no flow again). The search's cost is the arcs it looks at,
   // and packing uses up most of them.
@@ -56,11 +57,24 @@ class GroupFlow {
           Cap extraSupply = 0, std::vector<char>* sourceSide = nullptr);
 
  private:
-  Cap residual(int u, int v) const {  // flow_ is antisymmetric: -flow(u, v) is flow_[v*n + u]
-    const size_t a = static_cast<size_t>(v) * n_ + u;
-    return (*capIn_)[a] + flow_[a];
-  }
-  void pushRank(int u, int v, Cap amount);
+  // One entry per ordered pair of neighbours, in the rank's range of links_ (sorted by `to`):
+  // both directions' capacities and this run's net flow, mirrored in the other rank's entry, so
+  // that a search over a rank's arcs reads one array in order (the n*n matrices it read before
+  // missed the cache on every arc at 2,048 ranks and more).
+  struct Link {
+    int to;      // the neighbour
+    int mirror;  // index of the neighbour's entry for this rank
+    Cap out;     // capacity of this rank -> to
+    Cap in;      // capacity of to -> this rank
+    Cap flow;    // this run's net flow this rank -> to (the mirror holds its negation)
+  };
+  Cap outRoom(const Link& l) const { return l.out - l.flow; }  // residual this rank -> to
+  Cap inRoom(const Link& l) const { return l.in + l.flow; }    // residual to -> this rank
+  int linkOf(int u, int v) const;  // index of u's entry for v
+  void buildLinks(const std::vector<std::vector<int>>& neighbours,
+                  const std::vector<std::vector<Cap>>& outCaps,
+                  const std::vector<std::vector<Cap>>& inCaps);
+  void pushLink(size_t link, Cap amount);  // amount along the link's rank -> to
   Cap& hubFlow(int j, int v);  // flow on hub j -> rank v (an entry is created when missing)
   bool isActive(int j) const { return (active_[j / 64] >> (j % 64)) & 1; }
   void label(int j, int d);
@@ -71,10 +85,9 @@ class GroupFlow {
   void clear();
 
   int n_ = 0;
-  const std::vector<Cap>* capIn_ = nullptr;
-  std::vector<std::vector<int>> neighbours_;
-  std::vector<Cap> flow_;  // n*n net flow, antisymmetric; only touched_ entries are non-zero
-  std::vector<size_t> touched_;
+  std::vector<Link> links_;
+  std::vector<size_t> first_;  // rank v's links are [first_[v], first_[v + 1])
+  std::vector<size_t> touched_;  // links carrying flow this run (one of each mirrored pair)
   std::vector<Cap> used_;                                // per group: supply used this run
   std::vector<std::vector<std::pair<int, Cap>>> hubOut_;  // per group: (rank, flow) from its hub
   std::vector<std::vector<int>> hubIn_;                   // per rank: groups with an entry above

@@ -1,9 +1,11 @@
 #include "graph/switch_removal.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace forestcc::graph {
 
@@ -53,32 +55,46 @@ class SwitchRemoval {
     return it->second;
   }
 
-  // maxflow from the super source (feeding each compute node k, plus `sources` unboundedly) to
-  // `sinks`, stopped at `limit`. On return below the limit, *sinkSide holds the largest sink side.
-  Cap flowTo(const std::vector<int>& sources, const std::vector<int>& sinks, Cap limit,
-             std::vector<char>* sinkSide) {
-    const int s = n_, t = n_ + 1;
-    flow_.reset(n_ + 2);
-    // The working graph is sparse (switch degrees, then the arcs splitting made): walk the
-    // adjacency lists, dropping arcs that splitting emptied, instead of the dense n*n matrix.
+  // A max-flow and what it ran, one per thread that checks plans (refusals).
+  struct FlowWorker {
+    MaxFlow flow;
+    MaxFlow::Saved saved;
+    long long maxflows = 0;
+  };
+
+  // Drops the arcs that splitting emptied from the adjacency lists, before flows read them.
+  void compactLists() {
     for (int u = 0; u < n_; ++u) {
       std::vector<int>& list = outs_[u];
-      size_t kept = 0;
-      for (int v : list) {
-        const Cap c = cap_[idx(u, v)];
-        if (c <= 0) continue;
-        list[kept++] = v;
-        flow_.addArc(u, v, c);
-      }
-      list.resize(kept);
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [&](int v) { return cap_[idx(u, v)] <= 0; }),
+                 list.end());
     }
-    for (int c : net_.computeNodes) flow_.addArc(s, c, k_);
-    for (int x : sources) flow_.addArc(s, x, kInfiniteCap);
-    for (int y : sinks) flow_.addArc(y, t, kInfiniteCap);
-    ++stats().maxflows;
-    Cap value = flow_.run(s, t, limit);
+  }
+
+  void countFlows(FlowWorker& w) {
+    stats().maxflows += w.maxflows;
+    w.maxflows = 0;
+  }
+
+  // maxflow from the super source (feeding each compute node k, plus `sources` unboundedly) to
+  // `sinks`, stopped at `limit`. On return below the limit, *sinkSide holds the largest sink side.
+  // Reads the working graph only (several workers may run at once).
+  Cap flowTo(FlowWorker& w, const std::vector<int>& sources, const std::vector<int>& sinks,
+             Cap limit, std::vector<char>* sinkSide) const {
+    const int s = n_, t = n_ + 1;
+    w.flow.reset(n_ + 2);
+    // The working graph is sparse (switch degrees, then the arcs splitting made): walk the
+    // adjacency lists instead of the dense n*n matrix.
+    for (int u = 0; u < n_; ++u)
+      for (int v : outs_[u]) w.flow.addArc(u, v, cap_[idx(u, v)]);
+    for (int c : net_.computeNodes) w.flow.addArc(s, c, k_);
+    for (int x : sources) w.flow.addArc(s, x, kInfiniteCap);
+    for (int y : sinks) w.flow.addArc(y, t, kInfiniteCap);
+    ++w.maxflows;
+    Cap value = w.flow.run(s, t, limit);
     if (value < limit && sinkSide) {
-      std::vector<char> side = flow_.sourceSide();
+      std::vector<char> side = w.flow.sourceSide();
       sinkSide->assign(n_, 0);
       for (int v = 0; v < n_; ++v) (*sinkSide)[v] = !side[v];
     }
@@ -94,11 +110,12 @@ class SwitchRemoval {
   // augmentation each from the saved flow, capped at what could still lower the answer.
   // *set: a set with the returned surplus, when it is below want; *fromCut: whether that set is
   // the first flow's minimum cut.
-  Cap smallestSurplus(const std::vector<int>& sources, const std::vector<int>& sinks, Cap want,
-                      Cap enough, std::vector<char>* set, bool* fromCut) {
+  Cap smallestSurplus(FlowWorker& w, const std::vector<int>& sources,
+                      const std::vector<int>& sinks, Cap want, Cap enough, std::vector<char>* set,
+                      bool* fromCut) const {
     const Cap limit = need_ + want;
     std::vector<char> side;
-    const Cap value = flowTo(sources, sinks, limit, &side);
+    const Cap value = flowTo(w, sources, sinks, limit, &side);
     *fromCut = false;
     if (value >= limit) return want;
     bool holdsCompute = false;
@@ -112,20 +129,20 @@ class SwitchRemoval {
     const Cap floor = std::max(value - need_, enough);  // no c can do better than value - need_
     const int t = n_ + 1;
     Cap best = want;
-    flow_.save(saved_);
+    w.flow.save(w.saved);
     for (int c : net_.computeNodes) {
       if (best <= floor) break;
       if (std::find(sources.begin(), sources.end(), c) != sources.end()) continue;
-      flow_.addArc(c, t, kInfiniteCap);
-      ++stats().maxflows;
-      const Cap surplus = value + flow_.run(n_, t, need_ + best - value) - need_;
+      w.flow.addArc(c, t, kInfiniteCap);
+      ++w.maxflows;
+      const Cap surplus = value + w.flow.run(n_, t, need_ + best - value) - need_;
       if (surplus < best) {
         best = surplus;
-        std::vector<char> source = flow_.sourceSide();
+        std::vector<char> source = w.flow.sourceSide();
         set->assign(n_, 0);
         for (int v = 0; v < n_; ++v) (*set)[v] = !source[v];
       }
-      flow_.restore(saved_);
+      w.flow.restore(w.saved);
     }
     return best;
   }
@@ -136,7 +153,9 @@ class SwitchRemoval {
   Cap familySlack(const std::vector<int>& sources, const std::vector<int>& sinks, Cap want) {
     std::vector<char> set;
     bool fromCut = false;
-    const Cap slack = smallestSurplus(sources, sinks, want, 0, &set, &fromCut);
+    compactLists();
+    const Cap slack = smallestSurplus(workers_[0], sources, sinks, want, 0, &set, &fromCut);
+    countFlows(workers_[0]);
     if (fromCut) tight_.push_back(std::move(set));
     return std::max<Cap>(0, slack);
   }
@@ -369,9 +388,9 @@ class SwitchRemoval {
   // Edmonds' condition for every set X ∋ y that holds a compute node: ρ(X) >= k·|Vc \ X|
   // (smallestSurplus, which tells the sets of switches only, below N·k at a switch y, from those
   // the condition asks about). On failure, *lowered is a violated set.
-  bool conditionHoldsAt(int y, std::vector<char>* lowered) {
+  bool conditionHoldsAt(FlowWorker& w, int y, std::vector<char>* lowered) const {
     bool fromCut = false;
-    return smallestSurplus({}, {y}, 0, -1, lowered, &fromCut) >= 0;
+    return smallestSurplus(w, {}, {y}, 0, -1, lowered, &fromCut) >= 0;
   }
 
   // The sets a plan (applied to the capacities) lowers below Edmonds' condition, checked by one
@@ -379,14 +398,40 @@ class SwitchRemoval {
   // Normally the first set found; with everySink, every sink is checked and each set found is
   // returned, so that one refused plan teaches the next as many sets as its check meets (on a fat
   // tree's last leaf switch, the violated sets are the pairs of its boxes: one per plan otherwise).
+  // The sinks' flows are independent (the graph is only read), so two run at a time, one on a
+  // second thread; the sets are reported in sink order, as one thread would find them (without
+  // everySink, a pair's second flow may run in vain: counted in the max-flows all the same).
   std::vector<std::vector<char>> refusals(const std::vector<int>& sinks, bool everySink) {
+    compactLists();
     std::vector<std::vector<char>> found;
-    for (int y : sinks) {
-      std::vector<char> lowered;
-      if (conditionHoldsAt(y, &lowered)) continue;
-      found.push_back(std::move(lowered));
-      if (!everySink) break;
+    for (size_t i = 0; i < sinks.size(); i += 2) {
+      std::vector<char> lowered[2];
+      bool holds[2] = {true, true};
+      if (i + 1 < sinks.size()) {
+        std::exception_ptr failure;
+        std::thread second([&] {
+          try {
+            holds[1] = conditionHoldsAt(workers_[1], sinks[i + 1], &lowered[1]);
+          } catch (...) {
+            failure = std::current_exception();
+          }
+        });
+        holds[0] = conditionHoldsAt(workers_[0], sinks[i], &lowered[0]);
+        second.join();
+        if (failure) std::rethrow_exception(failure);
+      } else {
+        holds[0] = conditionHoldsAt(workers_[0], sinks[i], &lowered[0]);
+      }
+      bool stop = false;
+      for (int h = 0; h < 2 && !stop; ++h) {
+        if (holds[h]) continue;
+        found.push_back(std::move(lowered[h]));
+        stop = !everySink;
+      }
+      if (stop) break;
     }
+    countFlows(workers_[0]);
+    countFlows(workers_[1]);
     return found;
   }
 
@@ -499,11 +544,10 @@ class SwitchRemoval {
   std::vector<Cap> cap_;                      // dense n*n working capacities
   std::vector<std::vector<PathPiece>> pieces_;  // dense n*n routes of each working arc
   std::vector<std::vector<int>> outs_;  // out-neighbours of each node (some may have emptied)
-  MaxFlow::Saved saved_;
   std::vector<std::vector<int>> paths_;
   std::map<std::vector<int>, int> pathIds_;
   std::vector<std::vector<char>> tight_;  // sets with zero surplus (each holds a compute node)
-  MaxFlow flow_;
+  FlowWorker workers_[2];  // refusals checks two sinks at once
 };
 
 }  // namespace

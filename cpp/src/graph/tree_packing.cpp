@@ -58,7 +58,7 @@ class TreePacking {
       neighbours[v].push_back(u);
       if (g.cap[static_cast<size_t>(v) * n_ + u] <= 0) neighbours[u].push_back(v);
     }
-    groupFlow_.setGraph(n_, &residualIn_, std::move(neighbours));
+    groupFlow_.setGraph(n_, residualIn_, neighbours);
     memberOf_.assign(n_, {});
     for (int r = 0; r < n_; ++r) {
       Group grp;
@@ -188,6 +188,13 @@ class TreePacking {
   // node-by-node growth and GroupFlow's search read the arcs into one rank at a time.
   Cap& res(int u, int v) { return residualIn_[static_cast<size_t>(v) * n_ + u]; }
 
+  // Takes `amount` of u -> v's residual capacity (a negative amount gives it back), here and in
+  // groupFlow_'s copy.
+  void take(int u, int v, Cap amount) {
+    res(u, v) -= amount;
+    groupFlow_.changeCapacity(u, v, -amount);
+  }
+
   // A remembered tight set X blocks (x, y) for group i when the arc enters X and the group already
   // has a node inside X (so the arc would lower ρ(X) without lowering X's demand).
   bool blocked(const Group& g, int x, int y) const {
@@ -242,7 +249,7 @@ class TreePacking {
   // Group i takes (x, y) with `copies` (its whole multiplicity, the caller split it before).
   void join(int i, int x, int y, Cap copies) {
     Group& g = groups_[i];
-    res(x, y) -= copies;
+    take(x, y, copies);
     g.tree.arcs.push_back({x, y});
     g.order.push_back(y);
     g.depth[y] = g.depth[x] + 1;
@@ -283,11 +290,11 @@ class TreePacking {
       const int j = batch[b].group;
       active_[j / 64] &= ~(Word(1) << (j % 64));
       need -= supply_[j];
-      res(batch[b].parent, y) -= supply_[j];
+      take(batch[b].parent, y, supply_[j]);
     }
     ++stats().maxflows;
     const bool holds = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, need) >= need;
-    for (size_t b = 0; b < count; ++b) res(batch[b].parent, y) += supply_[batch[b].group];
+    for (size_t b = 0; b < count; ++b) take(batch[b].parent, y, -supply_[batch[b].group]);
     return holds;
   }
 
