@@ -40,6 +40,7 @@ py::dict statsDict() {
   d["switches_batched"] = s.switchesBatched;
   d["switches_pairwise"] = s.switchesPairwise;
   d["arcs_by_batch"] = s.arcsByBatch;
+  d["batches_refused"] = s.batchesRefused;
   d["seconds_bound"] = s.secondsBound;
   d["seconds_switch_removal"] = s.secondsSplit;
   d["seconds_packing"] = s.secondsPack;

@@ -52,6 +52,7 @@ struct Stats {
   long long switchesBatched = 0;   // switches isolated by one checked plan (switch_removal.cpp)
   long long switchesPairwise = 0;  // switches isolated pair by pair (the plan did not hold)
   long long arcsByBatch = 0;       // tree arcs admitted in node-by-node batches (tree_packing.cpp)
+  long long batchesRefused = 0;    // node-by-node batches whose check failed as a whole
   long long shallowingChanges = 0;  // parent trades and moves the shallowing pass made
   // Processor and wall seconds per step of the generic path (on a shared machine the wall seconds
   // say little); capacitiesForTrees is in neither the bound's nor any other step's.

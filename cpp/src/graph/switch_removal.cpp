@@ -1,11 +1,11 @@
 #include "graph/switch_removal.hpp"
 
+#include "graph/second_core.hpp"
+
 #include <algorithm>
-#include <exception>
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 namespace forestcc::graph {
 
@@ -408,17 +408,9 @@ class SwitchRemoval {
       std::vector<char> lowered[2];
       bool holds[2] = {true, true};
       if (i + 1 < sinks.size()) {
-        std::exception_ptr failure;
-        std::thread second([&] {
-          try {
-            holds[1] = conditionHoldsAt(workers_[1], sinks[i + 1], &lowered[1]);
-          } catch (...) {
-            failure = std::current_exception();
-          }
-        });
-        holds[0] = conditionHoldsAt(workers_[0], sinks[i], &lowered[0]);
-        second.join();
-        if (failure) std::rethrow_exception(failure);
+        second_.runBoth(
+            [&] { holds[1] = conditionHoldsAt(workers_[1], sinks[i + 1], &lowered[1]); },
+            [&] { holds[0] = conditionHoldsAt(workers_[0], sinks[i], &lowered[0]); });
       } else {
         holds[0] = conditionHoldsAt(workers_[0], sinks[i], &lowered[0]);
       }
@@ -548,6 +540,7 @@ class SwitchRemoval {
   std::map<std::vector<int>, int> pathIds_;
   std::vector<std::vector<char>> tight_;  // sets with zero surplus (each holds a compute node)
   FlowWorker workers_[2];  // refusals checks two sinks at once
+  SecondCore second_;
 };
 
 }  // namespace

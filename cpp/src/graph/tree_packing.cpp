@@ -1,6 +1,7 @@
 #include "graph/tree_packing.hpp"
 
 #include "graph/group_flow.hpp"
+#include "graph/second_core.hpp"
 
 #include <deque>
 #include <limits>
@@ -27,6 +28,7 @@ struct NodeSet {
   explicit NodeSet(int n = 0) : words((n + 63) / 64, 0) {}
   bool has(int v) const { return (words[v >> 6] >> (v & 63)) & 1; }
   void add(int v) { words[v >> 6] |= Word(1) << (v & 63); }
+  void remove(int v) { words[v >> 6] &= ~(Word(1) << (v & 63)); }
   bool meets(const NodeSet& other) const {
     for (size_t i = 0; i < words.size(); ++i)
       if (words[i] & other.words[i]) return true;
@@ -59,6 +61,7 @@ class TreePacking {
       if (g.cap[static_cast<size_t>(v) * n_ + u] <= 0) neighbours[u].push_back(v);
     }
     groupFlow_.setGraph(n_, residualIn_, neighbours);
+    aheadFlow_.setGraph(n_, residualIn_, neighbours);
     memberOf_.assign(n_, {});
     for (int r = 0; r < n_; ++r) {
       Group grp;
@@ -96,56 +99,58 @@ class TreePacking {
   std::vector<LogicalTree> runByNode() {
     turns_ = {};
     deferred_.clear();
-    std::vector<Cap> taken(n_, 0);  // per parent x: what this y's batch already takes of x -> y
-    std::vector<std::vector<int>> ins(n_);
-    for (size_t a : arcs_) ins[a % n_].push_back(static_cast<int>(a / n_));
+    taken_.assign(n_, 0);
+    ins_.assign(n_, {});
+    for (size_t a : arcs_) ins_[a % n_].push_back(static_cast<int>(a / n_));
     for (bool progress = true; progress;) {
       progress = false;
       groupFlow_.dropEmptyArcs();  // once a round: what the last round used up
-      for (int y = 0; y < n_; ++y) {
-        std::vector<Join> batch;
-        for (size_t j = 0; j < groups_.size(); ++j) {
-          Group& g = groups_[j];
-          if (g.complete || g.members.has(y)) continue;
-          int best = -1;
-          for (int x : ins[y]) {
-            if (!g.members.has(x) || res(x, y) - taken[x] < g.tree.multiplicity)
-              continue;
-            if (best >= 0 && g.depth[x] >= g.depth[best]) continue;
-            if (blocked(g, x, y)) continue;
-            best = x;
-          }
-          if (best < 0) continue;
-          batch.push_back({static_cast<int>(j), best});
-          taken[best] += g.tree.multiplicity;
+      aheadFlow_.dropEmptyArcs();
+      // Ranks in turn, two batches at a time: y's batch is joined on trust, the next rank's batch
+      // (y2) is made on that state, and both are checked at once, y's on groupFlow_ and y2's on
+      // aheadFlow_ (which alone has y2's arcs taken). Mostly both hold; when y's does not, it is
+      // taken back and y2's check is void. The trees are those of one check after the other.
+      for (int y = 0; y < n_;) {
+        const std::vector<Join> batch = batchFor(y);
+        if (batch.empty()) {
+          ++y;
+          continue;
         }
-        for (const Join& b : batch) taken[b.parent] = 0;
-        if (batch.empty()) continue;
-        size_t good = 0;
-        if (batchHolds(y, batch, batch.size())) {
-          good = batch.size();
+        for (const Join& b : batch) join(b.group, b.parent, y, groups_[b.group].tree.multiplicity);
+        int y2 = y + 1;
+        std::vector<Join> ahead;
+        for (; y2 < n_ && ahead.empty(); ++y2) ahead = batchFor(y2);
+        --y2;  // the rank of `ahead` (when it is not empty)
+        bool holds = false, aheadHolds = false;
+        loadGroupsOutside(y, -1, active_);
+        if (ahead.empty()) {
+          holds = flowHolds(groupFlow_, y, active_);
+          ++stats().maxflows;
         } else {
-          size_t lo = 0, hi = batch.size() - 1;  // prefix lo holds, prefix hi + 1 does not
-          while (lo < hi) {
-            size_t mid = (lo + hi + 1) / 2;
-            if (batchHolds(y, batch, mid)) lo = mid;
-            else hi = mid - 1;
-          }
-          good = lo;
+          for (const Join& b : ahead) aheadFlow_.changeCapacity(b.parent, y2, -supplyOf(b.group));
+          loadGroupsOutside(y2, -1, aheadActive_);
+          for (const Join& b : ahead) aheadActive_[b.group / 64] &= ~(Word(1) << (b.group % 64));
+          second_.runBoth([&] { aheadHolds = flowHolds(aheadFlow_, y2, aheadActive_); },
+                          [&] { holds = flowHolds(groupFlow_, y, active_); });
+          stats().maxflows += 2;
+          for (const Join& b : ahead) aheadFlow_.changeCapacity(b.parent, y2, supplyOf(b.group));
         }
-        for (size_t b = 0; b < good; ++b) join(batch[b].group, batch[b].parent, y, groups_[batch[b].group].tree.multiplicity);
-        if (good > 0) progress = true;
-        stats().arcsByBatch += static_cast<long long>(good);
-        if (good < batch.size()) {
-          const Join& next = batch[good];
-          const Cap want = std::min(res(next.parent, y), groups_[next.group].tree.multiplicity);
-          const Cap copies = admissible(next.group, next.parent, y, want);
-          if (copies > 0) {
-            if (copies < groups_[next.group].tree.multiplicity) splitOff(next.group, copies);
-            join(next.group, next.parent, y, copies);
-            progress = true;
-          }
+        if (!holds) {
+          for (size_t b = batch.size(); b-- > 0;) unjoin(batch[b].group, batch[b].parent, y);
+          progress |= settle(y, batch);
+          ++y;
+          continue;
         }
+        progress = true;
+        stats().arcsByBatch += static_cast<long long>(batch.size());
+        if (ahead.empty()) break;  // y was the last rank with a batch this round
+        if (aheadHolds) {
+          for (const Join& b : ahead) join(b.group, b.parent, y2, groups_[b.group].tree.multiplicity);
+          stats().arcsByBatch += static_cast<long long>(ahead.size());
+        } else {
+          settle(y2, ahead);
+        }
+        y = y2 + 1;
       }
     }
     // What node-by-node growth could not finish (arcs whose capacity no longer covers a whole
@@ -189,10 +194,11 @@ class TreePacking {
   Cap& res(int u, int v) { return residualIn_[static_cast<size_t>(v) * n_ + u]; }
 
   // Takes `amount` of u -> v's residual capacity (a negative amount gives it back), here and in
-  // groupFlow_'s copy.
+  // the flows' copies.
   void take(int u, int v, Cap amount) {
     res(u, v) -= amount;
     groupFlow_.changeCapacity(u, v, -amount);
+    aheadFlow_.changeCapacity(u, v, -amount);
   }
 
   // A remembered tight set X blocks (x, y) for group i when the arc enters X and the group already
@@ -209,7 +215,7 @@ class TreePacking {
   // alone. Groups holding y pass every such cut and are left out (GroupFlow). Records the cut
   // when it binds: the sets beyond the source side of the minimum cut nearest the source.
   Cap admissible(int i, int x, int y, Cap want) {
-    const Cap base = loadGroupsOutside(y, i);
+    const Cap base = loadGroupsOutside(y, i, active_);
     ++stats().maxflows;
     std::vector<char> side;
     const Cap value = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, base + want, x,
@@ -222,11 +228,11 @@ class TreePacking {
     return std::max<Cap>(0, value - base);
   }
 
-  // Loads active_, supply_ and groupRanks_ for GroupFlow with every group that holds neither y
+  // Loads `active`, supply_ and groupRanks_ for GroupFlow with every group that holds neither y
   // (complete groups hold it) nor is `skip`; returns their demand.
-  Cap loadGroupsOutside(int y, int skip) {
+  Cap loadGroupsOutside(int y, int skip, std::vector<Word>& active) {
     const std::vector<Word>& holdY = memberOf_[y];
-    active_.assign(holdY.size(), 0);
+    active.assign(holdY.size(), 0);
     supply_.resize(groups_.size());
     groupRanks_.resize(groups_.size());
     Wide demand = 0;
@@ -234,11 +240,25 @@ class TreePacking {
       supply_[j] = groups_[j].tree.multiplicity;
       groupRanks_[j] = &groups_[j].members.words;
       if (static_cast<int>(j) != skip && !((holdY[j / 64] >> (j % 64)) & 1)) {
-        active_[j / 64] |= Word(1) << (j % 64);
+        active[j / 64] |= Word(1) << (j % 64);
         demand += supply_[j];
       }
     }
     return checkedCap(demand, "tree demand");
+  }
+
+  Cap supplyOf(int group) const { return groups_[group].tree.multiplicity; }
+
+  // Whether the groups in `active` can all enter y at once on `flow`'s capacities (Lovász's
+  // condition for every set that holds y, see runByNode). Reads the packing's state only: two run
+  // at once.
+  bool flowHolds(GroupFlow& flow, int y, const std::vector<Word>& active) const {
+    Wide need = 0;
+    for (size_t w = 0; w < active.size(); ++w)
+      for (Word bits = active[w]; bits != 0; bits &= bits - 1)
+        need += supply_[w * 64 + __builtin_ctzll(bits)];
+    const Cap limit = checkedCap(need, "tree demand");
+    return flow.run(y, active, supply_, memberOf_, groupRanks_, limit) >= limit;
   }
 
   struct Join {
@@ -256,6 +276,17 @@ class TreePacking {
     g.members.add(y);
     memberOf_[y][i / 64] |= Word(1) << (i % 64);
     if (static_cast<int>(g.order.size()) == n_) g.complete = true;
+  }
+
+  // Takes back group i's last join, of y with its whole multiplicity.
+  void unjoin(int i, int x, int y) {
+    Group& g = groups_[i];
+    take(x, y, -g.tree.multiplicity);
+    g.tree.arcs.pop_back();
+    g.order.pop_back();
+    g.members.remove(y);
+    memberOf_[y][i / 64] &= ~(Word(1) << (i % 64));
+    g.complete = false;
   }
 
   // Splits `copies` of group i's multiplicity off into a new group i keeps; the rest (a copy of
@@ -285,17 +316,66 @@ class TreePacking {
   // condition for every set X ∋ y (see runByNode): one max-flow into y from the groups that must
   // still enter it.
   bool batchHolds(int y, const std::vector<Join>& batch, size_t count) {
-    Cap need = loadGroupsOutside(y, -1);
+    loadGroupsOutside(y, -1, active_);
     for (size_t b = 0; b < count; ++b) {
       const int j = batch[b].group;
       active_[j / 64] &= ~(Word(1) << (j % 64));
-      need -= supply_[j];
-      take(batch[b].parent, y, supply_[j]);
+      take(batch[b].parent, y, supplyOf(j));
     }
     ++stats().maxflows;
-    const bool holds = groupFlow_.run(y, active_, supply_, memberOf_, groupRanks_, need) >= need;
-    for (size_t b = 0; b < count; ++b) take(batch[b].parent, y, -supply_[batch[b].group]);
+    const bool holds = flowHolds(groupFlow_, y, active_);
+    for (size_t b = 0; b < count; ++b) take(batch[b].parent, y, -supplyOf(batch[b].group));
     return holds;
+  }
+
+  // The joins of y's batch: every incomplete group without y that has a member x with an arc
+  // x -> y whose capacity covers all its copies (after the groups before it in the batch), not
+  // blocked by a known tight set, takes it from its shallowest such member.
+  std::vector<Join> batchFor(int y) {
+    std::vector<Join> batch;
+    for (size_t j = 0; j < groups_.size(); ++j) {
+      const Group& g = groups_[j];
+      if (g.complete || g.members.has(y)) continue;
+      int best = -1;
+      for (int x : ins_[y]) {
+        if (!g.members.has(x) || res(x, y) - taken_[x] < g.tree.multiplicity) continue;
+        if (best >= 0 && g.depth[x] >= g.depth[best]) continue;
+        if (blocked(g, x, y)) continue;
+        best = x;
+      }
+      if (best < 0) continue;
+      batch.push_back({static_cast<int>(j), best});
+      taken_[best] += g.tree.multiplicity;
+    }
+    for (const Join& b : batch) taken_[b.parent] = 0;
+    return batch;
+  }
+
+  // For a batch whose whole check failed: joins its longest prefix that holds (bisection), then decides its next group by the exact one-arc check (which may split the
+  // group); the rest wait for the next round. Returns whether anything joined.
+  bool settle(int y, const std::vector<Join>& batch) {
+    ++stats().batchesRefused;
+    size_t lo = 0, hi = batch.size() - 1;  // prefix lo holds, prefix hi + 1 does not
+    while (lo < hi) {
+      size_t mid = (lo + hi + 1) / 2;
+      if (batchHolds(y, batch, mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    const size_t good = lo;
+    for (size_t b = 0; b < good; ++b) join(batch[b].group, batch[b].parent, y, supplyOf(batch[b].group));
+    bool progress = good > 0;
+    stats().arcsByBatch += static_cast<long long>(good);
+    if (good < batch.size()) {
+      const Join& next = batch[good];
+      const Cap want = std::min(res(next.parent, y), supplyOf(next.group));
+      const Cap copies = admissible(next.group, next.parent, y, want);
+      if (copies > 0) {
+        if (copies < supplyOf(next.group)) splitOff(next.group, copies);
+        join(next.group, next.parent, y, copies);
+        progress = true;
+      }
+    }
+    return progress;
   }
 
   // The depth of the node group i scans next (the key of its turn).
@@ -360,8 +440,12 @@ class TreePacking {
   long long sequence_ = 0;
   std::vector<NodeSet> tight_;
   std::vector<std::vector<Word>> memberOf_;  // per rank: the groups whose partial tree holds it
-  GroupFlow groupFlow_;  // every feasibility check's max-flow
-  std::vector<Word> active_;  // loadGroupsOutside's: the groups that must still enter y
+  GroupFlow groupFlow_;  // every feasibility check's max-flow but the next batch's
+  GroupFlow aheadFlow_;  // the next rank's batch check (runByNode), on the second core
+  SecondCore second_;
+  std::vector<Word> active_, aheadActive_;  // the groups that must still enter y (and y2)
+  std::vector<Cap> taken_;  // batchFor's: per parent x, what the batch already takes of x -> y
+  std::vector<std::vector<int>> ins_;  // per rank: the ranks with an arc into it at the start
   std::vector<Cap> supply_;
   std::vector<const std::vector<Word>*> groupRanks_;  // per group: its members' bitset
 };
