@@ -184,7 +184,9 @@ Cap GroupFlow::run(int sink, const std::vector<Word>& active, const std::vector<
 // Hub j at distance d from the sink: a blocking flow starts there when it has supply left.
 void GroupFlow::label(int j, int d) {
   hubDist_[j] = d;
-  unlabelled_[j / 64] &= ~(Word(1) << (j % 64));
+  Word& word = unlabelled_[j / 64];
+  word &= ~(Word(1) << (j % 64));
+  if (word == 0) unlabelledWords_[j / 4096] &= ~(Word(1) << (j / 64 % 64));
   hubCursor_[j] = 0;
   if (hasBit(supplied_, j)) starts_.push_back(j);
   else queue_.push_back(-1 - j);
@@ -199,6 +201,9 @@ bool GroupFlow::levels(int sink, const std::vector<std::vector<Word>>& memberOf)
   starts_.clear();
   queue_.clear();
   unlabelled_ = active_;
+  unlabelledWords_.assign(unlabelled_.size() / 64 + 1, 0);
+  for (size_t w = 0; w < unlabelled_.size(); ++w)
+    if (unlabelled_[w]) unlabelledWords_[w / 64] |= Word(1) << (w % 64);
   auto rankAt = [&](int v, int d) {
     rankDist_[v] = d;
     rankCursor_[v] = 0;
@@ -219,10 +224,15 @@ bool GroupFlow::levels(int sink, const std::vector<std::vector<Word>>& memberOf)
     // Every node nearer than the nearest hubs with supply is labelled: the level graph is done.
     if (!starts_.empty() && d >= hubDist_[starts_.front()]) break;
     const std::vector<Word>& groups = memberOf[v];
-    for (size_t w = 0; w < groups.size() && w < unlabelled_.size(); ++w)
-      for (Word bits = unlabelled_[w] & groups[w]; bits != 0; bits &= bits - 1) {
-        const int j = static_cast<int>(w * 64) + lowestBit(bits);
-        if (j != extra_) label(j, d + 1);
+    const size_t span = std::min(groups.size(), unlabelled_.size());
+    for (size_t u = 0; u < unlabelledWords_.size(); ++u)
+      for (Word some = unlabelledWords_[u]; some != 0; some &= some - 1) {
+        const size_t w = u * 64 + lowestBit(some);
+        if (w >= span) break;
+        for (Word bits = unlabelled_[w] & groups[w]; bits != 0; bits &= bits - 1) {
+          const int j = static_cast<int>(w * 64) + lowestBit(bits);
+          if (j != extra_) label(j, d + 1);
+        }
       }
     if (v == extraRank_ && isActive(extra_) && hubDist_[extra_] < 0) label(extra_, d + 1);
     for (size_t a = first_[v]; a < first_[v + 1]; ++a) {

@@ -106,6 +106,10 @@ class GroupFlow {
   // hub is visited once per search and not once per member the search reaches (on the torus, with
   // its k = 4 groups split to about 1,300, the search spent a fifth of its time re-finding hubs).
   std::vector<Word> unlabelled_;
+  // Its words that are not zero yet, a bit each: most hubs are labelled after the first ranks of
+  // the search, and the rest of it then skips their words (at 4,096 ranks a rank's groups span
+  // 64 words or more, more than its arcs).
+  std::vector<Word> unlabelledWords_;
   std::vector<std::vector<Word>> ranksAt_;
   std::vector<int> starts_, queue_;
   std::vector<size_t> rankCursor_, hubCursor_;
