@@ -118,15 +118,17 @@ def test_node_by_node_packing_is_the_default_from_128_ranks():
     assert forest.stats["maxflows"] < 5_000  # 176,627 pair by pair and arc by arc
 
 
-def test_a_refused_batch_is_taken_back_before_the_next_is_joined():
-    # Packing checks two ranks' batches at once, the first joined on trust (runByNode). On the
-    # 128-rank fat tree with box 0 at half its NVLink some batches fail as a whole: the first is
-    # then taken back (and the second's check, made on the state with it, thrown away). A batch
-    # left joined, or a second batch joined on its void check, breaks Lovász's condition: the
-    # packing gets stuck or the forest falls short of the bound.
+@pytest.mark.parametrize("boxes", [16, 64])
+def test_a_refused_batch_is_taken_back_before_the_next_is_joined(boxes):
+    # Packing checks two ranks' batches at once, the first joined on trust (runByNode): at 128
+    # ranks one check after the other, from 512 on each on its own thread (kTwoCoresFrom). On these
+    # fat trees (box 0 at half its NVLink) some batches fail as a whole: the first is then taken
+    # back (and the second's check, made on the state with it, thrown away). A batch left joined,
+    # or a second batch joined on its void check, breaks Lovász's condition: the packing gets
+    # stuck or the forest falls short of the bound.
     from forestcc.algorithms import generate_forest
     from forestcc.topology.variants import one_box_slower
-    topo = one_box_slower(a100_fat_tree(16, 16), 0, "nvlink")
+    topo = one_box_slower(a100_fat_tree(boxes, 16), 0, "nvlink")
     forest = generate_forest(topo, method="generic")
     check_forest(forest)
     assert forest.optimal, forest.report()

@@ -19,10 +19,16 @@ namespace {
 constexpr int kPlanAttempts = 4;
 constexpr int kLearningAttempts = 4;
 
+// From this many ranks on, a plan's check runs its flows into two sinks at once on two threads
+// (below, one after the other): the flows of small networks are shorter than the hand-over.
+// At 256 ranks the fat tree's switch removal took 0.20 s on one thread, 0.14 s on two.
+constexpr int kTwoCoresFrom = 128;
+
 class SwitchRemoval {
  public:
   SwitchRemoval(const Network& net, const std::vector<Cap>& caps, Cap k, bool batched)
-      : net_(net), n_(net.n), k_(k), batched_(batched), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()), outs_(n_) {
+      : net_(net), n_(net.n), k_(k), batched_(batched), cap_(static_cast<size_t>(n_) * n_, 0), pieces_(cap_.size()), outs_(n_),
+        second_(net.computeCount() >= kTwoCoresFrom) {
     need_ = checkedCap(Wide(net.computeCount()) * k, "N*k");
     for (size_t i = 0; i < net.arcs.size(); ++i) {
       const Arc& a = net.arcs[i];
