@@ -235,6 +235,20 @@ class _Job:
         self.watchdog_pid = 0
         self.watchdog_fd = -1
         self.shm_prefix: str | None = None
+        self.interrupted: list[int] = []  # SIGINT / SIGTERM received, in order
+
+    def catch_signals(self) -> None:
+        """Ctrl-C and SIGTERM stop the job (supervise): caught from before the first rank starts,
+        so that one arriving while the ranks start, before supervise runs, is not Python's
+        KeyboardInterrupt (forestcc-run then died of the signal instead of stopping the ranks and
+        exiting 130; seen in CI on a loaded machine)."""
+        def on_signal(signum, _frame):
+            if self.interrupted:  # a second Ctrl-C: no more patience
+                self.signal_all(signal.SIGKILL)
+            self.interrupted.append(signum)
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
 
     def say(self, msg: str) -> None:
         """A message of forestcc-run's own, never inside a relayed line."""
@@ -367,18 +381,9 @@ class _Job:
 
     def supervise(self) -> int:
         """Wait for the ranks; returns forestcc-run's exit code."""
-        interrupted = []
-
-        def on_signal(signum, _frame):
-            if interrupted:  # a second Ctrl-C: no more patience
-                self.signal_all(signal.SIGKILL)
-            interrupted.append(signum)
-
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
         while True:
-            if interrupted:
-                sig = interrupted[0]
+            if self.interrupted:
+                sig = self.interrupted[0]
                 self.say(f"received {signal.Signals(sig).name}; stopping all ranks")
                 self.stop(signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
                 return 128 + sig
@@ -484,6 +489,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (math.isfinite(args.grace) and args.grace >= 0):
         parser.error(f"--grace must be a number of seconds >= 0, got {args.grace:g}")
     job = _Job(args, placements, starter)
+    job.catch_signals()
     job.start()
     try:
         code = job.supervise()

@@ -14,6 +14,7 @@ namespace {
 
 // Connection handshakes use their own tag space inside the bootstrap's reserved range.
 constexpr uint64_t kConnectTag = Bootstrap::kInternalTag | (1ull << 56);
+constexpr uint64_t kAttachedTag = Bootstrap::kInternalTag | (2ull << 56);
 constexpr uint64_t kMaxUserTag = (1ull << 56) - 1;
 
 }  // namespace
@@ -56,6 +57,11 @@ std::vector<std::shared_ptr<Channel>> Communicator::connect(const std::vector<in
     MemoryHandle rh = RegisteredMemory::deserialize(reply.substr(0, reply.size() - sizeof remoteSlot));
     channels.push_back(makeMemoryChannel(peer, local, rh, slots[i], remoteSlot, tag));
   }
+  // Neither end returns before both have opened each other's memory: a peer that is done right
+  // after connect and exits (its shared-memory names go with it) could otherwise pull its memory
+  // away while this rank is still opening it ("shm_open ... No such file", seen in CI).
+  for (int peer : peers) s.bootstrap->send(peer, kAttachedTag | tag, std::string());
+  for (int peer : peers) s.bootstrap->recv(peer, kAttachedTag | tag);
   return channels;
 }
 
