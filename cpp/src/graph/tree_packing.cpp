@@ -123,7 +123,7 @@ class TreePacking {
           ++y;
           continue;
         }
-        for (const Join& b : batch) join(b.group, b.parent, y, groups_[b.group].tree.multiplicity);
+        for (const Join& b : batch) join(b.group, b.parent, y, supplyOf(b.group));
         int y2 = y + 1;
         std::vector<Join> ahead;
         for (; y2 < n_ && ahead.empty(); ++y2) ahead = batchFor(y2);
@@ -152,7 +152,7 @@ class TreePacking {
         stats().arcsByBatch += static_cast<long long>(batch.size());
         if (ahead.empty()) break;  // y was the last rank with a batch this round
         if (aheadHolds) {
-          for (const Join& b : ahead) join(b.group, b.parent, y2, groups_[b.group].tree.multiplicity);
+          for (const Join& b : ahead) join(b.group, b.parent, y2, supplyOf(b.group));
           stats().arcsByBatch += static_cast<long long>(ahead.size());
         } else {
           settle(y2, ahead);
