@@ -42,6 +42,20 @@ def test_send_recv_over_tcp():
     assert any("forestcc rank 1:" in m and "it sent 40 bytes" in m for m in mismatch)
 
 
+@pytest.mark.parametrize("env", [TCP, {}], ids=["tcp", "auto"])
+def test_a_forked_child_exits_without_disturbing_its_parents_communicator(env):
+    # A child forked by a rank (after its communicator is made) that exits normally runs the
+    # process's exit handlers: they must leave the parent's peers undisturbed (no goodbye for the
+    # parent's tcp connections, which its peers would take for the parent leaving the job; no
+    # shared memory of the parent's closed or removed). The child has no proxy thread, and the
+    # exit handler's registry of transports is made afresh in it (goodbye_at_exit.cpp), so that a
+    # lock held at the fork by another thread cannot hang its exit.
+    res = run_job(3, "tcp_check.py", "fork", env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.lines("CHILD") == ["CHILD exit=7"], res.stdout
+    assert sorted(res.lines("OK")) == [f"OK rank={r}" for r in range(3)], res.stdout
+
+
 def test_auto_keeps_one_node_on_shared_memory():
     res = run_job(3, "tcp_check.py", "channels")
     assert res.returncode == 0, res.stdout + res.stderr

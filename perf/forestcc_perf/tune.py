@@ -2,7 +2,9 @@
 that ``algo="auto"`` reads (format: forestcc.tuning; version 1, first matching rule wins).
 
 For each collective (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce,
-gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.plan.algorithms()``),
+gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.plan.algorithms()``)
+except those that follow the node layout (hierarchical, 2dh: the rules written are for one node,
+where such a plan is only another shape of a one-node algorithm),
 each size of -b/-e/-f is measured the way a table row is (forestcc_perf.runner: -w warm-ups,
 -n × -m timed operations, -a across ranks, -c checked operations), with the algorithms
 interleaved, and the whole sweep of sizes is repeated --tune-repeats times (checked the first
@@ -281,6 +283,14 @@ def format_table(table: dict) -> str:
     return "\n".join(lines + ["  ]", "}"]) + "\n"
 
 
+def tuned_algorithms() -> dict[str, list[str]]:
+    """The built-in algorithms a sweep measures: every one but those that follow the node layout.
+    A sweep runs on one node and writes one-node rules; the rules for several nodes come from
+    schedules/README.md ('Choosing algorithms across nodes')."""
+    from forestcc.plan import builtin
+    return {a: colls for a, colls in builtin_algorithms().items() if not builtin.uses_nodes(a)}
+
+
 # -- the command ----------------------------------------------------------------------------------
 def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
     """Run the sweep on every rank; rank 0 prints and writes the table. Returns the exit code."""
@@ -294,7 +304,7 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
     settings.cpu = spread_cpu(backend.all_gather_object(socket.gethostname()), rank)
     dtype, op = plan["dtypes"][0], plan["ops"][0]
     ranks = plan["tune_ranks"] or (n, n)
-    algorithms = builtin_algorithms()
+    algorithms = tuned_algorithms()
     sweep = Sweep(backend, settings, dtype, op, root, args.tune_repeats)
     say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
     say(f"# forestcc-perf {__version__} --tune: {backend.version()}; {n} ranks; "

@@ -5,6 +5,9 @@ usage: tcp_check.py CASE
   mixed_env  rank 1 sets another FORESTCC_TRANSPORT than the others: init fails on every rank.
   channels   which transport each rank's channels report (auto: shm or cma on one node, tcp
              between nodes).
+  fork       rank 0 forks a child after its communicator is made; the child exits normally
+             (atexit handlers run) and the parent's communicator still works: a forked child
+             says no goodbye for its parent's tcp peers.
 """
 import os
 import sys
@@ -52,6 +55,23 @@ if case == "p2p":
             print("NO ERROR", flush=True)
         except ValueError as e:
             print("MISMATCH", e, flush=True)
+    comm.barrier()
+    print(f"OK rank={r}", flush=True)
+
+elif case == "fork":
+    x = np.arange(1000, dtype=np.float32) + r
+    comm.all_reduce(x)
+    if r == 0:
+        pid = os.fork()
+        if pid == 0:  # the child: a normal exit, so C atexit handlers run
+            sys.exit(7)
+        _, status = os.waitpid(pid, 0)
+        print(f"CHILD exit={os.waitstatus_to_exitcode(status)}", flush=True)
+    comm.barrier()
+    for _ in range(3):
+        x = np.arange(1000, dtype=np.float32) + r
+        comm.all_reduce(x)
+        assert np.array_equal(x, n * np.arange(1000, dtype=np.float32) + n * (n - 1) / 2), x[:4]
     comm.barrier()
     print(f"OK rank={r}", flush=True)
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <new>
 
 #include "transport/tcp/tcp_transport.hpp"
 
@@ -19,16 +20,22 @@ struct Listed {
   std::map<TcpTransport*, pid_t> transports;  // the pid that made each
 };
 
-// Never destroyed: the handler runs among static destructors, in no order we choose.
+// Never destroyed: the handler runs among static destructors, in no order we choose. Constructed
+// in place in static storage, so that a forked child can make itself a fresh one without
+// allocating (the fork handler must be async-signal-safe: the child of a threaded parent may have
+// inherited malloc's lock held).
+alignas(Listed) unsigned char gStorage[sizeof(Listed)];
 Listed* gListed = nullptr;
 Listed& listed() {
   static std::once_flag made;
   std::call_once(made, [] {
-    gListed = new Listed;
+    gListed = new (gStorage) Listed;
     // A child forked while another thread held `mu` would find it locked forever (its exit, and
-    // any communicator it makes, would hang): the child gets a registry of its own. The old one
-    // is left as it is (its mutex may be held by a thread the child does not have).
-    pthread_atfork(nullptr, nullptr, [] { gListed = new Listed; });
+    // any communicator it makes, would hang): the child constructs the registry afresh over the
+    // old one, which is dropped as it is (its mutex may be held by a thread the child does not
+    // have; its map's nodes stay allocated, unreachable). An empty std::map and a std::mutex are
+    // made without allocating or calling into libc.
+    pthread_atfork(nullptr, nullptr, [] { gListed = new (gStorage) Listed; });
   });
   return *gListed;
 }
