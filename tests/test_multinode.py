@@ -4,6 +4,7 @@ tcp. Every collective against numpy on 2x2, 3x2 and 2x3 hosts x ranks, a rank ki
 host, and a host whose link is cut mid-collective."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -79,3 +80,24 @@ def test_a_cut_link_mid_collective_names_the_silent_host(cluster_of):
     # A rank timed out waiting for a rank across the cut and says which host that rank is on
     # (which side times out first depends on the machine's load).
     assert any("TimeoutError" in e and re.search(r"rank \d on host 'h[01]'", e) for e in errors), out
+
+
+def test_tune_across_hosts_writes_rules_for_that_node_count(cluster_of, tmp_path):
+    # forestcc-perf --tune on ranks of two hosts: the node-layout algorithms are measured and
+    # eager is not (auto never runs it across nodes); the rules it writes hold for 2 nodes only,
+    # so the one-node rules and the shipped ones for other node counts keep serving those.
+    cluster = cluster_of(2)
+    out = tmp_path / "tuning.json"
+    cmd = cluster.launcher_argv(2, [sys.executable, "-m", "forestcc_perf.cli", "--tune", "all_to_all",
+                                    "-b", "256", "-e", "4K", "-f", "16", "-n", "2", "-w", "1",
+                                    "--tune-repeats", "1", "--tune-output", str(out)])
+    p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    headers = [ln.split()[2:] for ln in p.stdout.splitlines() if ln.startswith("#        bytes")]
+    assert headers and all("2dh" in h and "eager" not in h for h in headers), headers
+    from forestcc import tuning
+    table = tuning.validate_table(json.loads(out.read_text()), str(out))
+    assert "(4 ranks, 2 nodes, private memory)" in table["source"], table["source"]
+    assert table["rules"] and all(
+        (r["collective"], r["min_ranks"], r["max_ranks"], r["min_nodes"], r["max_nodes"])
+        == ("all_to_all", 4, 4, 2, 2) for r in table["rules"]), table["rules"]

@@ -2,9 +2,10 @@
 that ``algo="auto"`` reads (format: forestcc.tuning; version 1, first matching rule wins).
 
 For each collective (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce,
-gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.plan.algorithms()``)
-except those that follow the node layout (hierarchical, 2dh: the rules written are for one node,
-where such a plan is only another shape of a one-node algorithm),
+gather, scatter, barrier) and each algorithm that generates it (``forestcc._C.plan.algorithms()``;
+on one node not those that follow the node layout, hierarchical and 2dh, which there are only
+another shape of a one-node algorithm; on several nodes not eager, whose scratch banks are
+reached through shared memory only),
 each size of -b/-e/-f is measured the way a table row is (forestcc_perf.runner: -w warm-ups,
 -n × -m timed operations, -a across ranks, -c checked operations), with the algorithms
 interleaved, and the whole sweep of sizes is repeated --tune-repeats times (checked the first
@@ -22,7 +23,7 @@ placement gets its own rules (``"in_place": true`` / ``false``). An algorithm th
 result (#wrong > 0), in either placement, is never chosen, and the run exits 1.
 
 Rules carry min_ranks = max_ranks = the rank count measured (--tune-ranks MIN:MAX widens
-them) and the memory kind measured: ``"memory": "private"`` with --memory numpy (the default),
+them), min_nodes = max_nodes = the node count when the ranks span several nodes (none: one node) and the memory kind measured: ``"memory": "private"`` with --memory numpy (the default),
 ``"shared"`` with --memory forestcc (forestcc.empty buffers, which peers map); barrier rules
 carry none (a barrier has no buffers). Writing merges:
 rules already in the output file for other collectives, for rank ranges that are not inside
@@ -283,12 +284,20 @@ def format_table(table: dict) -> str:
     return "\n".join(lines + ["  ]", "}"]) + "\n"
 
 
-def tuned_algorithms() -> dict[str, list[str]]:
-    """The built-in algorithms a sweep measures: every one but those that follow the node layout.
-    A sweep runs on one node and writes one-node rules; the rules for several nodes come from
-    schedules/README.md ('Choosing algorithms across nodes')."""
+def tuned_algorithms(nodes: int) -> dict[str, list[str]]:
+    """The built-in algorithms a sweep over ranks on `nodes` nodes measures: on one node every
+    one but those that follow the node layout (hierarchical, 2dh: there they are only another
+    shape of a one-node algorithm); on several nodes every one but eager, which algo="auto"
+    never runs there (its scratch banks are reached through shared memory only)."""
     from forestcc.plan import builtin
-    return {a: colls for a, colls in builtin_algorithms().items() if not builtin.uses_nodes(a)}
+    return {a: colls for a, colls in builtin_algorithms().items()
+            if (a != "eager" if nodes > 1 else not builtin.uses_nodes(a))}
+
+
+def for_nodes(rules: list[dict], nodes: int) -> list[dict]:
+    """Rules measured on `nodes` nodes: for that node count alone (one node: as they are, since
+    rules without min_nodes/max_nodes are one-node rules)."""
+    return rules if nodes == 1 else [{**r, "min_nodes": nodes, "max_nodes": nodes} for r in rules]
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -304,10 +313,12 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
     settings.cpu = spread_cpu(backend.all_gather_object(socket.gethostname()), rank)
     dtype, op = plan["dtypes"][0], plan["ops"][0]
     ranks = plan["tune_ranks"] or (n, n)
-    algorithms = tuned_algorithms()
+    nodes = backend.comm.node_count
+    algorithms = tuned_algorithms(nodes)
     sweep = Sweep(backend, settings, dtype, op, root, args.tune_repeats)
     say = (lambda text: print(text, flush=True)) if rank == 0 else (lambda text: None)
-    say(f"# forestcc-perf {__version__} --tune: {backend.version()}; {n} ranks; "
+    say(f"# forestcc-perf {__version__} --tune: {backend.version()}; {n} ranks"
+        f"{f' on {nodes} nodes' if nodes > 1 else ''}; "
         f"{dtype.name} {op} root {root}; -b {args.minbytes} -e {args.maxbytes} "
         f"-f {args.stepfactor} -n {args.iters} -w {args.warmup_iters} -m {args.agg_iters} "
         f"-a {AVERAGE_MODES[args.average]} -c {args.check} --tune-repeats {args.tune_repeats}")
@@ -339,7 +350,7 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
                     say(line)
             # a barrier has no buffers: its rules hold for both memory kinds
             memory = None if name == "barrier" else MEMORY_OF.get(backend.memory)
-            new_rules += placement_rules(name, times, ranks, memory)
+            new_rules += for_nodes(placement_rules(name, times, ranks, memory), nodes)
     except KeyboardInterrupt:
         backend.abort(130)
     except Exception as e:   # one rank's failure ends the job, with the reason
@@ -350,7 +361,7 @@ def main(backend: ForestccBackend, plan: dict, args: Any, root: int) -> int:
         say(f"# WRONG RESULTS (never chosen): {what}")
     if rank == 0:
         try:
-            path = _write(new_rules, args.tune_output, ranks)
+            path = _write(new_rules, args.tune_output, ranks, nodes)
         except (OSError, ValueError) as e:
             print(f"forestcc-perf: --tune: cannot write the table: {e}", file=sys.stderr,
                   flush=True)
@@ -380,7 +391,8 @@ def _matrix(name: str, algos: list[str], times: dict[int, dict[str, float]],
     return lines
 
 
-def _write(new_rules: list[dict], output: str | None, ranks: tuple[int, int]) -> Path:
+def _write(new_rules: list[dict], output: str | None, ranks: tuple[int, int],
+           nodes: int = 1) -> Path:
     from forestcc import tuning
     path = Path(output) if output else tuning.user_path()
     old = None
@@ -391,6 +403,8 @@ def _write(new_rules: list[dict], output: str | None, ranks: tuple[int, int]) ->
             raise ValueError(f"{path} exists but is not a tuning table ({e}); remove it or "
                              f"choose another --tune-output") from None
     span = f"{ranks[0]} ranks" if ranks[0] == ranks[1] else f"{ranks[0]}-{ranks[1]} ranks"
+    if nodes > 1:
+        span += f", {nodes} nodes"
     kinds = {r.get("memory") for r in new_rules} - {None}
     if kinds:
         span += ", " + "/".join(sorted(kinds)) + " memory"
