@@ -177,9 +177,17 @@ void ncclComm::waitUntilConnected() {
   }
 }
 
-ncclComm::Use::Use(ncclComm* comm, const char* call) : comm_(comm) {
+namespace {
+void refuseRevoked(const char* call) {
+  forestcc::nccl::refuse(std::string("the communicator was revoked (ncclCommRevoke): ") + call +
+                         " is refused; it takes only ncclCommSplit, ncclCommShrink, ncclCommDestroy and ncclCommAbort");
+}
+}  // namespace
+
+ncclComm::Use::Use(ncclComm* comm, const char* call, Revoked revoked) : comm_(comm) {
   if (!comm) forestcc::nccl::badArgument(std::string(call) + ": comm is NULL");
   if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
+  if (comm->revoked_ && revoked == Revoked::Refused) refuseRevoked(call);
   if (comm->finalized_) forestcc::nccl::refuse("the communicator was finalized (ncclCommFinalize)");
   {
     std::lock_guard<std::mutex> lock(comm->mu_);
@@ -188,6 +196,7 @@ ncclComm::Use::Use(ncclComm* comm, const char* call) : comm_(comm) {
   try {
     comm->waitForBackground();  // the call before this one (non-blocking config)
     if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
+    if (comm->revoked_ && revoked == Revoked::Refused) refuseRevoked(call);
     if (comm->finalized_) forestcc::nccl::refuse("the communicator was finalized (ncclCommFinalize)");
     comm->waitUntilConnected();
     if (forestcc::nccl::Background::abortedHere())
@@ -234,6 +243,33 @@ void ncclComm::abort(const std::string& reason) {
   idle_.wait(lock, [&] { return inside_ == 0; });
 }
 
+void ncclComm::revoke(const std::string& reason) {
+  revoked_ = true;  // before the poison: a call that starts now is refused, not failed by it
+  std::shared_ptr<forestcc::nccl::Background> group;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    group = background_;
+  }
+  // A non-blocking group call on several communicators ends as a whole, as with ncclCommAbort.
+  if (group && !group->ended())
+    group->abortMembers(this, reason + ", on another communicator of the same non-blocking group");
+  joinConnecting();  // a rendezvous in progress ends by itself (deadline)
+  if (attached_) communicator_->abort(reason);
+  if (group) group->wait();
+  if (attached_) {
+    try {
+      collectives_->drain();  // queued work fails at once on the poison
+    } catch (...) {
+      // its failure is what the revoke was for
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return inside_ == 0; });
+  // Quiesced: NCCL's callers poll ncclCommGetAsyncError until it says ncclSuccess, then shrink.
+  asyncError_ = ncclSuccess;
+  deviceWork_.reset();
+}
+
 void ncclComm::finalize() {
   waitUntilConnected();
   collectives_->drain();
@@ -261,7 +297,7 @@ ncclResult_t ncclComm::asyncError() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (background_ && !background_->ended()) return ncclInProgress;
-    if (asyncError_ == ncclSuccess) work = deviceWork_;
+    if (asyncError_ == ncclSuccess && !revoked_) work = deviceWork_;
   }
   // Outside mu_: the poll reaps the runner's finished calls (its own lock) and may poison the
   // communicator. It never blocks: an unfinished call reads as no error yet.
@@ -285,7 +321,7 @@ ncclResult_t ncclComm::asyncError() {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (asyncError_ == ncclSuccess && communicator_) {
+  if (asyncError_ == ncclSuccess && communicator_ && !revoked_) {  // a revoked one is poisoned on purpose
     try {
       communicator_->checkHealthy();
     } catch (const forestcc::Error& e) {

@@ -74,10 +74,14 @@ struct ncclComm {
   // Poisons the forestcc communicator, once it is attached (a group's abort, Background).
   void poison(const std::string& reason);
 
-  // Held by every call that uses the communicator; throws when it is aborted or not ready.
+  // Whether a call takes a revoked communicator (ncclCommRevoke): only Split, Shrink and Destroy do.
+  enum class Revoked { Refused, Taken };
+
+  // Held by every call that uses the communicator; throws when it is aborted, revoked (unless
+  // `revoked` says the call takes it) or not ready.
   class Use {
    public:
-    Use(ncclComm* comm, const char* call);
+    Use(ncclComm* comm, const char* call, Revoked revoked = Revoked::Refused);
     ~Use();
     Use(const Use&) = delete;
     Use& operator=(const Use&) = delete;
@@ -106,6 +110,10 @@ struct ncclComm {
   // inside it. Safe from any thread.
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
+  // ncclCommRevoke: poisons the communicator (calls in flight fail at once), waits until no call
+  // is inside it, and leaves it quiesced: ncclCommGetAsyncError says ncclSuccess, new operations
+  // are refused, Split, Shrink and Destroy still work. Safe from any thread.
+  void revoke(const std::string& reason);
   // Waits for queued work (on the GPU too), for a non-blocking init to end, then for every rank.
   void finalize();
   bool finalized() const { return finalized_; }
@@ -132,7 +140,10 @@ struct ncclComm {
   // root, a PreMulSum's scaled input.
   forestcc::nccl::DeviceScratch reduceScratch, premulScratch;
   bool suspended = false;  // ncclCommSuspend (reported by ncclCommMemStats)
-  uint64_t splits = 0;                                  // ncclCommSplit calls so far (tags their messages)
+  uint64_t splits = 0;   // ncclCommSplit calls so far (tags their messages)
+  // ncclCommShrink exchanges so far with each rank (tags their messages): survivors of different
+  // shrinks take part in different ones, but the two ends of an exchange always count it both.
+  std::map<int, uint64_t> shrinkExchanges;
 
  private:
   void waitUntilConnected();
@@ -151,6 +162,7 @@ struct ncclComm {
   std::atomic<bool> attached_{false};  // communicator_ and collectives_ are set
   std::shared_ptr<forestcc::nccl::Background> background_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> revoked_{false};
   std::atomic<bool> finalized_{false};  // set by a non-blocking finalize on its thread
 
   std::mutex mu_;

@@ -17,11 +17,14 @@
 #include "nccl/comm.hpp"
 #include "nccl/cuda_driver.hpp"
 #include "nccl/groups.hpp"
+#include "nccl/init.hpp"
 #include "nccl/result.hpp"
 
 using forestcc::nccl::badArgument;
 using forestcc::nccl::guarded;
+using forestcc::nccl::initRank;
 using forestcc::nccl::refuse;
+using forestcc::nccl::toForestcc;
 
 static_assert(sizeof(ncclUniqueId) == forestcc::UniqueId::kBytes, "an ncclUniqueId holds a forestcc UniqueId");
 
@@ -29,20 +32,22 @@ namespace {
 
 constexpr uint64_t kSplitTag = 0x4e43434c53504c54ull;  // "NCCLSPLT" (+ the split's number)
 
-forestcc::UniqueId toForestcc(const ncclUniqueId& id) {
-  return forestcc::UniqueId::fromBytes(std::string(id.internal, sizeof id.internal));
-}
-
 void checkRanks(int nranks, int rank) {
   if (nranks < 1) badArgument("nranks is " + std::to_string(nranks) + "; expected at least 1");
   if (rank < 0 || rank >= nranks)
     badArgument("rank " + std::to_string(rank) + " is out of range (0.." + std::to_string(nranks - 1) + ")");
 }
 
-// Makes the shim communicator and starts joining the job described by `id` (on a thread when the
-// config is non-blocking). On a blocking failure nothing is returned to the caller.
-ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank,
-                      const forestcc::nccl::CommConfig& config, int device) {
+}  // namespace
+
+namespace forestcc::nccl {
+
+forestcc::UniqueId toForestcc(const ncclUniqueId& id) {
+  return forestcc::UniqueId::fromBytes(std::string(id.internal, sizeof id.internal));
+}
+
+ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank, const CommConfig& config,
+                      int device) {
   forestcc::nccl::cuda::lookForTheDriver();  // CUDA loaded since the last init: GPU pointers are seen
   auto comm = std::make_unique<ncclComm>(rank, nranks, config);
   comm->device = device;
@@ -66,7 +71,7 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id,
   return result;
 }
 
-}  // namespace
+}  // namespace forestcc::nccl
 
 extern "C" ncclResult_t ncclGetVersion(int* version) {
   return guarded(nullptr, "ncclGetVersion", [&] {
@@ -139,7 +144,7 @@ extern "C" ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
 extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                       ncclConfig_t* config) {
   return guarded(comm, "ncclCommSplit", [&]() -> ncclResult_t {
-    ncclComm::Use use(comm, "ncclCommSplit");
+    ncclComm::Use use(comm, "ncclCommSplit", ncclComm::Revoked::Taken);
     if (!newcomm) badArgument("newcomm is NULL");
     *newcomm = nullptr;
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)

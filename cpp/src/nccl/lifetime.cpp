@@ -1,6 +1,6 @@
 // The rest of a communicator's life: queries, ncclCommGetAsyncError, ncclCommFinalize,
-// ncclCommDestroy and ncclCommAbort (safe from another thread: the calls waiting inside the
-// communicator fail at once, and it is freed only after they have left).
+// ncclCommDestroy, ncclCommRevoke and ncclCommAbort (the last two safe from another thread: the
+// calls waiting inside the communicator fail at once, and it is freed only after they have left).
 #include <string>
 
 #include "nccl/comm.hpp"
@@ -67,13 +67,27 @@ extern "C" ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;  // NCCL accepts NULL
     if (!comm->finalized() && !comm->aborted()) {
       try {
-        ncclComm::Use use(comm, "ncclCommDestroy");
+        ncclComm::Use use(comm, "ncclCommDestroy", ncclComm::Revoked::Taken);
         comm->collectives().drain();
       } catch (...) {
         // A communicator that failed is still freed; its error was reported where it happened.
       }
     }
     delete comm;
+    return ncclSuccess;
+  });
+}
+
+// Quiesces the communicator for a shrink (NCCL's fault-tolerance path: revoke, poll
+// ncclCommGetAsyncError until ncclSuccess, shrink): calls in flight fail at once, here and on the
+// peers' calls that wait for this rank; not called from inside a call of the communicator.
+extern "C" ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return guarded(nullptr, "ncclCommRevoke", [&] {
+    if (!comm) badArgument("comm is NULL");
+    if (revokeFlags != NCCL_REVOKE_DEFAULT)
+      badArgument("revokeFlags is " + std::to_string(revokeFlags) + "; expected NCCL_REVOKE_DEFAULT (0)");
+    if (comm->aborted()) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
+    comm->revoke("ncclCommRevoke was called on rank " + std::to_string(comm->rank));
     return ncclSuccess;
   });
 }

@@ -1,8 +1,8 @@
 // The NCCL API forestcc has no counterpart for: exported so that programs (PyTorch imports all of
 // them) load, and forwarded to the fallback NCCL with the communicator's real twin when there is
 // one; otherwise ncclInvalidUsage with the reason in ncclGetLastError. Calls whose result would be
-// a communicator of the fallback (Shrink, Grow) are refused outright: the program would hand it
-// back to the shim. A few have an honest native answer on host memory and give it.
+// a communicator of the fallback (Grow) are refused outright: the program would hand it back to
+// the shim. A few have an honest native answer on host memory and give it.
 #include <cstdio>
 #include <string>
 
@@ -45,18 +45,6 @@ ncclResult_t forwardPlain(const char* name, Args... args) {
 }  // namespace
 
 extern "C" {
-
-ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  return forwardWithComm<decltype(ncclCommRevoke)>("ncclCommRevoke", comm, revokeFlags);
-}
-
-ncclResult_t ncclCommShrink(ncclComm_t comm, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
-  return guarded(comm, "ncclCommShrink", [&]() -> ncclResult_t {
-    if (newcomm) *newcomm = nullptr;
-    refuse("forestcc's shim does not shrink communicators; the surviving ranks can call ncclCommSplit "
-           "instead (excluded ranks with NCCL_SPLIT_NOCOLOR, while they are alive)");
-  });
-}
 
 ncclResult_t ncclCommGrow(ncclComm_t comm, int, const ncclUniqueId*, int, ncclComm_t* newcomm, ncclConfig_t*) {
   return guarded(comm, "ncclCommGrow", [&]() -> ncclResult_t {

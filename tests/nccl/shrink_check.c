@@ -1,0 +1,219 @@
+/* ncclCommShrink and ncclCommRevoke on forestcc's shim, host buffers, under forestcc-run. Each
+ * mode prints "OK <mode> <rank>"; anything wrong prints "ERROR ..." and exits non-zero.
+ *
+ *   shrink_check shrink <dir>    healthy parent (NCCL_SHRINK_DEFAULT): the survivors of excluding the
+ *                                last rank, then of excluding rank 0 (renumbered; a non-blocking
+ *                                config, polled), run all_reduce and broadcast on the new
+ *                                communicator while the excluded rank does not call; with one rank,
+ *                                an empty list
+ *   shrink_check dead <dir>      (2+ ranks) rank 0, the parent's bootstrap root, exits without a
+ *                                word; the survivors' next all_reduce fails, they shrink with
+ *                                NCCL_SHRINK_ABORT and all_reduce on the new communicator
+ *   shrink_check revoke <dir>    (2+ ranks) the last rank exits; the survivors' all_reduce fails,
+ *                                they revoke the parent, poll ncclCommGetAsyncError to ncclSuccess,
+ *                                see a collective refused, shrink (NCCL_SHRINK_DEFAULT) and run
+ *   shrink_check mismatch <dir>  (3+ ranks) rank 1 excludes nobody while the others exclude the last
+ *                                rank: every survivor gets ncclInvalidUsage naming both lists, and
+ *                                the parent still works for every rank
+ *   shrink_check errors <dir>    every argument ncclCommShrink and ncclCommRevoke refuse, with its
+ *                                message, and the parent still works
+ */
+#include <time.h>
+
+#include "check_common.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Polls until the communicator's state is not ncclInProgress (at most two minutes) and returns it. */
+static ncclResult_t pollToEnd(ncclComm_t comm, const char* what) {
+  const double deadline = now() + 120;
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) {
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress && now() > deadline) {
+      FAIL("%s: still in progress after 120 s", what);
+      exit(1);
+    }
+  }
+  return state;
+}
+
+/* all_reduce of `mine` over comm must give `want`; a broadcast from its rank 0 must give `root`. */
+static void checkComm(ncclComm_t comm, int wantSize, int wantRank, double mine, double want, double root) {
+  int size = -1, r = -1;
+  CHECK(ncclCommCount(comm, &size));
+  CHECK(ncclCommUserRank(comm, &r));
+  if (size != wantSize || r != wantRank)
+    FAIL("the new communicator is rank %d of %d; expected rank %d of %d", r, size, wantRank, wantSize);
+  double v[3] = {mine, 2 * mine, 3 * mine};
+  CHECK(ncclAllReduce(v, v, 3, ncclFloat64, ncclSum, comm, NULL));
+  for (int i = 0; i < 3; ++i)
+    if (v[i] != (i + 1) * want) FAIL("all_reduce[%d] on the new communicator gave %g; expected %g", i, v[i], (i + 1) * want);
+  double b = r == 0 ? root : -1;
+  CHECK(ncclBroadcast(&b, &b, 1, ncclFloat64, 0, comm, NULL));
+  if (b != root) FAIL("broadcast on the new communicator gave %g; expected %g", b, root);
+}
+
+static double sumOfRanks(int from, int to) { /* (from + 1) + ... + (to + 1) */
+  double s = 0;
+  for (int r = from; r <= to; ++r) s += r + 1;
+  return s;
+}
+
+static void modeShrink(const char* dir) {
+  ncclComm_t world = worldComm(dir);
+  ncclComm_t shrunk = NULL;
+  if (nranks == 1) {
+    CHECK(ncclCommShrink(world, NULL, 0, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    checkComm(shrunk, 1, 0, 1, 1, 7);
+    CHECK(ncclCommDestroy(shrunk));
+    CHECK(ncclCommDestroy(world));
+    return;
+  }
+  /* The last rank is excluded: it does not call, the others keep their numbers. */
+  int last = nranks - 1;
+  if (rank != last) {
+    CHECK(ncclCommShrink(world, &last, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    checkComm(shrunk, nranks - 1, rank, rank + 1, sumOfRanks(0, nranks - 2), 11);
+    CHECK(ncclCommDestroy(shrunk));
+  }
+  /* Rank 0 is excluded: the others are renumbered from 0, in their old order; the new
+   * communicator is non-blocking and is polled. */
+  int first = 0;
+  if (rank != first) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommShrink(world, &first, 1, &shrunk, &config, NCCL_SHRINK_DEFAULT);
+    if (r != ncclSuccess && r != ncclInProgress) FAIL("a non-blocking shrink returned %d: %s", r, ncclGetLastError(NULL));
+    if (pollToEnd(shrunk, "the non-blocking shrink") != ncclSuccess) FAIL("the non-blocking shrink failed");
+    /* a collective of a non-blocking communicator: enqueue, then poll */
+    int size = -1, newRank = -1;
+    CHECK(ncclCommCount(shrunk, &size));
+    CHECK(ncclCommUserRank(shrunk, &newRank));
+    if (size != nranks - 1 || newRank != rank - 1)
+      FAIL("after excluding rank 0, rank %d is rank %d of %d; expected %d of %d", rank, newRank, size, rank - 1, nranks - 1);
+    double v = rank + 1;
+    r = ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, shrunk, NULL);
+    if (r != ncclSuccess && r != ncclInProgress) FAIL("all_reduce returned %d", r);
+    if (pollToEnd(shrunk, "all_reduce") != ncclSuccess) FAIL("all_reduce on the non-blocking shrunk communicator failed");
+    if (v != sumOfRanks(1, nranks - 1)) FAIL("all_reduce after excluding rank 0 gave %g; expected %g", v, sumOfRanks(1, nranks - 1));
+    CHECK(ncclCommDestroy(shrunk));
+  }
+  /* The parent is untouched by shrinks that took its ranks apart. */
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
+  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the shrinks gave %g", v);
+  CHECK(ncclCommDestroy(world));
+}
+
+/* The parent's next all_reduce must fail: a peer died. */
+static void expectFailure(ncclComm_t world) {
+  double v = 1;
+  ncclResult_t r = ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL);
+  if (r == ncclSuccess) FAIL("an all_reduce with a dead peer succeeded");
+  else if (r != ncclRemoteError && r != ncclSystemError && r != ncclTimeout)
+    FAIL("an all_reduce with a dead peer returned %d (%s): %s", r, ncclGetErrorString(r), ncclGetLastError(NULL));
+}
+
+static void dieNow(const char* mode) {
+  printf("OK %s %d\n", mode, rank);
+  fflush(stdout);
+  _exit(0); /* no destroy, no exit handlers: to its peers this rank died */
+}
+
+static void modeDead(const char* dir) {
+  ncclComm_t world = worldComm(dir);
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL)); /* all ranks alive */
+  if (rank == 0) dieNow("dead");
+  expectFailure(world);
+  int dead = 0;
+  ncclComm_t shrunk = NULL;
+  CHECK(ncclCommShrink(world, &dead, 1, &shrunk, NULL, NCCL_SHRINK_ABORT));
+  checkComm(shrunk, nranks - 1, rank - 1, rank + 1, sumOfRanks(1, nranks - 1), 13);
+  CHECK(ncclCommDestroy(shrunk));
+  CHECK(ncclCommAbort(world));
+}
+
+static void modeRevoke(const char* dir) {
+  ncclComm_t world = worldComm(dir);
+  const int last = nranks - 1;
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
+  if (rank == last) dieNow("revoke");
+  expectFailure(world);
+  CHECK(ncclCommRevoke(world, NCCL_REVOKE_DEFAULT));
+  if (pollToEnd(world, "the revoked communicator") != ncclSuccess)
+    FAIL("ncclCommGetAsyncError of a revoked communicator is not ncclSuccess: %s", ncclGetLastError(world));
+  EXPECT_ERROR(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL), ncclInvalidUsage, "revoked");
+  int excluded = last;
+  ncclComm_t shrunk = NULL;
+  CHECK(ncclCommShrink(world, &excluded, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+  checkComm(shrunk, nranks - 1, rank, rank + 1, sumOfRanks(0, nranks - 2), 17);
+  CHECK(ncclCommDestroy(shrunk));
+  CHECK(ncclCommDestroy(world));
+}
+
+static void modeMismatch(const char* dir) {
+  ncclComm_t world = worldComm(dir);
+  int last = nranks - 1;
+  if (rank != last) {
+    ncclComm_t shrunk = (ncclComm_t)0x1;
+    /* rank 1 passes an empty list; the new rank 0 (rank 0) offers {last}: all of them refuse */
+    ncclResult_t r = rank == 1 ? ncclCommShrink(world, NULL, 0, &shrunk, NULL, NCCL_SHRINK_DEFAULT)
+                               : ncclCommShrink(world, &last, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT);
+    const char* e = ncclGetLastError(NULL);
+    char want[128];
+    snprintf(want, sizeof want, "rank 1 excludes {}, rank 0 excludes {%d}", last);
+    if (r != ncclInvalidUsage) FAIL("a shrink with different lists returned %d: %s", r, e);
+    else if (!strstr(e, "different lists") || !strstr(e, want)) FAIL("the mismatch's message does not say '%s': %s", want, e);
+    if (shrunk != NULL) FAIL("a refused shrink left a communicator");
+  }
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
+  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the refused shrink gave %g", v);
+  CHECK(ncclCommDestroy(world));
+}
+
+static void modeErrors(const char* dir) {
+  ncclComm_t world = worldComm(dir);
+  ncclComm_t shrunk = (ncclComm_t)0x1;
+  int list[2] = {nranks, 0};
+  EXPECT_ERROR(ncclCommShrink(world, list, 1, NULL, NULL, 0), ncclInvalidArgument, "newcomm is NULL");
+  EXPECT_ERROR(ncclCommShrink(world, list, -1, &shrunk, NULL, 0), ncclInvalidArgument, "excludeRanksCount is -1");
+  EXPECT_ERROR(ncclCommShrink(world, NULL, 1, &shrunk, NULL, 0), ncclInvalidArgument, "excludeRanksList is NULL");
+  char want[96];
+  snprintf(want, sizeof want, "excludeRanksList[0] is %d: out of range (0..%d)", nranks, nranks - 1);
+  EXPECT_ERROR(ncclCommShrink(world, list, 1, &shrunk, NULL, 0), ncclInvalidArgument, want);
+  if (shrunk != NULL) FAIL("a refused shrink left its output set");
+  list[0] = rank;
+  EXPECT_ERROR(ncclCommShrink(world, list, 1, &shrunk, NULL, 0), ncclInvalidArgument, "the calling rank");
+  EXPECT_ERROR(ncclCommShrink(world, NULL, 0, &shrunk, NULL, 2), ncclInvalidArgument, "shrinkFlags is 2");
+  EXPECT_ERROR(ncclCommShrink(NULL, NULL, 0, &shrunk, NULL, 0), ncclInvalidArgument, "comm is NULL");
+  EXPECT_ERROR(ncclCommRevoke(world, 3), ncclInvalidArgument, "revokeFlags is 3");
+  EXPECT_ERROR(ncclCommRevoke(NULL, 0), ncclInvalidArgument, "comm is NULL");
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
+  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the refusals gave %g", v);
+  CHECK(ncclCommDestroy(world));
+}
+
+int main(int argc, char** argv) {
+  const char* mode = startProgram(argc, argv);
+  if (!strcmp(mode, "shrink")) modeShrink(argv[2]);
+  else if (!strcmp(mode, "dead") && nranks > 1) modeDead(argv[2]);
+  else if (!strcmp(mode, "revoke") && nranks > 1) modeRevoke(argv[2]);
+  else if (!strcmp(mode, "mismatch") && nranks > 2) modeMismatch(argv[2]);
+  else if (!strcmp(mode, "errors")) modeErrors(argv[2]);
+  else {
+    fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);
+    return 2;
+  }
+  if (failures) return 1;
+  printf("OK %s %d\n", mode, rank);
+  return 0;
+}
