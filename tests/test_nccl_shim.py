@@ -81,7 +81,7 @@ def programs(tmp_path_factory) -> Path:
              f"-L{WHEEL_LIBRARY.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{WHEEL_LIBRARY.parent}",
              "-lpthread", "-lm", "-ldl")
     _compile("-O1", "-Wall", *nccl, str(HERE / "p2p_check.c"), "-o", str(out / "p2p_check"), *link_shim)
-    for name in ("nonblocking_check", "group_init_check", "shrink_check"):
+    for name in ("nonblocking_check", "group_init_check", "elastic_check"):
         _compile("-O1", "-Wall", *nccl, str(HERE / f"{name}.c"), "-o", str(out / name), *link_shim)
     _compile("-shared", "-fPIC", *nccl, str(HERE / "fake_nccl.c"), "-o", str(out / "fake_nccl.so"))
     _compile("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(HERE / "fake_libcuda.c"), "-o",
@@ -245,13 +245,15 @@ def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path
 
 @pytest.mark.parametrize("mode,n", [("shrink", 1), ("shrink", 3), ("shrink", 4), ("errors", 1),
                                     ("errors", 3), ("dead", 2), ("dead", 3), ("dead", 4),
-                                    ("revoke", 3), ("revoke", 4), ("mismatch", 3), ("mismatch", 4)])
-def test_shrink_and_revoke(programs, tmp_path, mode, n, no_new_shm):
+                                    ("revoke", 3), ("revoke", 4), ("mismatch", 3), ("mismatch", 4),
+                                    ("grow", 2), ("grow", 3), ("grow", 4)])
+def test_shrink_revoke_and_grow(programs, tmp_path, mode, n, no_new_shm):
     # ncclCommShrink of a healthy parent, after a rank died (the parent's rank 0 itself: its
     # bootstrap root) and after ncclCommRevoke; survivors that pass different lists all get an
-    # error; every argument check (shrink_check.c says what each mode checks). A generous timeout:
-    # the dead rank is found by the parent's failing call, not by waiting it out.
-    p = run_check(programs, tmp_path, n, mode, program="shrink_check", FORESTCC_TIMEOUT="60")
+    # error; ncclCommGrow with a coordinator that is not rank 0; every argument check
+    # (elastic_check.c says what each mode checks). The dead rank is found by the parent's failing
+    # call, not by waiting out FORESTCC_TIMEOUT, which is only there to end a hang.
+    p = run_check(programs, tmp_path, n, mode, program="elastic_check", FORESTCC_TIMEOUT="60")
     assert_ok(p, mode, n)
 
 

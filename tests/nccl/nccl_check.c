@@ -632,9 +632,6 @@ static void modeErrors(const char* dir) {
   ncclWindow_t win;
   EXPECT_ERROR(ncclCommWindowRegister(comm, x, sizeof x, &win, 0), ncclInvalidUsage, "no native ncclCommWindowRegister");
   EXPECT_ERROR(ncclSignal(0, 0, 0, 0, comm, NULL), ncclInvalidUsage, "no native ncclSignal");
-  ncclComm_t grown = (ncclComm_t)0x1;
-  EXPECT_ERROR(ncclCommGrow(comm, nranks + 1, NULL, -1, &grown, NULL), ncclInvalidUsage, "does not grow");
-  if (grown != NULL) FAIL("a refused grow left a communicator");
   ncclCollConfig_t cc = NCCL_COLLCONFIG_INITIALIZER;
   cc.algSelection = "ring";
   EXPECT_ERROR(ncclAllReduceConfig(x, y, 4, ncclFloat32, ncclSum, comm, NULL, &cc), ncclInvalidUsage, "algSelection");

@@ -50,6 +50,21 @@ LaunchInfo detectLaunch();
 // (mpi4py's broadcast) does not, so detectLaunch() itself does not refuse.
 void requireRendezvous(const LaunchInfo& info);
 
+// Invitations (NCCL's ncclCommGetUniqueId, then ncclCommGrow): an id that leads new ranks to a job
+// whose own id another process makes later. The inviting process made `invitation` with
+// UniqueId::create(), which keeps its listening socket; once the job's id exists it answers each
+// new rank's connection there with it. A new rank presents the invitation's magic, its rank and
+// the job's size, and is refused with the reason when one is wrong.
+//
+// The host: answers ranks [firstNew, nranks) once each with `job`; throws Timeout at the
+// deadline naming the ranks that never asked, InvalidUsage when this process did not make the
+// invitation (or already answered it).
+void answerInvitation(const UniqueId& invitation, const UniqueId& job, int firstNew, int nranks,
+                      double timeoutSeconds);
+// A new rank: returns the job's id; throws InvalidUsage with the host's reason when refused,
+// Timeout when no answer came in time.
+UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds);
+
 class Bootstrap {
  public:
   // Joins the job described by `id` as `rank` of `nranks`. Blocks until every rank has arrived

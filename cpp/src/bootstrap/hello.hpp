@@ -11,6 +11,7 @@ namespace forestcc {
 
 constexpr uint32_t kHelloRendezvous = 1;  // a rank joining rank 0
 constexpr uint32_t kHelloPeer = 2;        // a rank opening a point-to-point connection
+constexpr uint32_t kHelloInvitation = 3;  // a new rank asking its invitation's host for the job's id
 
 struct Hello {
   char tag[4] = {'F', 'C', 'C', 'H'};
@@ -25,7 +26,9 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 32, "Hello is a wire format");
 
-enum HelloStatus : uint32_t { kOk = 0, kWrongMagic = 1, kBadRank = 2, kDuplicateRank = 3, kSizeMismatch = 4 };
+enum HelloStatus : uint32_t {
+  kOk = 0, kWrongMagic = 1, kBadRank = 2, kDuplicateRank = 3, kSizeMismatch = 4, kNotNew = 5
+};
 
 inline const char* helloStatusText(uint32_t s) {
   switch (s) {
@@ -33,6 +36,7 @@ inline const char* helloStatusText(uint32_t s) {
     case kBadRank: return "rank out of range";
     case kDuplicateRank: return "another process already joined with this rank";
     case kSizeMismatch: return "ranks disagree on the number of ranks";
+    case kNotNew: return "the rank is one of the communicator's existing ranks, not a new one";
   }
   return "refused";
 }

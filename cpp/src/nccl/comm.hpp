@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,6 +145,8 @@ struct ncclComm {
   // ncclCommShrink exchanges so far with each rank (tags their messages): survivors of different
   // shrinks take part in different ones, but the two ends of an exchange always count it both.
   std::map<int, uint64_t> shrinkExchanges;
+  // ncclCommGetUniqueId's invitation for the next ncclCommGrow, on the rank that made it (grow.cpp).
+  std::optional<forestcc::UniqueId> growInvitation;
 
  private:
   void waitUntilConnected();

@@ -1,8 +1,7 @@
 // The NCCL API forestcc has no counterpart for: exported so that programs (PyTorch imports all of
 // them) load, and forwarded to the fallback NCCL with the communicator's real twin when there is
-// one; otherwise ncclInvalidUsage with the reason in ncclGetLastError. Calls whose result would be
-// a communicator of the fallback (Grow) are refused outright: the program would hand it back to
-// the shim. A few have an honest native answer on host memory and give it.
+// one; otherwise ncclInvalidUsage with the reason in ncclGetLastError. A few have an honest native
+// answer on host memory and give it.
 #include <cstdio>
 #include <string>
 
@@ -45,20 +44,6 @@ ncclResult_t forwardPlain(const char* name, Args... args) {
 }  // namespace
 
 extern "C" {
-
-ncclResult_t ncclCommGrow(ncclComm_t comm, int, const ncclUniqueId*, int, ncclComm_t* newcomm, ncclConfig_t*) {
-  return guarded(comm, "ncclCommGrow", [&]() -> ncclResult_t {
-    if (newcomm) *newcomm = nullptr;
-    refuse("forestcc's shim does not grow communicators; make a new one with ncclCommInitRank");
-  });
-}
-
-ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
-  return guarded(comm, "ncclCommGetUniqueId", [&]() -> ncclResult_t {
-    if (uniqueId) *uniqueId = ncclUniqueId{};
-    refuse("forestcc's shim does not grow communicators, so it has no id to grow one with (ncclCommGrow)");
-  });
-}
 
 // With no GPU memory held, there is nothing to release or restore; the state is kept for MemStats.
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {

@@ -1,22 +1,28 @@
-/* ncclCommShrink and ncclCommRevoke on forestcc's shim, host buffers, under forestcc-run. Each
- * mode prints "OK <mode> <rank>"; anything wrong prints "ERROR ..." and exits non-zero.
+/* ncclCommShrink, ncclCommRevoke and ncclCommGrow on forestcc's shim, host buffers, under
+ * forestcc-run. Each mode prints "OK <mode> <rank>"; anything wrong prints "ERROR ..." and exits
+ * non-zero.
  *
- *   shrink_check shrink <dir>    healthy parent (NCCL_SHRINK_DEFAULT): the survivors of excluding the
+ *   elastic_check shrink <dir>    healthy parent (NCCL_SHRINK_DEFAULT): the survivors of excluding the
  *                                last rank, then of excluding rank 0 (renumbered; a non-blocking
  *                                config, polled), run all_reduce and broadcast on the new
  *                                communicator while the excluded rank does not call; with one rank,
  *                                an empty list
- *   shrink_check dead <dir>      (2+ ranks) rank 0, the parent's bootstrap root, exits without a
+ *   elastic_check dead <dir>      (2+ ranks) rank 0, the parent's bootstrap root, exits without a
  *                                word; the survivors' next all_reduce fails, they shrink with
  *                                NCCL_SHRINK_ABORT and all_reduce on the new communicator
- *   shrink_check revoke <dir>    (2+ ranks) the last rank exits; the survivors' all_reduce fails,
+ *   elastic_check revoke <dir>    (2+ ranks) the last rank exits; the survivors' all_reduce fails,
  *                                they revoke the parent, poll ncclCommGetAsyncError to ncclSuccess,
  *                                see a collective refused, shrink (NCCL_SHRINK_DEFAULT) and run
- *   shrink_check mismatch <dir>  (3+ ranks) rank 1 excludes nobody while the others exclude the last
+ *   elastic_check mismatch <dir>  (3+ ranks) rank 1 excludes nobody while the others exclude the last
  *                                rank: every survivor gets ncclInvalidUsage naming both lists, and
  *                                the parent still works for every rank
- *   shrink_check errors <dir>    every argument ncclCommShrink and ncclCommRevoke refuse, with its
- *                                message, and the parent still works
+ *   elastic_check grow <dir>     (2+ ranks) ranks 0..n-2 make a communicator; its rank 1 (rank 0
+ *                                with two ranks) makes the grow id, which the last rank takes
+ *                                after two refused tries (an existing rank's number, another
+ *                                size); all n grow into one communicator and run on it
+ *   elastic_check errors <dir>    every argument ncclCommShrink, ncclCommRevoke and ncclCommGrow
+ *                                refuse, with its message (a grow where no existing rank passes
+ *                                the id: on every rank), and the parent still works
  */
 #include <time.h>
 
@@ -196,10 +202,56 @@ static void modeErrors(const char* dir) {
   EXPECT_ERROR(ncclCommShrink(NULL, NULL, 0, &shrunk, NULL, 0), ncclInvalidArgument, "comm is NULL");
   EXPECT_ERROR(ncclCommRevoke(world, 3), ncclInvalidArgument, "revokeFlags is 3");
   EXPECT_ERROR(ncclCommRevoke(NULL, 0), ncclInvalidArgument, "comm is NULL");
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  EXPECT_ERROR(ncclCommGrow(world, nranks + 1, NULL, -1, NULL, NULL), ncclInvalidArgument, "newcomm is NULL");
+  EXPECT_ERROR(ncclCommGrow(world, nranks + 1, NULL, rank, &shrunk, NULL), ncclInvalidArgument, "passes -1");
+  EXPECT_ERROR(ncclCommGrow(world, nranks, NULL, -1, &shrunk, NULL), ncclInvalidArgument, "expected more than");
+  EXPECT_ERROR(ncclCommGrow(world, nranks + 1, &id, -1, &shrunk, NULL), ncclInvalidArgument,
+               "not the id this rank's ncclCommGetUniqueId made");
+  EXPECT_ERROR(ncclCommGrow(NULL, nranks + 1, NULL, nranks, &shrunk, NULL), ncclInvalidArgument, "uniqueId is NULL");
+  EXPECT_ERROR(ncclCommGrow(NULL, nranks + 1, &id, nranks + 1, &shrunk, NULL), ncclInvalidArgument, "out of range");
+  EXPECT_ERROR(ncclCommGetUniqueId(world, NULL), ncclInvalidArgument, "uniqueId is NULL");
+  /* collective: every existing rank learns that nobody passed the id (no new rank is waiting) */
+  EXPECT_ERROR(ncclCommGrow(world, nranks + 1, NULL, -1, &shrunk, NULL), ncclInvalidUsage,
+               "no existing rank passed the id");
+  if (shrunk != NULL) FAIL("a refused grow left its output set");
   double v = rank + 1;
   CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
   if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the refusals gave %g", v);
   CHECK(ncclCommDestroy(world));
+}
+
+static void modeGrow(const char* dir) {
+  const int old = nranks - 1, coordinator = old > 1 ? 1 : 0;
+  ncclUniqueId id;
+  ncclComm_t grown = NULL;
+  if (rank < old) {
+    ncclComm_t parent;
+    shareId(dir, "parent.id", &id, rank == 0);
+    CHECK(ncclCommInitRank(&parent, old, id, rank));
+    if (rank == coordinator) {
+      CHECK(ncclCommGetUniqueId(parent, &id));
+      char path[4096], tmp[4200];
+      snprintf(path, sizeof path, "%s/grow.id", dir);
+      snprintf(tmp, sizeof tmp, "%s.tmp", path);
+      FILE* f = fopen(tmp, "wb");
+      if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        FAIL("cannot write %s", path);
+        exit(1);
+      }
+    }
+    CHECK(ncclCommGrow(parent, nranks, rank == coordinator ? &id : NULL, -1, &grown, NULL));
+    CHECK(ncclCommDestroy(parent));
+  } else {
+    shareId(dir, "grow.id", &id, 0);
+    /* refused by the coordinator, which then goes on waiting for the right ones */
+    EXPECT_ERROR(ncclCommGrow(NULL, nranks, &id, 0, &grown, NULL), ncclInvalidUsage, "not a new one");
+    EXPECT_ERROR(ncclCommGrow(NULL, nranks + 1, &id, rank, &grown, NULL), ncclInvalidUsage, "number of ranks");
+    CHECK(ncclCommGrow(NULL, nranks, &id, rank, &grown, NULL));
+  }
+  checkComm(grown, nranks, rank, rank + 1, sumOfRanks(0, nranks - 1), 19);
+  CHECK(ncclCommDestroy(grown));
 }
 
 int main(int argc, char** argv) {
@@ -208,6 +260,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "dead") && nranks > 1) modeDead(argv[2]);
   else if (!strcmp(mode, "revoke") && nranks > 1) modeRevoke(argv[2]);
   else if (!strcmp(mode, "mismatch") && nranks > 2) modeMismatch(argv[2]);
+  else if (!strcmp(mode, "grow") && nranks > 1) modeGrow(argv[2]);
   else if (!strcmp(mode, "errors")) modeErrors(argv[2]);
   else {
     fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);

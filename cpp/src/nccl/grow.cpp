@@ -1,0 +1,121 @@
+// ncclCommGetUniqueId and ncclCommGrow: new ranks join the ranks of an existing communicator in a
+// new one, the existing ranks keeping their numbers. One existing rank, the coordinator, makes
+// the id the new ranks are given (ncclCommGetUniqueId): a forestcc invitation, whose listening
+// socket that process keeps. The new communicator's own id is made at the grow by the parent's
+// rank 0 (its bootstrap root), which need not be the coordinator:
+//   1. the existing ranks all-gather, over the parent, who passed the id and how many ranks
+//      each expects, and rank 0's new id; a disagreement fails every existing rank;
+//   2. the coordinator answers each new rank's connection on the invitation with that id
+//      (answerInvitation), and every rank, old and new, joins it.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "forestcc/bootstrap.hpp"
+#include "forestcc/config.hpp"
+#include "nccl/comm.hpp"
+#include "nccl/cuda_driver.hpp"
+#include "nccl/init.hpp"
+#include "nccl/result.hpp"
+
+using forestcc::nccl::badArgument;
+using forestcc::nccl::guarded;
+
+namespace {
+
+// What each existing rank says at the grow; rank 0 appends the new communicator's id.
+struct GrowClaim {
+  int32_t nranks;
+  int32_t coordinator;  // 1: passed the id of its ncclCommGetUniqueId
+};
+
+// Step 1 above: the new communicator's id; throws ncclInvalidUsage on every existing rank when
+// they disagree on nRanks or not exactly one passed the id. Returns the coordinator's rank in `coordinator`.
+forestcc::UniqueId agreeOnGrow(ncclComm& comm, int nRanks, bool mine, int& coordinator) {
+  forestcc::Bootstrap& bs = comm.communicator().bootstrap();
+  const GrowClaim claim{nRanks, mine ? 1 : 0};
+  std::string blob(reinterpret_cast<const char*>(&claim), sizeof claim);
+  forestcc::UniqueId id;
+  if (comm.rank == 0) {
+    id = forestcc::UniqueId::create();
+    blob.append(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+  }
+  const std::vector<std::string> all = bs.allGather(blob);
+  std::string coordinators, sizes;
+  int found = 0;
+  for (int r = 0; r < comm.size; ++r) {
+    GrowClaim theirs;
+    std::memcpy(&theirs, all[r].data(), sizeof theirs);
+    if (theirs.coordinator) {
+      coordinators += (found++ ? ", " : "") + std::to_string(r);
+      coordinator = r;
+    }
+    if (theirs.nranks != nRanks)
+      sizes += (sizes.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " passes " +
+               std::to_string(theirs.nranks);
+  }
+  if (!sizes.empty())
+    throw forestcc::nccl::NcclError(ncclInvalidUsage, "the existing ranks pass different nRanks: rank " +
+                                                          std::to_string(comm.rank) + " passes " +
+                                                          std::to_string(nRanks) + "; " + sizes);
+  if (found != 1)
+    throw forestcc::nccl::NcclError(
+        ncclInvalidUsage, found == 0 ? std::string("no existing rank passed the id of ncclCommGetUniqueId (the "
+                                                   "coordinator passes it, the other existing ranks NULL)")
+                                     : "ranks " + coordinators + " passed an id; only the coordinator (the rank "
+                                       "that called ncclCommGetUniqueId) passes it");
+  if (comm.rank != 0) id = forestcc::UniqueId::fromBytes(all[0].substr(sizeof(GrowClaim)));
+  return id;
+}
+
+}  // namespace
+
+extern "C" ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return guarded(comm, "ncclCommGetUniqueId", [&] {
+    ncclComm::Use use(comm, "ncclCommGetUniqueId");
+    if (!uniqueId) badArgument("uniqueId is NULL");
+    comm->growInvitation = forestcc::UniqueId::create();  // its listening socket kept for the grow
+    std::memcpy(uniqueId->internal, comm->growInvitation->bytes.data(), sizeof uniqueId->internal);
+    return ncclSuccess;
+  });
+}
+
+extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                     ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded(comm, "ncclCommGrow", [&]() -> ncclResult_t {
+    if (!newcomm) badArgument("newcomm is NULL");
+    *newcomm = nullptr;
+    const double timeout = forestcc::config::timeoutSeconds();
+    if (!comm) {  // a new rank
+      if (!uniqueId) badArgument("uniqueId is NULL: a new rank (comm NULL) passes the id of ncclCommGetUniqueId");
+      if (nRanks < 1) badArgument("nRanks is " + std::to_string(nRanks) + "; expected at least 1");
+      if (rank < 0 || rank >= nRanks)
+        badArgument("rank " + std::to_string(rank) + " is out of range (0.." + std::to_string(nRanks - 1) +
+                    "): a new rank (comm NULL) passes its rank in the new communicator");
+      const forestcc::UniqueId job =
+          forestcc::acceptInvitation(forestcc::nccl::toForestcc(*uniqueId), rank, nRanks, timeout);
+      return forestcc::nccl::initRank(newcomm, nRanks, job, rank, forestcc::nccl::readConfig(config),
+                                      forestcc::nccl::cuda::currentDevice());
+    }
+    ncclComm::Use use(comm, "ncclCommGrow");
+    if (rank != -1)
+      badArgument("rank is " + std::to_string(rank) + "; an existing rank (comm given) passes -1 and keeps its rank " +
+                  std::to_string(comm->rank));
+    if (nRanks <= comm->size)
+      badArgument("nRanks is " + std::to_string(nRanks) + "; expected more than the communicator's " +
+                  std::to_string(comm->size) + " ranks");
+    if (uniqueId && (!comm->growInvitation ||
+                     std::memcmp(uniqueId->internal, comm->growInvitation->bytes.data(), sizeof uniqueId->internal)))
+      badArgument("uniqueId is not the id this rank's ncclCommGetUniqueId made for this communicator (only the "
+                  "coordinator passes one; the other existing ranks pass NULL)");
+    const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config, comm->config);
+    int coordinator = -1;
+    const forestcc::UniqueId job = agreeOnGrow(*comm, nRanks, uniqueId != nullptr, coordinator);
+    if (coordinator == comm->rank) {
+      const forestcc::UniqueId invitation = *comm->growInvitation;
+      comm->growInvitation.reset();  // an invitation is answered once
+      forestcc::answerInvitation(invitation, job, comm->size, nRanks, timeout);
+    }
+    return forestcc::nccl::initRank(newcomm, nRanks, job, comm->rank, cfg, comm->device);
+  });
+}
