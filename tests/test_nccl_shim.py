@@ -246,10 +246,12 @@ def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path
 @pytest.mark.parametrize("mode,n", [("shrink", 1), ("shrink", 3), ("shrink", 4), ("errors", 1),
                                     ("errors", 3), ("dead", 2), ("dead", 3), ("dead", 4),
                                     ("revoke", 3), ("revoke", 4), ("mismatch", 3), ("mismatch", 4),
-                                    ("grow", 2), ("grow", 3), ("grow", 4)])
+                                    ("abortshrink", 3), ("abortshrink", 4), ("grow", 2),
+                                    ("grow", 3), ("grow", 4)])
 def test_shrink_revoke_and_grow(programs, tmp_path, mode, n, no_new_shm):
     # ncclCommShrink of a healthy parent, after a rank died (the parent's rank 0 itself: its
-    # bootstrap root) and after ncclCommRevoke; survivors that pass different lists all get an
+    # bootstrap root), with NCCL_SHRINK_ABORT ending a call in flight, and after ncclCommRevoke;
+    # survivors that pass different lists all get an
     # error; ncclCommGrow with a coordinator that is not rank 0; every argument check
     # (elastic_check.c says what each mode checks). The dead rank is found by the parent's failing
     # call, not by waiting out FORESTCC_TIMEOUT, which is only there to end a hang.

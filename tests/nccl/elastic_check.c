@@ -10,6 +10,9 @@
  *   elastic_check dead <dir>      (2+ ranks) rank 0, the parent's bootstrap root, exits without a
  *                                word; the survivors' next all_reduce fails, they shrink with
  *                                NCCL_SHRINK_ABORT and all_reduce on the new communicator
+ *   elastic_check abortshrink <dir> (3+ ranks) a thread of rank 0 waits in a receive from rank 1,
+ *                                which never sends; rank 0's NCCL_SHRINK_ABORT (the last rank
+ *                                excluded, alive) ends that receive, naming the shrink
  *   elastic_check revoke <dir>    (2+ ranks) the last rank exits; the survivors' all_reduce fails,
  *                                they revoke the parent, poll ncclCommGetAsyncError to ncclSuccess,
  *                                see a collective refused, shrink (NCCL_SHRINK_DEFAULT) and run
@@ -24,6 +27,7 @@
  *                                refuse, with its message (a grow where no existing rank passes
  *                                the id: on every rank), and the parent still works
  */
+#include <pthread.h>
 #include <time.h>
 
 #include "check_common.h"
@@ -145,6 +149,38 @@ static void modeDead(const char* dir) {
   CHECK(ncclCommAbort(world));
 }
 
+static ncclComm_t waitingComm;
+static ncclResult_t waitingResult;
+static char waitingError[1024];
+
+static void* receiveForever(void* arg) {
+  (void)arg;
+  double v;
+  waitingResult = ncclRecv(&v, 1, ncclFloat64, 1, waitingComm, NULL); /* rank 1 never sends */
+  snprintf(waitingError, sizeof waitingError, "%s", ncclGetLastError(NULL));
+  return NULL;
+}
+
+static void modeAbortShrink(const char* dir) {
+  ncclComm_t world = waitingComm = worldComm(dir);
+  int last = nranks - 1;
+  pthread_t t;
+  if (rank == 0) pthread_create(&t, NULL, receiveForever, NULL);
+  if (rank != last) {
+    ncclComm_t shrunk = NULL;
+    CHECK(ncclCommShrink(world, &last, 1, &shrunk, NULL, NCCL_SHRINK_ABORT));
+    checkComm(shrunk, nranks - 1, rank, rank + 1, sumOfRanks(0, nranks - 2), 23);
+    CHECK(ncclCommDestroy(shrunk));
+  }
+  if (rank == 0) {
+    pthread_join(t, NULL);
+    if (waitingResult == ncclSuccess) FAIL("a receive nobody sends to succeeded");
+    else if (!strstr(waitingError, "NCCL_SHRINK_ABORT"))
+      FAIL("the waiting receive ended (%d) without naming the shrink: %s", waitingResult, waitingError);
+  }
+  CHECK(ncclCommAbort(world)); /* the parent was poisoned by the shrink: only abort is left */
+}
+
 static void modeRevoke(const char* dir) {
   ncclComm_t world = worldComm(dir);
   const int last = nranks - 1;
@@ -259,6 +295,7 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "shrink")) modeShrink(argv[2]);
   else if (!strcmp(mode, "dead") && nranks > 1) modeDead(argv[2]);
   else if (!strcmp(mode, "revoke") && nranks > 1) modeRevoke(argv[2]);
+  else if (!strcmp(mode, "abortshrink") && nranks > 2) modeAbortShrink(argv[2]);
   else if (!strcmp(mode, "mismatch") && nranks > 2) modeMismatch(argv[2]);
   else if (!strcmp(mode, "grow") && nranks > 1) modeGrow(argv[2]);
   else if (!strcmp(mode, "errors")) modeErrors(argv[2]);
