@@ -144,8 +144,10 @@ class CollectivesMixin:
         """One batch of sends and receives, ``(array, peer)`` pairs, whose exchanges with every
         peer progress at once (torch's ``batch_isend_irecv``, NCCL's group of sends and
         receives): no order of calls among the ranks can deadlock. Messages between two ranks
-        match in order; what a rank sends another in one batch is received in one batch there
-        (as many messages, the same sizes, GPU memory to GPU memory, host to host). GPU arrays
+        match in order, whatever the batches on either side (a batch of two sends may be received
+        by two ``recv`` calls, and the reverse), each of the same size and memory kind (GPU
+        memory to GPU memory, host to host) as its match; a send completes when its receiver has
+        copied it, so a batch returns once every message it sent was received. GPU arrays
         (all on one device) are copied on ``stream`` (default: the current stream of the first
         GPU array's framework). Returns None, or a handle with ``async_op``."""
         return self._engine.send_recv(list(sends), list(recvs), async_op, stream)

@@ -6,9 +6,18 @@
  *                               one group of sends and receives, as torch's all_to_all_single
  *   p2p_check ring <dir>        a ring shift both ways, several messages per peer (FIFO), zero sizes
  *   p2p_check self <dir>        sends to this rank itself beside sends to peers
- *   p2p_check mismatch <dir>    sizes and counts that differ (3+ ranks): ncclInvalidUsage on both
- *                               ranks of the pair, the rest of the group delivered, the pair still
- *                               usable after; sends to oneself without their receives (any size)
+ *   p2p_check mismatch <dir>    sizes that differ (3+ ranks; a group of one message each, then of
+ *                               two): ncclInvalidUsage on both ranks of the pair, the rest of the
+ *                               group delivered, the pair still usable after; sends to oneself
+ *                               without their receives (any size)
+ *   p2p_check split <dir>       (2+ ranks) messages match in order whatever the groups, as NCCL
+ *                               matches them: rank 0's one group of three sends received by the
+ *                               last rank in three groups, three single sends received in one
+ *                               group, and groups that overlap (two sends, then a receive and a
+ *                               send back), each checked
+ *   p2p_check splitmismatch <dir> (2+ ranks) a size mismatch in the second part of a group received
+ *                               in two: both ranks get the error, and since the pair can no longer
+ *                               match, the communicator is poisoned (every rank's next call fails)
  *   p2p_check unmatched <dir>   a send whose peer posts no receive (run with a short
  *                               FORESTCC_TIMEOUT): the sender's wait ends in a timeout error, and
  *                               every rank's next call fails (the communicator is poisoned), never
@@ -165,6 +174,95 @@ static void expectRingDelivered(const char* what, int32_t in, int round) {
   if (in != prev * 100 + round) FAIL("%s: the ring message beside the mismatch is %d", what, in);
 }
 
+/* ---- messages split across groups ---------------------------------------------------------------- */
+
+static void expectInts(const char* what, const int32_t* got, int count, int base) {
+  for (int i = 0; i < count; ++i)
+    if (got[i] != base + i) {
+      FAIL("%s: element %d is %d, expected %d", what, i, got[i], base + i);
+      return;
+    }
+}
+
+static void fillInts(int32_t* v, int count, int base) {
+  for (int i = 0; i < count; ++i) v[i] = base + i;
+}
+
+static void modeSplit(ncclComm_t comm) {
+  const int last = nranks - 1;
+  int32_t a[8], b[8], c[8], got[3][8];
+  fillInts(a, 3, 100), fillInts(b, 1, 200), fillInts(c, 5, 300);
+  memset(got, 0xff, sizeof got);
+  /* 1. one group of three sends (one empty), received in three groups */
+  if (rank == 0) {
+    CHECK(ncclGroupStart());
+    CHECK(ncclSend(a, 3, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(b, 0, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(c, 5, ncclInt32, last, comm, NULL));
+    CHECK(ncclGroupEnd());
+  } else if (rank == last) {
+    CHECK(ncclRecv(got[0], 3, ncclInt32, 0, comm, NULL));
+    CHECK(ncclRecv(got[1], 0, ncclInt32, 0, comm, NULL));
+    CHECK(ncclRecv(got[2], 5, ncclInt32, 0, comm, NULL));
+    expectInts("three sends in one group, received in three", got[0], 3, 100);
+    expectInts("three sends in one group, received in three", got[2], 5, 300);
+  }
+  /* 2. three single sends, received in one group */
+  memset(got, 0xff, sizeof got);
+  if (rank == 0) {
+    CHECK(ncclSend(c, 5, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(a, 3, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(b, 1, ncclInt32, last, comm, NULL));
+  } else if (rank == last) {
+    CHECK(ncclGroupStart());
+    CHECK(ncclRecv(got[0], 5, ncclInt32, 0, comm, NULL));
+    CHECK(ncclRecv(got[1], 3, ncclInt32, 0, comm, NULL));
+    CHECK(ncclRecv(got[2], 1, ncclInt32, 0, comm, NULL));
+    CHECK(ncclGroupEnd());
+    expectInts("three single sends, received in one group", got[0], 5, 300);
+    expectInts("three single sends, received in one group", got[1], 3, 100);
+    expectInts("three single sends, received in one group", got[2], 1, 200);
+  }
+  /* 3. overlapping groups: rank 0 sends two and then receives one; the last rank receives the
+   * first, then receives the second and sends back in one group */
+  memset(got, 0xff, sizeof got);
+  if (rank == 0) {
+    CHECK(ncclGroupStart());
+    CHECK(ncclSend(a, 3, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(c, 5, ncclInt32, last, comm, NULL));
+    CHECK(ncclGroupEnd());
+    CHECK(ncclRecv(got[0], 1, ncclInt32, last, comm, NULL));
+    expectInts("the answer after overlapping groups", got[0], 1, 200);
+  } else if (rank == last) {
+    CHECK(ncclRecv(got[0], 3, ncclInt32, 0, comm, NULL));
+    CHECK(ncclGroupStart());
+    CHECK(ncclRecv(got[1], 5, ncclInt32, 0, comm, NULL));
+    CHECK(ncclSend(b, 1, ncclInt32, 0, comm, NULL));
+    CHECK(ncclGroupEnd());
+    expectInts("overlapping groups", got[0], 3, 100);
+    expectInts("overlapping groups", got[1], 5, 300);
+  }
+}
+
+static void modeSplitMismatch(ncclComm_t comm) {
+  const int last = nranks - 1;
+  int32_t a[8] = {0}, got[8];
+  if (rank == 0) {
+    CHECK(ncclGroupStart());
+    CHECK(ncclSend(a, 4, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(a, 5, ncclInt32, last, comm, NULL));
+    EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "message 1 has 20 bytes but the matching recv expected 24");
+  } else if (rank == last) {
+    CHECK(ncclRecv(got, 4, ncclInt32, 0, comm, NULL));
+    EXPECT_ERROR(ncclRecv(got, 6, ncclInt32, 0, comm, NULL), ncclInvalidUsage, "it sent 20 bytes");
+  }
+  /* the pair could no longer tell which message is which: every rank's next call fails */
+  ncclResult_t r = ncclAllReduce(a, a, 1, ncclInt32, ncclSum, comm, NULL);
+  if (r == ncclSuccess) FAIL("an all_reduce after a mismatch across groups succeeded");
+  else if (!strstr(ncclGetLastError(comm), "can no longer match"))
+    FAIL("the call after a mismatch across groups failed (%d) without saying why: %s", r, ncclGetLastError(comm));
+}
+
 static void modeMismatch(ncclComm_t comm) {
   const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   int32_t buf[16] = {0}, out[16] = {0}, ringOut, ringIn;
@@ -193,29 +291,33 @@ static void modeMismatch(ncclComm_t comm) {
   }
   expectRingDelivered("size mismatch", ringIn, 1);
 
-  /* 2. a count mismatch: rank 0 sends the last rank two messages, which receives one */
+  /* 2. two messages in one group of rank 0, of sizes 16 and 20 bytes; the last rank's group
+   * takes one, the second of 20 bytes where 24 are expected: both ranks get the size error */
   ringOut = rank * 100 + 2, ringIn = -1;
   CHECK(ncclGroupStart());
   CHECK(ncclSend(&ringOut, 1, ncclInt32, next, comm, NULL));
   CHECK(ncclRecv(&ringIn, 1, ncclInt32, prev, comm, NULL));
   if (rank == 0) {
     CHECK(ncclSend(out, 4, ncclInt32, last, comm, NULL));
-    CHECK(ncclSend(out, 4, ncclInt32, last, comm, NULL));
+    CHECK(ncclSend(out, 5, ncclInt32, last, comm, NULL));
   }
-  if (rank == last) CHECK(ncclRecv(buf, 4, ncclInt32, 0, comm, NULL));
+  if (rank == last) {
+    CHECK(ncclRecv(buf, 4, ncclInt32, 0, comm, NULL));
+    CHECK(ncclRecv(buf, 6, ncclInt32, 0, comm, NULL));
+  }
   r = ncclGroupEnd();
   if (rank == 0) {
-    if (r != ncclInvalidUsage) FAIL("count mismatch: the sender got %d", r);
-    else if (!strstr(ncclGetLastError(comm), "its matching recv batch has 1 messages"))
-      FAIL("count mismatch: the sender's error says: %s", ncclGetLastError(comm));
+    if (r != ncclInvalidUsage) FAIL("second size mismatch: the sender got %d", r);
+    else if (!strstr(ncclGetLastError(comm), "message 1 has 20 bytes but the matching recv expected 24"))
+      FAIL("second size mismatch: the sender's error says: %s", ncclGetLastError(comm));
   } else if (rank == last) {
-    if (r != ncclInvalidUsage) FAIL("count mismatch: the receiver got %d", r);
-    else if (!strstr(ncclGetLastError(comm), "it sent 2 messages (16, 16 bytes)"))
-      FAIL("count mismatch: the receiver's error says: %s", ncclGetLastError(comm));
+    if (r != ncclInvalidUsage) FAIL("second size mismatch: the receiver got %d", r);
+    else if (!strstr(ncclGetLastError(comm), "message 1 expects 24 bytes, it sent 20"))
+      FAIL("second size mismatch: the receiver's error says: %s", ncclGetLastError(comm));
   } else if (r != ncclSuccess) {
-    FAIL("count mismatch: rank %d, not in the pair, got %d: %s", rank, r, ncclGetLastError(comm));
+    FAIL("second size mismatch: rank %d, not in the pair, got %d: %s", rank, r, ncclGetLastError(comm));
   }
-  expectRingDelivered("count mismatch", ringIn, 2);
+  expectRingDelivered("second size mismatch", ringIn, 2);
   }
 
   /* 3. sends to oneself without as many receives: refused on this rank before any peer hears of
@@ -276,6 +378,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "self")) modeSelf(comm);
   else if (!strcmp(mode, "mismatch")) modeMismatch(comm);
   else if (!strcmp(mode, "unmatched") && nranks > 1) modeUnmatched(comm), destroy = 0;
+  else if (!strcmp(mode, "split") && nranks > 1) modeSplit(comm);
+  else if (!strcmp(mode, "splitmismatch") && nranks > 1) modeSplitMismatch(comm), destroy = 0;
   else {
     fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);
     return 2;

@@ -14,9 +14,11 @@ usage: gpu_p2p_check.py MODE [--lib torch|cupy|numpy]
                          and sends, and rank 1 reads what it received at once on its stream
               async      async send and recv handles, waited and polled, then synchronize()
               stream     the stream given as an argument (not the current one)
-  mismatch  ranks 0 and 1 exchange a message of different sizes, then batches of different
-            counts, then (GPU only) GPU memory to host memory; each prints "MISMATCH <what>
-            <type> <message>" for the error it raised, then "OK after" for a good exchange.
+  mismatch  ranks 0 and 1 exchange a message of different sizes, then (GPU only) GPU memory to
+            host memory; each prints "MISMATCH <what> <type> <message>" for the error it raised,
+            then "OK after" for a good exchange; then rank 0's batch of two messages is received
+            in two recvs and two sends in one batch of recvs ("OK split": messages match in
+            order whatever the batches).
             First every rank checks that stream= on host memory is refused ("OK stream refused").
   killed    after a warm-up exchange rank 1 exits, at once or --when later (2 s); every other rank
             receives from it and prints "RAISED <type> <message>" (run without forestcc-run,
@@ -352,20 +354,35 @@ def run_mismatch():
     print("OK stream refused", flush=True)
     if R == 0:
         raised("size", lambda: comm.send(filled(0, 1, 0, 10), 1))
-        raised("count", lambda: comm.send_recv(sends=[(filled(0, 1, 0, 4), 1), (filled(0, 1, 1, 4), 1)]))
         if LIB != "numpy":
             raised("kind", lambda: comm.send(filled(0, 1, 0, 6), 1))
         comm.send(filled(0, 1, 3, 33), 1)
         print("OK after", flush=True)
+        # one batch of two, received in two batches (on the GPU the second waits for the first's
+        # copies); then two sends received in one batch
+        comm.send_recv(sends=[(filled(0, 1, 4, 5), 1), (filled(0, 1, 5, 7), 1)])
+        comm.send(filled(0, 1, 6, 3), 1)
+        comm.send(filled(0, 1, 7, 9), 1)
+        sync()
+        print("OK split", flush=True)
     elif R == 1:
         raised("size", lambda: comm.recv(garbage(11), 0))
-        raised("count", lambda: comm.send_recv(recvs=[(garbage(4), 0)]))
         if LIB != "numpy":
             raised("kind", lambda: comm.recv(np.zeros(6, np.float32), 0))
         out = garbage(33)
         comm.recv(out, 0)
         expect("after the mismatches", out, values(0, 1, 3, 33))
         print("OK after", flush=True)
+        first, second = garbage(5), garbage(7)
+        comm.recv(first, 0)
+        comm.recv(second, 0)
+        expect("the first of a batch of two received alone", first, values(0, 1, 4, 5))
+        expect("the second of a batch of two received alone", second, values(0, 1, 5, 7))
+        third, fourth = garbage(3), garbage(9)
+        comm.send_recv(recvs=[(third, 0), (fourth, 0)])
+        expect("two sends received in one batch", third, values(0, 1, 6, 3))
+        expect("two sends received in one batch", fourth, values(0, 1, 7, 9))
+        print("OK split", flush=True)
     return 0
 
 

@@ -165,10 +165,11 @@ class Collectives {
                void* stream = nullptr);
   // A batch of sends and receives whose exchanges with all their peers progress at once (NCCL's
   // group of ncclSend/ncclRecv, torch's batch_isend_irecv); done when every message of it was
-  // received. Messages between two ranks match in order; what one rank sends another in one batch
-  // must be received in one batch there (as many messages, the same sizes, the same memory kind),
-  // else both ranks raise InvalidUsage naming them. Messages to this rank itself pair with its
-  // receives from itself.
+  // received. Messages between two ranks match in order, whatever the batches on either side (as
+  // NCCL matches across groups: a batch of two sends may be received by two batches, and the
+  // reverse); a message and its match have the same size and memory kind, else both ranks raise
+  // InvalidUsage naming them. Messages to this rank itself pair with its receives from itself, in
+  // the same batch.
   // GPU memory (messages with device >= 0, all of one device, peers on this node): the copies are
   // enqueued on `stream` (a cudaStream_t; null: the legacy default stream) and the call returns
   // once they are, after the host rendezvous with each peer, as NCCL's do: a receive's data is

@@ -38,19 +38,15 @@ static_assert(sizeof(ManifestHeader) % alignof(MemoryHandle) == 0, "handles foll
 size_t manifestBytes(size_t messages) { return sizeof(ManifestHeader) + messages * sizeof(MemoryHandle); }
 
 // The receiver's answer to a manifest (Connection::answerSendPost). A mismatch says what the
-// sender needs to name it: the receiver's message count when the counts differ, else the first
-// message whose size differs and the size the receiver expected there.
+// sender needs to name it: the first message whose size differs and the size the receiver
+// expected there, or the first of the other memory kind.
 constexpr int64_t kReceived = 0;
 constexpr int64_t kCopyFailed = -1;
-constexpr int64_t kCountMismatch = int64_t(1) << 62;     // | the receiver's count
 constexpr int64_t kUncodedMismatch = int64_t(1) << 61;  // a size mismatch too large to encode
 constexpr int64_t kKindMismatch = int64_t(1) << 60;      // | the index of a message of the other memory kind
 constexpr int kIndexShift = 40;                          // a size mismatch: index << 40 | (expected + 1)
 constexpr uint64_t kLowMask = (uint64_t(1) << kIndexShift) - 1;
 
-int64_t countMismatch(size_t receives) {
-  return kCountMismatch | static_cast<int64_t>(std::min<uint64_t>(receives, kLowMask));
-}
 int64_t kindMismatch(size_t index) {
   return kKindMismatch | static_cast<int64_t>(std::min<uint64_t>(index, kLowMask));
 }
@@ -68,9 +64,9 @@ std::string describeMessages(size_t count, Sizes&& sizeOf) {
   return text + (count > 8 ? ", ... bytes)" : " bytes)");
 }
 
-const char* const kOneBatchRule =
-    " (the messages one rank sends another in a batch must be received there in one batch: as many, "
-    "in the same order, of the same sizes, GPU memory to GPU memory and host memory to host memory)";
+const char* const kMatchRule =
+    " (the messages one rank sends another are received there in the same order, whatever the batches "
+    "on either side, of the same sizes, GPU memory to GPU memory and host memory to host memory)";
 
 bool onDevice(int device) { return device >= 0; }
 const char* kindName(bool device) { return device ? "GPU memory" : "host memory"; }
@@ -96,7 +92,8 @@ struct Outgoing {
 struct Incoming {
   int peer;
   std::vector<const RecvMessage*> messages;
-  uint64_t want = 0;  // the SendReady count that posts the peer's batch
+  uint64_t want = 0;    // the SendReady count that posts the peer's next manifest (0: one is being read)
+  size_t received = 0;  // messages of this batch received so far
   bool done = false;
   bool device = false;  // moves GPU bytes
   std::string describe() const {
@@ -179,7 +176,7 @@ void checkToSelf(int rank, const std::vector<const SendMessage*>& sends, const s
     if (sends[k]->bytes && onDevice(sends[k]->device) != onDevice(recvs[k]->device))
       throw Error(ErrorCode::InvalidUsage, rankPrefix(rank) + "send " + std::to_string(k) + " to this rank itself is " +
                                                kindName(onDevice(sends[k]->device)) + " but its recv is " +
-                                               kindName(onDevice(recvs[k]->device)) + kOneBatchRule,
+                                               kindName(onDevice(recvs[k]->device)) + kMatchRule,
                   rank, rank);
 }
 void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const std::vector<const RecvMessage*>& recvs,
@@ -198,10 +195,6 @@ void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const st
 Error sendFailure(int rank, const Outgoing& out, int64_t status) {
   const std::string what = rankPrefix(rank) + "send of " + out.describe() + " to rank " + std::to_string(out.peer);
   if (status < 0) return Error(ErrorCode::Remote, what + ": the receiver failed to copy the data", rank, out.peer);
-  if (status & kCountMismatch)
-    return Error(ErrorCode::InvalidUsage, what + ": its matching recv batch has " +
-                                              std::to_string(status & static_cast<int64_t>(kLowMask)) + " messages" +
-                                              kOneBatchRule, rank, out.peer);
   if (status & kKindMismatch) {
     const size_t index = static_cast<size_t>(status & static_cast<int64_t>(kLowMask));
     const bool mine = index < out.messages.size() && onDevice(out.messages[index]->device);
@@ -209,25 +202,38 @@ Error sendFailure(int rank, const Outgoing& out, int64_t status) {
                                               (out.messages.size() == 1 ? std::string("it is ")
                                                                         : "message " + std::to_string(index) + " is ") +
                                               kindName(mine) + " but the matching recv is " + kindName(!mine) +
-                                              kOneBatchRule,
+                                              kMatchRule,
                  rank, out.peer);
   }
   if (status == kUncodedMismatch)
-    return Error(ErrorCode::InvalidUsage, what + ": the sizes differ from its matching recvs" + kOneBatchRule, rank, out.peer);
+    return Error(ErrorCode::InvalidUsage, what + ": the sizes differ from its matching recvs" + kMatchRule, rank, out.peer);
   const size_t index = static_cast<size_t>(status >> kIndexShift);
   const std::string expected = std::to_string((static_cast<uint64_t>(status) & kLowMask) - 1);
   if (out.messages.size() == 1)
     return Error(ErrorCode::InvalidUsage, what + ": the matching recv expected " + expected + " bytes", rank, out.peer);
   return Error(ErrorCode::InvalidUsage, what + ": message " + std::to_string(index) + " has " +
                                             std::to_string(out.messages.at(index)->bytes) +
-                                            " bytes but the matching recv expected " + expected + kOneBatchRule,
+                                            " bytes but the matching recv expected " + expected + kMatchRule,
                rank, out.peer);
 }
 
 }  // namespace
 
+struct PointToPoint::Reading {
+  MemoryHandle post;                // the sender's post: answered, and the receive event written, there
+  ManifestHeader header;
+  std::vector<MemoryHandle> sent;   // the sender's messages
+  size_t next = 0;                  // the first message not yet received
+  // GPU: the completion of the batch that received messages [0, next), when one did on the GPU:
+  // a later batch's stream waits for it, so the receive event it records covers every copy.
+  std::shared_ptr<DeviceCompletion> earlier;
+  bool touched = false;             // received GPU messages in the batch now running
+};
+
 PointToPoint::PointToPoint(std::shared_ptr<Communicator::State> state)
-    : state_(std::move(state)), sendsDone_(state_->size, 0), sendsReady_(state_->size, 0) {}
+    : state_(std::move(state)), sendsDone_(state_->size, 0), sendsReady_(state_->size, 0), reading_(state_->size) {}
+
+PointToPoint::~PointToPoint() = default;
 
 char* PointToPoint::manifestSpace(size_t bytes) {
   if (!manifests_ || manifests_->size() < bytes)
@@ -342,97 +348,147 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       out.want = ++sendsDone_[out.peer];
     }
     underway = true;
-    for (Incoming& in : incoming) in.want = ++sendsReady_[in.peer];
+    for (Incoming& in : incoming) in.want = reading_[in.peer] ? 0 : ++sendsReady_[in.peer];
 
     auto fail = [&](std::exception_ptr e) {
       if (!firstFailure) firstFailure = e;
     };
-    // The receiver's half of one direction, once the peer posted: read, compare, copy, answer.
+    // Reads the peer's posted manifest (its SendReady was counted).
+    auto readManifest = [&](const Incoming& in, const std::string& what) {
+      Connection& link = s.link(in.peer);
+      auto r = std::make_unique<Reading>();
+      r->post = link.peerSendPost();
+      const MemoryHandle& post = r->post;
+      if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
+        throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
+                    s.rank, in.peer);
+      std::vector<char> raw(post.size);
+      Connection& c = s.connection(in.peer, post);
+      c.read(raw.data(), c.attach(post), 0, post.size);
+      std::memcpy(&r->header, raw.data(), sizeof r->header);
+      if (r->header.magic != kManifestMagic || manifestBytes(r->header.count) != post.size)
+        throw Error(ErrorCode::Internal, what + ": its post is not a send manifest", s.rank, in.peer);
+      r->sent.resize(r->header.count);
+      std::memcpy(r->sent.data(), raw.data() + sizeof r->header, r->header.count * sizeof(MemoryHandle));
+      return r;
+    };
+    // The receiver's half of one direction, when the peer posted or a manifest is being read:
+    // compare and copy as many of its messages as this batch wants, answer the manifest once
+    // every message of it is received, and wait for the peer's next manifest if this batch wants
+    // more. A failure answers the manifest and ends the direction (the rest is not delivered).
     auto receive = [&](Incoming& in) {
       Connection& link = s.link(in.peer);
+      std::unique_ptr<Reading>& reading = reading_[in.peer];
       int64_t status = kCopyFailed;
+      bool posted = reading != nullptr;  // a manifest to answer if this fails
+      // This batch's messages from the peer are the manifest's, one to one: a failure then leaves
+      // the pair in step (both drop them). Otherwise part of the manifest, or of this batch, lies
+      // in another batch of the other side, which the pair could no longer match: poisoned.
+      bool whole = true;
+      std::string what;
       try {
-        const MemoryHandle post = link.peerSendPost();
-        const std::string what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
-        if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
-          throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
-                      s.rank, in.peer);
-        manifestIn_.resize(post.size);
-        Connection& c = s.connection(in.peer, post);
-        c.read(manifestIn_.data(), c.attach(post), 0, post.size);
-        ManifestHeader header;
-        std::memcpy(&header, manifestIn_.data(), sizeof header);
-        if (header.magic != kManifestMagic || manifestBytes(header.count) != post.size)
-          throw Error(ErrorCode::Internal, what + ": its post is not a send manifest", s.rank, in.peer);
-        std::vector<MemoryHandle> sent(header.count);
-        std::memcpy(sent.data(), manifestIn_.data() + sizeof header, header.count * sizeof(MemoryHandle));
-        const std::string theirs = describeMessages(sent.size(), [&](size_t i) { return sent[i].size; });
-        if (sent.size() != in.messages.size()) {
-          status = countMismatch(in.messages.size());
-          throw Error(ErrorCode::InvalidUsage, what + ": it sent " + theirs + " in its batch" + kOneBatchRule, s.rank, in.peer);
+        what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
+        if (!reading) {
+          posted = true;
+          reading = readManifest(in, what);
         }
-        for (size_t i = 0; i < sent.size(); ++i) {
-          if (sent[i].size == in.messages[i]->bytes) continue;
-          status = sizeMismatch(i, in.messages[i]->bytes);
-          if (sent.size() == 1)
-            throw Error(ErrorCode::InvalidUsage, what + ": it sent " + std::to_string(sent[i].size) + " bytes", s.rank, in.peer);
-          throw Error(ErrorCode::InvalidUsage, what + ": message " + std::to_string(i) + " expects " +
-                                                   std::to_string(in.messages[i]->bytes) + " bytes, it sent " +
-                                                   std::to_string(sent[i].size) + kOneBatchRule,
-                      s.rank, in.peer);
-        }
-        for (size_t i = 0; i < sent.size(); ++i) {
-          if (!sent[i].size) continue;
-          const bool theirsOnDevice = sent[i].kind == MemoryKind::Cuda;
-          if (theirsOnDevice == onDevice(in.messages[i]->device)) continue;
-          status = kindMismatch(i);
-          throw Error(ErrorCode::InvalidUsage, what + ": " +
-                                                   (sent.size() == 1 ? std::string("it is ")
-                                                                     : "message " + std::to_string(i) + " is ") +
-                                                   kindName(onDevice(in.messages[i]->device)) +
-                                                   " here but the sender's is " + kindName(theirsOnDevice) +
-                                                   kOneBatchRule,
+        Reading& r = *reading;
+        const size_t take = std::min(in.messages.size() - in.received, r.sent.size() - r.next);
+        whole = r.next == 0 && in.received == 0 && take == r.sent.size() && take == in.messages.size();
+        // "message 1" names a message of this batch when it has several; the sender's index
+        // (r.next + i) goes in the status, which names it there.
+        auto mine = [&](size_t i) { return in.messages.size() == 1 ? std::string("it") : "message " + std::to_string(in.received + i); };
+        for (size_t i = 0; i < take; ++i) {
+          const MemoryHandle& sent = r.sent[r.next + i];
+          const RecvMessage& m = *in.messages[in.received + i];
+          if (sent.size != m.bytes) {
+            status = sizeMismatch(r.next + i, m.bytes);
+            if (in.messages.size() == 1)
+              throw Error(ErrorCode::InvalidUsage, what + ": it sent " + std::to_string(sent.size) + " bytes" +
+                                                       (r.sent.size() == 1 ? "" : kMatchRule),
+                          s.rank, in.peer);
+            throw Error(ErrorCode::InvalidUsage, what + ": " + mine(i) + " expects " + std::to_string(m.bytes) +
+                                                     " bytes, it sent " + std::to_string(sent.size) + kMatchRule,
+                        s.rank, in.peer);
+          }
+          const bool theirsOnDevice = sent.kind == MemoryKind::Cuda;
+          if (!sent.size || theirsOnDevice == onDevice(m.device)) continue;
+          status = kindMismatch(r.next + i);
+          throw Error(ErrorCode::InvalidUsage, what + ": " + (in.messages.size() == 1 ? std::string("it is ") : mine(i) + " is ") +
+                                                   kindName(onDevice(m.device)) + " here but the sender's is " +
+                                                   kindName(theirsOnDevice) + kMatchRule,
                       s.rank, in.peer);
         }
-        // GPU messages: enqueued on the stream after the sender's batch event, then this
-        // direction's receive event, whose handle goes back in the sender's manifest.
-        if (in.device) cuda_ipc::waitForPeerEvent(header.batchEvent, stream, what + " (the sender's event)");
-        for (size_t i = 0; i < sent.size(); ++i) {
-          if (!sent[i].size) continue;
-          if (sent[i].kind == MemoryKind::Cuda) {
-            char* from = cuda_ipc::openPeerMemory(sent[i]);
+        // GPU messages: enqueued on the stream after the sender's batch event (and after the
+        // copies an earlier batch made of this manifest), then, once the manifest is wholly
+        // received, this direction's receive event, whose handle goes back in the sender's manifest.
+        bool copiesOnDevice = false;
+        for (size_t i = 0; i < take; ++i) copiesOnDevice |= r.sent[r.next + i].kind == MemoryKind::Cuda && r.sent[r.next + i].size;
+        if (copiesOnDevice) {
+          cuda_ipc::waitForPeerEvent(r.header.batchEvent, stream, what + " (the sender's event)");
+          r.touched = true;
+        }
+        if (r.earlier && (copiesOnDevice || r.next + take == r.sent.size())) {
+          r.earlier->event->awaitOn(stream, what + " (an earlier batch's copies of the same send batch)");
+          r.earlier.reset();
+        }
+        for (size_t i = 0; i < take; ++i) {
+          const MemoryHandle& sent = r.sent[r.next + i];
+          void* into = in.messages[in.received + i]->data;
+          if (!sent.size) continue;
+          if (sent.kind == MemoryKind::Cuda) {
+            char* from = cuda_ipc::openPeerMemory(sent);
             try {
-              cuda_ipc::copyOnStream(in.messages[i]->data, from, sent[i].size, stream, what);
+              cuda_ipc::copyOnStream(into, from, sent.size, stream, what);
             } catch (const Error& e) {
               // Which import CUDA refused: the sender's memory as this process opened it.
               throw Error(e.code(), std::string(e.what()) + " (copying from the sender's GPU memory: " +
-                                        cuda_ipc::describeImport(sent[i]) + ")",
+                                        cuda_ipc::describeImport(sent) + ")",
                           s.rank, in.peer);
             }
             continue;
           }
-          Connection& d = s.connection(in.peer, sent[i]);
-          d.read(in.messages[i]->data, d.attach(sent[i]), 0, sent[i].size);
+          Connection& d = s.connection(in.peer, sent);
+          d.read(into, d.attach(sent), 0, sent.size);
         }
-        if (in.device) {
-          if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
-          const cuda_ipc::EventHandle done = eventOf(receiveEvents_[in.peer]).record(stream, what + " (its receive event)");
-          c.write(c.attach(post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
+        in.received += take;
+        r.next += take;
+        if (r.next == r.sent.size()) {
+          if (r.header.batchEvent.ownerPid) {  // the sender's direction moves GPU bytes: it waits for this event
+            if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
+            const cuda_ipc::EventHandle done = eventOf(receiveEvents_[in.peer]).record(stream, what + " (its receive event)");
+            Connection& c = s.connection(in.peer, r.post);
+            c.write(c.attach(r.post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
+          }
+          reading.reset();
+          link.answerSendPost(kReceived);
+          link.signal(SemaphoreSet::RecvDone, 0);
         }
-        status = kReceived;
+        if (in.received == in.messages.size()) {
+          in.done = true;
+        } else {
+          in.want = ++sendsReady_[in.peer];  // the rest come in the sender's next batch
+        }
       } catch (...) {
         fail(std::current_exception());
+        // Poisoned before the answer: the sender's next call cannot start on a pair out of step.
+        if (!whole && !s.poisoned())
+          s.poison(what + " failed on a send batch that is received over several batches, or in a batch that "
+                          "receives several of the peer's: the pair can no longer match its messages");
+        if (posted) {
+          reading.reset();
+          link.answerSendPost(status);
+          link.signal(SemaphoreSet::RecvDone, 0);
+        }
+        in.done = true;
       }
-      link.answerSendPost(status);
-      link.signal(SemaphoreSet::RecvDone, 0);
-      in.done = true;
     };
     size_t pending = outgoing.size() + incoming.size();
     auto progress = [&] {
       for (Incoming& in : incoming)
-        if (!in.done && __atomic_load_n(s.inboundWord(SemaphoreSet::SendReady, in.peer, 0), __ATOMIC_ACQUIRE) >= in.want) {
+        while (!in.done && __atomic_load_n(s.inboundWord(SemaphoreSet::SendReady, in.peer, 0), __ATOMIC_ACQUIRE) >= in.want) {
           receive(in);
-          --pending;
+          if (in.done) --pending;
         }
       for (Outgoing& out : outgoing)
         if (!out.done && __atomic_load_n(s.inboundWord(SemaphoreSet::RecvDone, out.peer, 0), __ATOMIC_ACQUIRE) >= out.want) {
@@ -494,17 +550,31 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       s.poison(rankPrefix(s.rank) + "a point-to-point batch failed part-way (its peers were told of it): " + e.what());
     throw;
   }
-  if (firstFailure) std::rethrow_exception(firstFailure);
-  if (device < 0) return nullptr;
+  if (device < 0) {
+    if (firstFailure) std::rethrow_exception(firstFailure);
+    return nullptr;
+  }
   // The batch's completion: after every copy into this rank and every wait for a receiver's copy.
+  // Made when a direction failed too: a manifest this batch received part of on the GPU is
+  // received further by a later batch, whose stream must wait for these copies.
   auto done = std::make_shared<DeviceCompletion>();
   done->event = std::make_unique<cuda_ipc::SharedEvent>(device, gpuWhat);
   done->event->record(stream, gpuWhat + " (its completion event)");
   for (const Outgoing& out : outgoing) done->peers.push_back(out.peer);
-  for (const Incoming& in : incoming) done->peers.push_back(in.peer);
-  std::lock_guard<std::mutex> g(completionsMu_);
-  while (!completions_.empty() && completions_.front()->event->reached(gpuWhat)) completions_.pop_front();
-  completions_.push_back(done);
+  for (const Incoming& in : incoming) {
+    done->peers.push_back(in.peer);
+    // A manifest this batch copied part of on the GPU: the batch that receives the rest waits for this one.
+    if (Reading* r = reading_[in.peer].get(); r && r->touched) {
+      r->earlier = done;
+      r->touched = false;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(completionsMu_);
+    while (!completions_.empty() && completions_.front()->event->reached(gpuWhat)) completions_.pop_front();
+    completions_.push_back(done);
+  }
+  if (firstFailure) std::rethrow_exception(firstFailure);
   return done;
 }
 

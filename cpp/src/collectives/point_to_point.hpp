@@ -1,19 +1,25 @@
 // Point-to-point messages of one communicator: batches of sends and receives whose exchanges with
 // every peer progress at once (a single send or receive is a batch of one).
 //
-// The protocol, per direction (this rank -> peer), one batch at a time:
+// The protocol, per direction (this rank -> peer), one sender's batch at a time:
 //   sender    writes a manifest (how many messages, and a MemoryHandle for each) into shared
 //             memory of its own, posts the manifest's handle (Connection::postSend) and signals
 //             SendReady;
-//   receiver  on SendReady reads the manifest, compares it with its own receives from that peer
-//             (count, then each size), reads every message straight from the sender's buffer
-//             (mapped shm, a cma copy or a tcp get), answers with a status and signals RecvDone;
+//   receiver  on SendReady reads the manifest, compares each message with its own next receive
+//             from that peer (size, memory kind), reads it straight from the sender's buffer
+//             (mapped shm, a cma copy or a tcp get), and once every message of the manifest is
+//             received answers with a status and signals RecvDone;
 //   sender    on RecvDone reads the status: received, failed to copy, or what did not match.
-// One rendezvous per peer and batch, however many messages it carries: a group of NCCL sends and
-// receives costs what its slowest peer costs, not the sum of its pairs. The sender posts every
-// manifest before it waits for anything and the receiver serves whichever peer is ready first, so
-// no pattern of peers can deadlock. A mismatch is found by both sides of the direction, from the
-// one manifest and the one status, so both raise InvalidUsage and the pair stays in step.
+// Messages match in order per direction, not batch to batch (as NCCL matches across groups): a
+// receiver's batch that wants fewer messages than the manifest holds leaves the rest to its next
+// batch with receives from that peer (the sender waits for the answer until then), one that wants
+// more waits for the sender's next manifest. One rendezvous per peer and batch, however many
+// messages it carries: a group of NCCL sends and receives costs what its slowest peer costs, not
+// the sum of its pairs. The sender posts every manifest before it waits for anything and the
+// receiver serves whichever peer is ready first, so no pattern of peers can deadlock. A mismatch
+// is found by both sides of the direction, from the one manifest and the one status: both raise
+// InvalidUsage, the rest of that manifest and of the receiver's batch from that peer is not
+// delivered, and the pair stays in step.
 //
 // GPU memory (docs/gpu.md, "Send and receive"), same node, through CUDA IPC, enqueued on the
 // caller's stream; the host rendezvous above is unchanged, the manifest carries two events:
@@ -22,7 +28,9 @@
 //             of its allocation;
 //   receiver  makes its stream wait for the sender's event, enqueues each copy from the mapped
 //             send buffer, records its own event of the direction after them and writes that
-//             event's handle into the sender's manifest before it signals RecvDone;
+//             event's handle into the sender's manifest before it signals RecvDone (a manifest
+//             received over several batches: each later batch's stream first waits for the
+//             completion of the batch before it, so the event covers every copy);
 //   sender    on RecvDone makes its stream wait for the receiver's event, so later work on the
 //             sender's stream (a write into the send buffer) runs after the copy read it.
 // Every wait a stream is given is for a record enqueued before, in real time, so streams never
@@ -54,6 +62,7 @@ struct DeviceCompletion {
 class PointToPoint {
  public:
   explicit PointToPoint(std::shared_ptr<Communicator::State> state);
+  ~PointToPoint();
 
   // Runs a batch on this thread until every message is received; throws the first failure after
   // every other direction of the batch has finished (so peers are not left waiting) or, for a
@@ -94,7 +103,12 @@ class PointToPoint {
   // Where this rank's manifests live: shared memory, so a same-node receiver reads them with a
   // plain copy. Grown, never shrunk; touched only by batches with sends.
   std::unique_ptr<SharedAllocation> manifests_;
-  std::vector<char> manifestIn_;  // a peer's manifest, read here; touched only by batches with receives
+  // A sender's manifest this rank read but has not wholly received, by sending peer; touched only
+  // by batches with receives. Messages match in order per direction, whatever the batches on
+  // either side (as NCCL matches sends and receives across groups): a batch may receive the
+  // first messages of a manifest and a later batch the rest, the sender waiting for the answer.
+  struct Reading;
+  std::vector<std::unique_ptr<Reading>> reading_;
   // GPU memory: the batch event (batches with sends) and each sender's receive event (batches
   // with receives), made on first use, remade when the stream's device changes.
   std::unique_ptr<cuda_ipc::SharedEvent> batchEvent_;

@@ -108,6 +108,11 @@ EventHandle SharedEvent::record(void* stream, const std::string& what) {
   return handle_;
 }
 
+void SharedEvent::awaitOn(void* stream, const std::string& what) const {
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0), what,
+        "cudaStreamWaitEvent");
+}
+
 bool SharedEvent::reached(const std::string& what) const {
   const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
   if (e == cudaErrorNotReady) return false;
@@ -160,6 +165,7 @@ CurrentDevice::~CurrentDevice() = default;
 SharedEvent::SharedEvent(int device, const std::string& what) : device_(device) { noCuda(what); }
 SharedEvent::~SharedEvent() = default;
 EventHandle SharedEvent::record(void*, const std::string& what) { noCuda(what); }
+void SharedEvent::awaitOn(void*, const std::string& what) const { noCuda(what); }
 bool SharedEvent::reached(const std::string& what) const { noCuda(what); }
 bool capturing(void*, const std::string& what) { noCuda(what); }
 void waitForPeerEvent(const EventHandle&, void*, const std::string& what) { noCuda(what); }

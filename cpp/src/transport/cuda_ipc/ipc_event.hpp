@@ -52,6 +52,8 @@ class SharedEvent {
   // Records the event on `stream` (a cudaStream_t of this event's device) and returns the handle
   // a peer waits on.
   EventHandle record(void* stream, const std::string& what);
+  // Makes `stream` (of this process) wait for the event's last record.
+  void awaitOn(void* stream, const std::string& what) const;
   // The handle of the last record (peers wait for it).
   const EventHandle& handle() const { return handle_; }
   // Whether the GPU reached the last record (raises a CUDA error, naming `what`).
