@@ -177,7 +177,11 @@ static void modeAbortShrink(const char* dir) {
     if (waitingResult == ncclSuccess) FAIL("a receive nobody sends to succeeded");
     else if (!strstr(waitingError, "NCCL_SHRINK_ABORT"))
       FAIL("the waiting receive ended (%d) without naming the shrink: %s", waitingResult, waitingError);
+    touch(dir, "rank0.done");
   }
+  /* The other survivors' shrink ended after rank 0 poisoned the parent (it answers them after);
+   * the excluded rank waits for rank 0, or its abort would poison the parent first. */
+  if (rank == last) waitFor(dir, "rank0.done");
   CHECK(ncclCommAbort(world)); /* the parent was poisoned by the shrink: only abort is left */
 }
 

@@ -471,16 +471,17 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         }
       } catch (...) {
         fail(std::current_exception());
-        // Poisoned before the answer: the sender's next call cannot start on a pair out of step.
-        if (!whole && !s.poisoned())
-          s.poison(what + " failed on a send batch that is received over several batches, or in a batch that "
-                          "receives several of the peer's: the pair can no longer match its messages");
         if (posted) {
           reading.reset();
           link.answerSendPost(status);
           link.signal(SemaphoreSet::RecvDone, 0);
         }
         in.done = true;
+        // After the answer, so that the sender raises the mismatch itself (a wait that sees the
+        // poison and its answer takes the answer); its next call on the pair fails.
+        if (!whole && !s.poisoned())
+          s.poison(what + " failed on a send batch that is received over several batches, or in a batch that "
+                          "receives several of the peer's: the pair can no longer match its messages");
       }
     };
     size_t pending = outgoing.size() + incoming.size();

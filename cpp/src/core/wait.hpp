@@ -78,7 +78,9 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{
       _mm_pause();
     }
     auto now = clock::now();
-    if (p.control && p.control->abortBy.load(std::memory_order_acquire) != 0) return WaitOutcome::Aborted;
+    // What became ready before the abort (a peer's answer signalled before it poisoned) is ready.
+    if (p.control && p.control->abortBy.load(std::memory_order_acquire) != 0)
+      return ready() ? WaitOutcome::Ready : WaitOutcome::Aborted;
     if (now >= deadline) return ready() ? WaitOutcome::Ready : WaitOutcome::Timeout;
     if (now >= nextLivenessCheck) {
       if (p.peerPid > 0 && !processAlive(p.peerPid)) return ready() ? WaitOutcome::Ready : WaitOutcome::PeerDead;
