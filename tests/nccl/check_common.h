@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nccl.h"
@@ -57,19 +58,48 @@ static const char* startProgram(int argc, char** argv) {
       FAIL("%s: last error '%s' does not say '%s'", #call, e_, text);                                   \
   } while (0)
 
+static inline double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Polls a non-blocking communicator until its state is not ncclInProgress (at most two minutes)
+ * and returns it. */
+static inline ncclResult_t pollToEnd(ncclComm_t comm, const char* what) {
+  const double deadline = now() + 120;
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) {
+    CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress && now() > deadline) {
+      FAIL("%s: still in progress after 120 s", what);
+      exit(1);
+    }
+    if (state == ncclInProgress) usleep(100);
+  }
+  return state;
+}
+
 /* ---- the id broadcast through a shared directory ------------------------------------------------ */
 
-static void shareId(const char* dir, const char* name, ncclUniqueId* id, int creator) {
+/* Writes `id` where shareId's readers look for `name` (atomically: they never read half of it). */
+static inline void writeId(const char* dir, const char* name, const ncclUniqueId* id) {
   char path[4096], tmp[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE* f = fopen(tmp, "wb");
+  if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+    fprintf(stderr, "ERROR rank %d: cannot write %s: %s\n", rank, path, strerror(errno));
+    exit(1);
+  }
+}
+
+static void shareId(const char* dir, const char* name, ncclUniqueId* id, int creator) {
+  char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   if (creator) {
     CHECK(ncclGetUniqueId(id));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-      fprintf(stderr, "ERROR rank %d: cannot write %s: %s\n", rank, path, strerror(errno));
-      exit(1);
-    }
+    writeId(dir, name, id);
     return;
   }
   for (int tries = 0; tries < 600000; ++tries) { /* up to ~10 min; forestcc-run kills us sooner */

@@ -28,29 +28,8 @@
  *                                the id: on every rank), and the parent still works
  */
 #include <pthread.h>
-#include <time.h>
 
 #include "check_common.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* Polls until the communicator's state is not ncclInProgress (at most two minutes) and returns it. */
-static ncclResult_t pollToEnd(ncclComm_t comm, const char* what) {
-  const double deadline = now() + 120;
-  ncclResult_t state = ncclInProgress;
-  while (state == ncclInProgress) {
-    CHECK(ncclCommGetAsyncError(comm, &state));
-    if (state == ncclInProgress && now() > deadline) {
-      FAIL("%s: still in progress after 120 s", what);
-      exit(1);
-    }
-  }
-  return state;
-}
 
 /* all_reduce of `mine` over comm must give `want`; a broadcast from its rank 0 must give `root`. */
 static void checkComm(ncclComm_t comm, int wantSize, int wantRank, double mine, double want, double root) {
@@ -272,14 +251,7 @@ static void modeGrow(const char* dir) {
     CHECK(ncclCommInitRank(&parent, old, id, rank));
     if (rank == coordinator) {
       CHECK(ncclCommGetUniqueId(parent, &id));
-      char path[4096], tmp[4200];
-      snprintf(path, sizeof path, "%s/grow.id", dir);
-      snprintf(tmp, sizeof tmp, "%s.tmp", path);
-      FILE* f = fopen(tmp, "wb");
-      if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        FAIL("cannot write %s", path);
-        exit(1);
-      }
+      writeId(dir, "grow.id", &id);
     }
     CHECK(ncclCommGrow(parent, nranks, rank == coordinator ? &id : NULL, -1, &grown, NULL));
     CHECK(ncclCommDestroy(parent));

@@ -20,30 +20,8 @@
  *                                        group on two ends the group's call on both
  */
 #include <sys/resource.h>
-#include <time.h>
 
 #include "check_common.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* Polls until the communicator's state is not ncclInProgress (at most a minute) and returns it. */
-static ncclResult_t pollToEnd(ncclComm_t comm, const char* what) {
-  const double deadline = now() + 60;
-  ncclResult_t state = ncclInProgress;
-  while (state == ncclInProgress) {
-    CHECK(ncclCommGetAsyncError(comm, &state));
-    if (state == ncclInProgress && now() > deadline) {
-      FAIL("%s: still in progress after 60 s", what);
-      exit(1);
-    }
-    if (state == ncclInProgress) usleep(100);
-  }
-  return state;
-}
 
 /* A call of a non-blocking communicator: ncclSuccess or ncclInProgress, then polled to success. */
 #define NONBLOCKING(comm, call)                                                                      \

@@ -176,11 +176,7 @@ struct Bootstrap::Impl {
     std::string host = mine.toString();
     host = host.substr(0, host.rfind(':'));
     listener = Socket::listen(SocketAddress::parse(host + ":0"));
-    Hello h;
-    h.kind = kHelloRendezvous;
-    h.magic = id.magic();
-    h.rank = rank;
-    h.nranks = nranks;
+    Hello h = Hello::of(kHelloRendezvous, id.magic(), rank, nranks);
     h.listenPort = listener.localAddress().port();
     Deadline d = starDeadline();
     toRoot.sendAll(&h, sizeof h, d, rank, "rank 0");
@@ -264,11 +260,7 @@ struct Bootstrap::Impl {
     Deadline d = deadline();
     const std::string there = who(peer) + " at " + listenAddrs[peer];
     Socket s = Socket::connect(SocketAddress::parse(listenAddrs[peer]), d, rank, there);
-    Hello h;
-    h.kind = kHelloPeer;
-    h.magic = id.magic();
-    h.rank = rank;
-    h.nranks = nranks;
+    const Hello h = Hello::of(kHelloPeer, id.magic(), rank, nranks);
     s.sendAll(&h, sizeof h, d, rank, there);
     uint32_t status = kOk;
     s.recvAll(&status, sizeof status, d, rank, there, peer);

@@ -22,6 +22,14 @@ struct Hello {
   uint16_t listenPort = 0;
   uint8_t pad[6] = {};
 
+  static Hello of(uint32_t kind, uint64_t magic, int32_t rank, int32_t nranks) {
+    Hello h;
+    h.kind = kind;
+    h.magic = magic;
+    h.rank = rank;
+    h.nranks = nranks;
+    return h;
+  }
   bool fromJob(uint64_t jobMagic) const { return std::memcmp(tag, "FCCH", 4) == 0 && magic == jobMagic; }
 };
 static_assert(sizeof(Hello) == 32, "Hello is a wire format");

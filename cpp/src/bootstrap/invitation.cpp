@@ -66,11 +66,7 @@ void answerInvitation(const UniqueId& invitation, const UniqueId& job, int first
 UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds) {
   const Deadline deadline = Deadline::in(timeoutSeconds);
   Socket host = Socket::connect(uniqueIdAddress(invitation), deadline, rank, kHost);
-  Hello h;
-  h.kind = kHelloInvitation;
-  h.magic = invitation.magic();
-  h.rank = rank;
-  h.nranks = nranks;
+  const Hello h = Hello::of(kHelloInvitation, invitation.magic(), rank, nranks);
   host.sendAll(&h, sizeof h, deadline, rank, kHost);
   uint32_t status = kOk;
   host.recvAll(&status, sizeof status, deadline, rank, kHost);
