@@ -143,11 +143,12 @@ class CollectivesMixin:
     def send_recv(self, sends=(), recvs=(), async_op: bool = False, stream=None):
         """One batch of sends and receives, ``(array, peer)`` pairs, whose exchanges with every
         peer progress at once (torch's ``batch_isend_irecv``, NCCL's group of sends and
-        receives): no order of calls among the ranks can deadlock. Messages between two ranks
-        match in order, whatever the batches on either side (a batch of two sends may be received
-        by two ``recv`` calls, and the reverse), each of the same size and memory kind (GPU
-        memory to GPU memory, host to host) as its match; a send completes when its receiver has
-        copied it, so a batch returns once every message it sent was received. GPU arrays
+        receives): within one batch on each side no order of peers can deadlock. Messages
+        between two ranks match in order, whatever the batches on either side (a batch of two
+        sends may be received by two ``recv`` calls, and the reverse), each of the same size and
+        memory kind (GPU memory to GPU memory, host to host) as its match; a send completes when
+        its receiver has copied it, so a batch returns once every message it sent was received
+        (it waits for the peer's later batches when the peer's next one takes fewer). GPU arrays
         (all on one device) are copied on ``stream`` (default: the current stream of the first
         GPU array's framework). Returns None, or a handle with ``async_op``."""
         return self._engine.send_recv(list(sends), list(recvs), async_op, stream)

@@ -231,6 +231,15 @@ static void modeErrors(const char* dir) {
   EXPECT_ERROR(ncclCommGrow(NULL, nranks + 1, NULL, nranks, &shrunk, NULL), ncclInvalidArgument, "uniqueId is NULL");
   EXPECT_ERROR(ncclCommGrow(NULL, nranks + 1, &id, nranks + 1, &shrunk, NULL), ncclInvalidArgument, "out of range");
   EXPECT_ERROR(ncclCommGetUniqueId(world, NULL), ncclInvalidArgument, "uniqueId is NULL");
+  /* an argument error on one rank is told to the others at the grow's all-gather: nobody waits */
+  if (nranks > 1) {
+    ncclResult_t r = ncclCommGrow(world, nranks + 1, NULL, rank == 0 ? 0 : -1, &shrunk, NULL);
+    const char* e = ncclGetLastError(NULL);
+    if (rank == 0 && (r != ncclInvalidArgument || !strstr(e, "passes -1")))
+      FAIL("a grow with a bad rank returned %d: %s", r, e);
+    if (rank != 0 && (r != ncclInvalidUsage || !strstr(e, "rank 0: rank is 0")))
+      FAIL("a grow beside rank 0's bad rank returned %d: %s", r, e);
+  }
   /* collective: every existing rank learns that nobody passed the id (no new rank is waiting) */
   EXPECT_ERROR(ncclCommGrow(world, nranks + 1, NULL, -1, &shrunk, NULL), ncclInvalidUsage,
                "no existing rank passed the id");

@@ -18,7 +18,8 @@ usage: gpu_p2p_check.py MODE [--lib torch|cupy|numpy]
             host memory; each prints "MISMATCH <what> <type> <message>" for the error it raised,
             then "OK after" for a good exchange; then rank 0's batch of two messages is received
             in two recvs and two sends in one batch of recvs ("OK split": messages match in
-            order whatever the batches).
+            order whatever the batches; on the GPU also a batch of a GPU and a host message
+            received in two).
             First every rank checks that stream= on host memory is refused ("OK stream refused").
   killed    after a warm-up exchange rank 1 exits, at once or --when later (2 s); every other rank
             receives from it and prints "RAISED <type> <message>" (run without forestcc-run,
@@ -363,6 +364,10 @@ def run_mismatch():
         comm.send_recv(sends=[(filled(0, 1, 4, 5), 1), (filled(0, 1, 5, 7), 1)])
         comm.send(filled(0, 1, 6, 3), 1)
         comm.send(filled(0, 1, 7, 9), 1)
+        if LIB != "numpy":
+            # GPU then host memory in one batch, received in two: the host-only second part
+            # records the receive event the sender's stream waits for
+            comm.send_recv(sends=[(filled(0, 1, 8, 6), 1), (values(0, 1, 9, 4), 1)])
         sync()
         print("OK split", flush=True)
     elif R == 1:
@@ -382,6 +387,12 @@ def run_mismatch():
         comm.send_recv(recvs=[(third, 0), (fourth, 0)])
         expect("two sends received in one batch", third, values(0, 1, 6, 3))
         expect("two sends received in one batch", fourth, values(0, 1, 7, 9))
+        if LIB != "numpy":
+            gpu_part, host_part = garbage(6), np.zeros(4, np.float32)
+            comm.recv(gpu_part, 0)
+            comm.recv(host_part, 0)
+            expect("the GPU part of a mixed batch received alone", gpu_part, values(0, 1, 8, 6))
+            expect("the host part of a mixed batch received alone", host_part, values(0, 1, 9, 4))
         print("OK split", flush=True)
     return 0
 

@@ -50,6 +50,10 @@ LaunchInfo detectLaunch();
 // (mpi4py's broadcast) does not, so detectLaunch() itself does not refuse.
 void requireRendezvous(const LaunchInfo& info);
 
+// Closes the listening socket UniqueId::create() kept in this process, for an id no rank will
+// join (a refused shrink or grow, an invitation replaced or never answered); a no-op otherwise.
+void releaseUniqueId(const UniqueId& id);
+
 // Invitations (NCCL's ncclCommGetUniqueId, then ncclCommGrow): an id that leads new ranks to a job
 // whose own id another process makes later. The inviting process made `invitation` with
 // UniqueId::create(), which keeps its listening socket; once the job's id exists it answers each

@@ -1,5 +1,6 @@
 // Invitations (forestcc/bootstrap.hpp): the host answers new ranks on the invitation's kept
 // listening socket with the job's id; a new rank asks with a Hello of kind kHelloInvitation.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -48,17 +49,19 @@ void answerInvitation(const UniqueId& invitation, const UniqueId& job, int first
                                           std::to_string(timeoutSeconds) + " s (FORESTCC_TIMEOUT)");
     }
     try {
+      // A process that connects and says nothing is given up on soon: new ranks wait behind it.
+      const Deadline hello = Deadline::in(std::min(timeoutSeconds, 10.0));
       Hello h;
-      guest.recvAll(&h, sizeof h, deadline, -1, "a new rank");
+      guest.recvAll(&h, sizeof h, hello.at < deadline.at ? hello : deadline, -1, "a new rank");
       const uint32_t status = check(h, invitation.magic(), firstNew, nranks, answered);
       guest.sendAll(&status, sizeof status, deadline, -1, "a new rank");
       if (status != kOk) continue;  // that process learns why; the host waits for the right ones
       guest.sendAll(job.bytes.data(), job.bytes.size(), deadline, -1, "rank " + std::to_string(h.rank));
       answered[h.rank] = true;
       --left;
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::Timeout) throw;
-      // a process that hung up mid-way: it was not one of ours, or it will ask again
+    } catch (const Error&) {
+      // a process that hung up or fell silent mid-way: not one of ours, or it will ask again; the
+      // accept's deadline names the ranks still missing
     }
   }
 }

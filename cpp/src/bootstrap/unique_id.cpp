@@ -151,6 +151,8 @@ void RootSockets::keep(uint64_t magic, Socket s) {
   sockets_[magic] = std::move(s);
 }
 
+void releaseUniqueId(const UniqueId& id) { RootSockets::instance().take(id.magic()); }
+
 Socket RootSockets::take(uint64_t magic) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = sockets_.find(magic);

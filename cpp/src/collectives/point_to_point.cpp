@@ -286,8 +286,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
   }
   copyToSelf(s.rank, sendsToSelf, recvsFromSelf, stream);
   // Events of this device (remade when the caller's device changed since the last batch).
-  auto eventOf = [&](std::unique_ptr<cuda_ipc::SharedEvent>& e) -> cuda_ipc::SharedEvent& {
-    if (!e || e->device() != device) e = std::make_unique<cuda_ipc::SharedEvent>(device, gpuWhat);
+  auto eventOf = [&](std::unique_ptr<cuda_ipc::SharedEvent>& e, int on) -> cuda_ipc::SharedEvent& {
+    if (!e || e->device() != on) e = std::make_unique<cuda_ipc::SharedEvent>(on, gpuWhat);
     return *e;
   };
 
@@ -310,7 +310,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
     // Recorded before this batch gives its stream any wait: the receivers' copies wait for it.
     cuda_ipc::EventHandle batchEvent;
     if (sendsDevice && sendEvent) batchEvent = sendEvent->handle();
-    else if (sendsDevice) batchEvent = eventOf(batchEvent_).record(stream, gpuWhat + " (its send event)");
+    else if (sendsDevice) batchEvent = eventOf(batchEvent_, device).record(stream, gpuWhat + " (its send event)");
     std::vector<std::shared_ptr<void>> keepAlive;  // segments the posted handles lie in
     for (Outgoing& out : outgoing) {
       auto* header = reinterpret_cast<ManifestHeader*>(space);
@@ -384,7 +384,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       // This batch's messages from the peer are the manifest's, one to one: a failure then leaves
       // the pair in step (both drop them). Otherwise part of the manifest, or of this batch, lies
       // in another batch of the other side, which the pair could no longer match: poisoned.
-      bool whole = true;
+      bool whole = in.received == 0;  // (a batch that took messages already is not one to one)
       std::string what;
       try {
         what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
@@ -394,7 +394,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         }
         Reading& r = *reading;
         const size_t take = std::min(in.messages.size() - in.received, r.sent.size() - r.next);
-        whole = r.next == 0 && in.received == 0 && take == r.sent.size() && take == in.messages.size();
+        whole = whole && r.next == 0 && take == r.sent.size() && take == in.messages.size();
         // "message 1" names a message of this batch when it has several; the sender's index
         // (r.next + i) goes in the status, which names it there.
         auto mine = [&](size_t i) { return in.messages.size() == 1 ? std::string("it") : "message " + std::to_string(in.received + i); };
@@ -424,12 +424,24 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         // received, this direction's receive event, whose handle goes back in the sender's manifest.
         bool copiesOnDevice = false;
         for (size_t i = 0; i < take; ++i) copiesOnDevice |= r.sent[r.next + i].kind == MemoryKind::Cuda && r.sent[r.next + i].size;
+        const bool last = r.next + take == r.sent.size();
+        // The GPU work of this part: on the batch's stream, or, for the host-only last part of a
+        // manifest an earlier batch received GPU messages of, on the legacy stream of that batch's
+        // device (this batch has no stream of its own), where the receive event is recorded.
+        void* on = stream;
+        int onDevice = device;
+        std::unique_ptr<cuda_ipc::CurrentDevice> lent;
+        if (device < 0 && last && r.earlier) {
+          onDevice = r.earlier->event->device();
+          lent = std::make_unique<cuda_ipc::CurrentDevice>(onDevice, what);
+          on = nullptr;
+        }
         if (copiesOnDevice) {
-          cuda_ipc::waitForPeerEvent(r.header.batchEvent, stream, what + " (the sender's event)");
+          cuda_ipc::waitForPeerEvent(r.header.batchEvent, on, what + " (the sender's event)");
           r.touched = true;
         }
-        if (r.earlier && (copiesOnDevice || r.next + take == r.sent.size())) {
-          r.earlier->event->awaitOn(stream, what + " (an earlier batch's copies of the same send batch)");
+        if (r.earlier && (copiesOnDevice || last)) {
+          r.earlier->event->awaitOn(on, what + " (an earlier batch's copies of the same send batch)");
           r.earlier.reset();
         }
         for (size_t i = 0; i < take; ++i) {
@@ -456,7 +468,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         if (r.next == r.sent.size()) {
           if (r.header.batchEvent.ownerPid) {  // the sender's direction moves GPU bytes: it waits for this event
             if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
-            const cuda_ipc::EventHandle done = eventOf(receiveEvents_[in.peer]).record(stream, what + " (its receive event)");
+            const cuda_ipc::EventHandle done =
+                eventOf(receiveEvents_[in.peer], onDevice).record(on, what + " (its receive event)");
             Connection& c = s.connection(in.peer, r.post);
             c.write(c.attach(r.post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
           }
@@ -544,6 +557,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         if (e.code() == ErrorCode::Interrupted) s.poison(rankPrefix(s.rank) + what + " was interrupted");
         throw;
       }
+      // Poisoned by this batch's own failure (a mismatch in a split manifest): that is the error.
+      if (outcome == WaitOutcome::Aborted && firstFailure) std::rethrow_exception(firstFailure);
       if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
     }
   } catch (const std::exception& e) {

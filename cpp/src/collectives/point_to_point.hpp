@@ -16,10 +16,12 @@
 // more waits for the sender's next manifest. One rendezvous per peer and batch, however many
 // messages it carries: a group of NCCL sends and receives costs what its slowest peer costs, not
 // the sum of its pairs. The sender posts every manifest before it waits for anything and the
-// receiver serves whichever peer is ready first, so no pattern of peers can deadlock. A mismatch
-// is found by both sides of the direction, from the one manifest and the one status: both raise
-// InvalidUsage, the rest of that manifest and of the receiver's batch from that peer is not
-// delivered, and the pair stays in step.
+// receiver serves whichever peer is ready first, so no pattern of peers can deadlock within one
+// batch each (across batches a sender's batch waits for the receiver's later ones, as NCCL's
+// groups do). A mismatch is found by both sides of the direction, from the one manifest and the
+// one status: both raise InvalidUsage and the rest of that manifest and of the receiver's batch
+// from that peer is not delivered; the pair stays in step when the two were one to one, else the
+// receiver poisons the communicator (the pair could no longer match its messages).
 //
 // GPU memory (docs/gpu.md, "Send and receive"), same node, through CUDA IPC, enqueued on the
 // caller's stream; the host rendezvous above is unchanged, the manifest carries two events:

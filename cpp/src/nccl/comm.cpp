@@ -92,6 +92,7 @@ bool Background::onThisThread(const Background* b) { return b && runningBackgrou
 ncclComm::ncclComm(int r, int n, forestcc::nccl::CommConfig c) : rank(r), size(n), config(std::move(c)) {}
 
 ncclComm::~ncclComm() {
+  if (growInvitation) forestcc::releaseUniqueId(*growInvitation);  // never answered
   joinConnecting();
   waitForBackground();
   background_.reset();
@@ -240,10 +241,14 @@ void ncclComm::abort(const std::string& reason) {
   joinConnecting();  // a rendezvous in progress ends by itself (deadline)
   if (communicator_) communicator_->abort(reason);
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return inside_ == 0; });
+  idle_.wait(lock, [&] { return inside_ == 0 && revoking_ == 0; });
 }
 
 void ncclComm::revoke(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++revoking_;  // an ncclCommAbort of another thread frees the communicator only after this
+  }
   revoked_ = true;  // before the poison: a call that starts now is refused, not failed by it
   std::shared_ptr<forestcc::nccl::Background> group;
   {
@@ -268,6 +273,7 @@ void ncclComm::revoke(const std::string& reason) {
   // Quiesced: NCCL's callers poll ncclCommGetAsyncError until it says ncclSuccess, then shrink.
   asyncError_ = ncclSuccess;
   deviceWork_.reset();
+  if (--revoking_ == 0) idle_.notify_all();
 }
 
 void ncclComm::finalize() {

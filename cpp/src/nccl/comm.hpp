@@ -142,9 +142,6 @@ struct ncclComm {
   forestcc::nccl::DeviceScratch reduceScratch, premulScratch;
   bool suspended = false;  // ncclCommSuspend (reported by ncclCommMemStats)
   uint64_t splits = 0;   // ncclCommSplit calls so far (tags their messages)
-  // ncclCommShrink exchanges so far with each rank (tags their messages): survivors of different
-  // shrinks take part in different ones, but the two ends of an exchange always count it both.
-  std::map<int, uint64_t> shrinkExchanges;
   // ncclCommGetUniqueId's invitation for the next ncclCommGrow, on the rank that made it (grow.cpp).
   std::optional<forestcc::UniqueId> growInvitation;
 
@@ -171,6 +168,7 @@ struct ncclComm {
   std::mutex mu_;
   std::condition_variable idle_;
   int inside_ = 0;                     // calls holding a Use or a Hold
+  int revoking_ = 0;                   // ncclCommRevoke calls running (abort waits for them too)
   ncclResult_t asyncError_ = ncclSuccess;
   std::string lastError_;
   std::shared_ptr<forestcc::Work> deviceWork_;  // guarded by mu_

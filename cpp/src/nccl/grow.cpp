@@ -23,15 +23,18 @@ using forestcc::nccl::guarded;
 
 namespace {
 
-// What each existing rank says at the grow; rank 0 appends the new communicator's id.
+// What each existing rank says at the grow, then (rank 0) the new communicator's id, then the
+// rank's refusal of its own arguments (empty: none).
 struct GrowClaim {
   int32_t nranks;
   int32_t coordinator;  // 1: passed the id of its ncclCommGetUniqueId
 };
 
-// Step 1 above: the new communicator's id; throws ncclInvalidUsage on every existing rank when
-// they disagree on nRanks or not exactly one passed the id. Returns the coordinator's rank in `coordinator`.
-forestcc::UniqueId agreeOnGrow(ncclComm& comm, int nRanks, bool mine, int& coordinator) {
+// Step 1 above: the new communicator's id; throws on every existing rank when one refused its own
+// arguments (that rank ncclInvalidArgument, the others ncclInvalidUsage naming it: an argument
+// error is told at the all-gather, so nobody waits for a rank that left), when they disagree on
+// nRanks, or when not exactly one passed the id. Returns the coordinator's rank in `coordinator`.
+forestcc::UniqueId agreeOnGrow(ncclComm& comm, int nRanks, bool mine, const std::string& refusal, int& coordinator) {
   forestcc::Bootstrap& bs = comm.communicator().bootstrap();
   const GrowClaim claim{nRanks, mine ? 1 : 0};
   std::string blob(reinterpret_cast<const char*>(&claim), sizeof claim);
@@ -40,12 +43,16 @@ forestcc::UniqueId agreeOnGrow(ncclComm& comm, int nRanks, bool mine, int& coord
     id = forestcc::UniqueId::create();
     blob.append(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
   }
+  blob += refusal;
   const std::vector<std::string> all = bs.allGather(blob);
-  std::string coordinators, sizes;
+  std::string coordinators, sizes, refusals;
   int found = 0;
   for (int r = 0; r < comm.size; ++r) {
     GrowClaim theirs;
     std::memcpy(&theirs, all[r].data(), sizeof theirs);
+    const size_t textAt = sizeof theirs + (r == 0 ? forestcc::UniqueId::kBytes : 0);
+    if (all[r].size() > textAt && r != comm.rank)
+      refusals += (refusals.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + all[r].substr(textAt);
     if (theirs.coordinator) {
       coordinators += (found++ ? ", " : "") + std::to_string(r);
       coordinator = r;
@@ -54,17 +61,25 @@ forestcc::UniqueId agreeOnGrow(ncclComm& comm, int nRanks, bool mine, int& coord
       sizes += (sizes.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " passes " +
                std::to_string(theirs.nranks);
   }
-  if (!sizes.empty())
-    throw forestcc::nccl::NcclError(ncclInvalidUsage, "the existing ranks pass different nRanks: rank " +
-                                                          std::to_string(comm.rank) + " passes " +
-                                                          std::to_string(nRanks) + "; " + sizes);
-  if (found != 1)
-    throw forestcc::nccl::NcclError(
-        ncclInvalidUsage, found == 0 ? std::string("no existing rank passed the id of ncclCommGetUniqueId (the "
-                                                   "coordinator passes it, the other existing ranks NULL)")
-                                     : "ranks " + coordinators + " passed an id; only the coordinator (the rank "
-                                       "that called ncclCommGetUniqueId) passes it");
-  if (comm.rank != 0) id = forestcc::UniqueId::fromBytes(all[0].substr(sizeof(GrowClaim)));
+  try {
+    if (!refusal.empty()) throw forestcc::nccl::NcclError(ncclInvalidArgument, refusal);
+    if (!refusals.empty())
+      throw forestcc::nccl::NcclError(ncclInvalidUsage, "other existing ranks refused their arguments (" + refusals + ")");
+    if (!sizes.empty())
+      throw forestcc::nccl::NcclError(ncclInvalidUsage, "the existing ranks pass different nRanks: rank " +
+                                                            std::to_string(comm.rank) + " passes " +
+                                                            std::to_string(nRanks) + "; " + sizes);
+    if (found != 1)
+      throw forestcc::nccl::NcclError(
+          ncclInvalidUsage, found == 0 ? std::string("no existing rank passed the id of ncclCommGetUniqueId (the "
+                                                     "coordinator passes it, the other existing ranks NULL)")
+                                       : "ranks " + coordinators + " passed an id; only the coordinator (the rank "
+                                         "that called ncclCommGetUniqueId) passes it");
+  } catch (...) {
+    if (comm.rank == 0) forestcc::releaseUniqueId(id);
+    throw;
+  }
+  if (comm.rank != 0) id = forestcc::UniqueId::fromBytes(all[0].substr(sizeof(GrowClaim), forestcc::UniqueId::kBytes));
   return id;
 }
 
@@ -74,6 +89,7 @@ extern "C" ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqu
   return guarded(comm, "ncclCommGetUniqueId", [&] {
     ncclComm::Use use(comm, "ncclCommGetUniqueId");
     if (!uniqueId) badArgument("uniqueId is NULL");
+    if (comm->growInvitation) forestcc::releaseUniqueId(*comm->growInvitation);  // replaced: never answered
     comm->growInvitation = forestcc::UniqueId::create();  // its listening socket kept for the grow
     std::memcpy(uniqueId->internal, comm->growInvitation->bytes.data(), sizeof uniqueId->internal);
     return ncclSuccess;
@@ -83,10 +99,10 @@ extern "C" ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqu
 extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                                      ncclComm_t* newcomm, ncclConfig_t* config) {
   return guarded(comm, "ncclCommGrow", [&]() -> ncclResult_t {
-    if (!newcomm) badArgument("newcomm is NULL");
-    *newcomm = nullptr;
+    if (newcomm) *newcomm = nullptr;
     const double timeout = forestcc::config::timeoutSeconds();
     if (!comm) {  // a new rank
+      if (!newcomm) badArgument("newcomm is NULL");
       if (!uniqueId) badArgument("uniqueId is NULL: a new rank (comm NULL) passes the id of ncclCommGetUniqueId");
       if (nRanks < 1) badArgument("nRanks is " + std::to_string(nRanks) + "; expected at least 1");
       if (rank < 0 || rank >= nRanks)
@@ -98,19 +114,27 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
                                       forestcc::nccl::cuda::currentDevice());
     }
     ncclComm::Use use(comm, "ncclCommGrow");
-    if (rank != -1)
-      badArgument("rank is " + std::to_string(rank) + "; an existing rank (comm given) passes -1 and keeps its rank " +
-                  std::to_string(comm->rank));
-    if (nRanks <= comm->size)
-      badArgument("nRanks is " + std::to_string(nRanks) + "; expected more than the communicator's " +
-                  std::to_string(comm->size) + " ranks");
-    if (uniqueId && (!comm->growInvitation ||
-                     std::memcmp(uniqueId->internal, comm->growInvitation->bytes.data(), sizeof uniqueId->internal)))
-      badArgument("uniqueId is not the id this rank's ncclCommGetUniqueId made for this communicator (only the "
-                  "coordinator passes one; the other existing ranks pass NULL)");
-    const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config, comm->config);
+    // This rank's own argument errors are told to the others at the all-gather, then raised.
+    std::string refusal;
+    forestcc::nccl::CommConfig cfg;
+    try {
+      if (!newcomm) badArgument("newcomm is NULL");
+      if (rank != -1)
+        badArgument("rank is " + std::to_string(rank) + "; an existing rank (comm given) passes -1 and keeps its rank " +
+                    std::to_string(comm->rank));
+      if (nRanks <= comm->size)
+        badArgument("nRanks is " + std::to_string(nRanks) + "; expected more than the communicator's " +
+                    std::to_string(comm->size) + " ranks");
+      if (uniqueId && (!comm->growInvitation || std::memcmp(uniqueId->internal, comm->growInvitation->bytes.data(),
+                                                            sizeof uniqueId->internal)))
+        badArgument("uniqueId is not the id this rank's ncclCommGetUniqueId made for this communicator (only the "
+                    "coordinator passes one; the other existing ranks pass NULL)");
+      cfg = forestcc::nccl::readConfig(config, comm->config);
+    } catch (const forestcc::nccl::NcclError& e) {
+      refusal = e.what();
+    }
     int coordinator = -1;
-    const forestcc::UniqueId job = agreeOnGrow(*comm, nRanks, uniqueId != nullptr, coordinator);
+    const forestcc::UniqueId job = agreeOnGrow(*comm, nRanks, uniqueId != nullptr, refusal, coordinator);
     if (coordinator == comm->rank) {
       const forestcc::UniqueId invitation = *comm->growInvitation;
       comm->growInvitation.reset();  // an invitation is answered once

@@ -4,13 +4,17 @@
 // would wait for it, and rank 0 may be the rank that died): the lowest survivor makes the new
 // id and hands it to each other survivor over the parent's bootstrap, point to point. The
 // survivors must pass the same list; two rounds make sure they do before anyone joins:
-//   1. the new rank 0 sends each survivor (id, its list);
+//   1. the new rank 0 sends each survivor an offer: (id, its list);
 //   2. each survivor answers: agreed, or how its list differs;
 //   3. the new rank 0 sends each survivor the verdict: go, or the first difference.
+// Every message carries the offer's serial (a random number) and goes on one tag: messages of an
+// earlier shrink that failed part-way (a survivor that refused its own arguments, a timeout) may
+// still be waiting in the bootstrap, and are recognised and skipped, never taken for this one's.
 // A survivor whose list names another new rank 0 waits for that rank instead: an error at the
 // bootstrap's deadline (dead or silent rank), never a communicator of the wrong ranks.
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,7 +29,33 @@ using forestcc::nccl::guarded;
 
 namespace {
 
-constexpr uint64_t kShrinkTag = 0x4e43434c5348524bull;  // "NCCLSHRK" (+ the exchange's number with that rank)
+constexpr uint64_t kShrinkTag = 0x4e43434c5348524bull;  // "NCCLSHRK"
+
+enum class Kind : char { Offer = 'O', Answer = 'A', Verdict = 'V' };
+
+// [kind][serial][body]: an offer's body is the id then the list, an answer's and a verdict's a text
+// (empty: agreed, go).
+struct Message {
+  Kind kind;
+  uint64_t serial;
+  std::string body;
+};
+constexpr size_t kHead = 1 + sizeof(uint64_t);
+
+std::string encode(Kind kind, uint64_t serial, const std::string& body) {
+  std::string out(kHead, '\0');
+  out[0] = static_cast<char>(kind);
+  std::memcpy(&out[1], &serial, sizeof serial);
+  return out + body;
+}
+
+Message decode(const std::string& raw, int from) {
+  if (raw.size() < kHead || (raw[0] != 'O' && raw[0] != 'A' && raw[0] != 'V'))
+    throw forestcc::nccl::NcclError(ncclInternalError, "a malformed shrink message from rank " + std::to_string(from));
+  Message m{static_cast<Kind>(raw[0]), 0, raw.substr(kHead)};
+  std::memcpy(&m.serial, raw.data() + 1, sizeof m.serial);
+  return m;
+}
 
 std::string listText(const std::vector<int>& ranks) {
   std::string out = "{";
@@ -51,56 +81,62 @@ std::vector<int> excludedRanks(const int* list, int count, const ncclComm& comm)
   return {ranks.begin(), ranks.end()};
 }
 
-std::string pack(const forestcc::UniqueId& id, const std::vector<int>& excluded) {
+std::string offerBody(const forestcc::UniqueId& id, const std::vector<int>& excluded) {
   std::string out(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
   out.append(reinterpret_cast<const char*>(excluded.data()), excluded.size() * sizeof(int));
   return out;
 }
 
-std::vector<int> unpackList(const std::string& message) {
-  std::vector<int> out((message.size() - forestcc::UniqueId::kBytes) / sizeof(int));
-  std::memcpy(out.data(), message.data() + forestcc::UniqueId::kBytes, out.size() * sizeof(int));
-  return out;
-}
-
 // The new communicator's id, once every survivor agreed on `excluded` (rounds 1-3 above). Throws
-// ncclInvalidUsage on every survivor when any list differs. The messages with each rank are
-// tagged by the number of shrink exchanges with it so far, so a later shrink never reads an
-// earlier one's message.
+// ncclInvalidUsage on every survivor when any list differs.
 forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, const std::vector<int>& excluded) {
   forestcc::Bootstrap& bs = comm.communicator().bootstrap();
-  const int oldRank = comm.rank;
   const std::string mine = listText(excluded);
-  if (survivors[0] == oldRank) {
-    std::vector<uint64_t> tags(survivors.size());
-    for (size_t i = 1; i < survivors.size(); ++i) tags[i] = kShrinkTag + comm.shrinkExchanges[survivors[i]]++;
+  const int root = survivors[0];
+  if (root == comm.rank) {
     const forestcc::UniqueId id = forestcc::UniqueId::create();
-    const std::string offer = pack(id, excluded);
-    for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], tags[i], offer);
+    uint64_t serial = 0;
+    while (!serial) serial = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    const std::string offer = encode(Kind::Offer, serial, offerBody(id, excluded));
+    for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, offer);
     std::string verdict;
     for (size_t i = 1; i < survivors.size(); ++i) {
-      const std::string answer = bs.recv(survivors[i], tags[i]);
-      if (!answer.empty() && verdict.empty()) verdict = answer;
+      for (;;) {  // an earlier shrink's leftovers are skipped
+        const Message m = decode(bs.recv(survivors[i], kShrinkTag), survivors[i]);
+        if (m.kind != Kind::Answer || m.serial != serial) continue;
+        if (!m.body.empty() && verdict.empty()) verdict = m.body;
+        break;
+      }
     }
-    for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], tags[i], verdict);
-    if (!verdict.empty())
+    for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, encode(Kind::Verdict, serial, verdict));
+    if (!verdict.empty()) {
+      forestcc::releaseUniqueId(id);
       throw forestcc::nccl::NcclError(ncclInvalidUsage, "the survivors passed different lists: " + verdict);
+    }
     return id;
   }
-  const uint64_t tag = kShrinkTag + comm.shrinkExchanges[survivors[0]]++;
-  const std::string offer = bs.recv(survivors[0], tag);
-  if (offer.size() < forestcc::UniqueId::kBytes || (offer.size() - forestcc::UniqueId::kBytes) % sizeof(int))
-    throw forestcc::nccl::NcclError(ncclInternalError, "a malformed shrink offer from rank " + std::to_string(survivors[0]));
-  const std::string theirs = listText(unpackList(offer));
-  const std::string answer =
-      theirs == mine ? std::string()
-                     : "rank " + std::to_string(oldRank) + " excludes " + mine + ", rank " + std::to_string(survivors[0]) +
-                           " excludes " + theirs;
-  bs.send(survivors[0], tag, answer);
-  const std::string verdict = bs.recv(survivors[0], tag);
-  if (!verdict.empty())
-    throw forestcc::nccl::NcclError(ncclInvalidUsage, "the survivors passed different lists: " + verdict);
-  return forestcc::UniqueId::fromBytes(offer.substr(0, forestcc::UniqueId::kBytes));
+  // Answers every offer that comes (a stale one too: its root no longer listens for the answer)
+  // until the verdict of the last one answered.
+  Message offer{Kind::Offer, 0, {}};
+  for (;;) {
+    const Message m = decode(bs.recv(root, kShrinkTag), root);
+    if (m.kind == Kind::Offer) {
+      if (m.body.size() < forestcc::UniqueId::kBytes || (m.body.size() - forestcc::UniqueId::kBytes) % sizeof(int))
+        throw forestcc::nccl::NcclError(ncclInternalError, "a malformed shrink offer from rank " + std::to_string(root));
+      std::vector<int> theirs((m.body.size() - forestcc::UniqueId::kBytes) / sizeof(int));
+      std::memcpy(theirs.data(), m.body.data() + forestcc::UniqueId::kBytes, theirs.size() * sizeof(int));
+      const std::string answer = listText(theirs) == mine ? std::string()
+                                                          : "rank " + std::to_string(comm.rank) + " excludes " + mine +
+                                                                ", rank " + std::to_string(root) + " excludes " +
+                                                                listText(theirs);
+      bs.send(root, kShrinkTag, encode(Kind::Answer, m.serial, answer));
+      offer = m;
+    } else if (m.kind == Kind::Verdict && offer.serial && m.serial == offer.serial) {
+      if (!m.body.empty())
+        throw forestcc::nccl::NcclError(ncclInvalidUsage, "the survivors passed different lists: " + m.body);
+      return forestcc::UniqueId::fromBytes(offer.body.substr(0, forestcc::UniqueId::kBytes));
+    }
+  }
 }
 
 }  // namespace
