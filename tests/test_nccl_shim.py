@@ -242,6 +242,15 @@ def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
     assert_ok(p, mode, n)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_abort_ends_a_non_blocking_init_whose_peers_never_come(programs, tmp_path, n, no_new_shm):
+    # the rendezvous would wait FORESTCC_TIMEOUT (an hour here): ncclCommAbort ends it, on the
+    # root (nobody joins) and on a joining rank (the root never starts); without that, this test
+    # fails at JOB_TIMEOUT
+    p = run_check(programs, tmp_path, n, "initabort", program="nonblocking_check", FORESTCC_TIMEOUT="3600")
+    assert_ok(p, "initabort", n)
+
+
 @pytest.mark.parametrize("n", [1, 3, 4])
 @pytest.mark.parametrize("mode", ["blocking", "nonblocking"])
 def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path, mode, n,

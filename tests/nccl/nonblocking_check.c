@@ -18,6 +18,10 @@
  *                                        leaves the communicator usable
  *   nonblocking_check groupabort <dir>   (2+ ranks) ncclCommAbort of one communicator of rank 0's
  *                                        group on two ends the group's call on both
+ *   nonblocking_check initabort <dir>    (2+ ranks) ncclCommAbort of inits whose peers never come:
+ *                                        rank 0 as the root of a 2-rank job nobody joins, rank 1
+ *                                        joining one whose root never starts; each abort returns
+ *                                        (run with a FORESTCC_TIMEOUT far above the test's own)
  */
 #include <sys/resource.h>
 
@@ -158,6 +162,31 @@ static void modeAbort(ncclComm_t comm, const char* dir) {
   }
 }
 
+static void modeInitAbort(const char* dir) {
+  ncclUniqueId id;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = NULL;
+  if (rank == 0) {
+    ncclUniqueId unused; /* its root (this process) never joins: rank 1 waits for an answer */
+    CHECK(ncclGetUniqueId(&unused));
+    writeId(dir, "rootless.id", &unused);
+    CHECK(ncclGetUniqueId(&id));
+  } else {
+    shareId(dir, "rootless.id", &id, 0);
+  }
+  ncclResult_t r = ncclCommInitRankConfig(&comm, 2, id, rank == 0 ? 0 : 1, &config);
+  if (r != ncclInProgress) FAIL("an init nobody completes returned %d, not ncclInProgress", r);
+  ncclResult_t state = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(comm, &state));
+  if (state != ncclInProgress) FAIL("an init nobody completes is in state %d, not ncclInProgress", state);
+  CHECK(ncclCommAbort(comm)); /* ends the rendezvous: does not wait it out */
+  char name[64];
+  snprintf(name, sizeof name, "rank%d.aborted", rank);
+  touch(dir, name);
+  if (rank == 0) waitFor(dir, "rank1.aborted"); /* keeps the rootless id's socket open meanwhile */
+}
+
 /* Rank 0 sends rank 1 eight floats, rank 1 receives seven, each in a group of its non-blocking
  * communicator: both polls end in ncclInvalidUsage naming the sizes, and the error stays (the
  * only report of a non-blocking call is its state, which must not read as success later). */
@@ -280,6 +309,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "errors") && many) modeErrors(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "abort") && many) modeAbort(nonBlockingComm(argv[2]), argv[2]);
   else if (!strcmp(mode, "groupabort") && many) modeGroupAbort(argv[2]);
+  else if (!strcmp(mode, "initabort") && many) modeInitAbort(argv[2]);
   else if (!strcmp(mode, "nothread")) modeNoThread(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "sendmismatch") && many) modeSendMismatch(nonBlockingComm(argv[2]), argv[2]);
   else {

@@ -68,11 +68,13 @@ std::vector<std::string> unpackBlobs(const std::string& in) {
 }  // namespace
 
 struct Bootstrap::Impl {
-  Impl(int r, int n, const UniqueId& i, double t) : rank(r), nranks(n), id(i), timeout(t) {}
+  Impl(int r, int n, const UniqueId& i, double t, const std::atomic<bool>* c)
+      : rank(r), nranks(n), id(i), timeout(t), cancel(c) {}
   int rank;
   int nranks;
   UniqueId id;
   double timeout;
+  const std::atomic<bool>* cancel;  // set: every wait of this bootstrap ends (Bootstrap's constructor)
   std::mutex mu;
   Socket listener;                  // until the rendezvous is over; then peers owns it
   std::unique_ptr<PeerListener> peers;
@@ -83,10 +85,10 @@ struct Bootstrap::Impl {
   std::map<int, Socket> outgoing, incoming;
   std::map<std::pair<int, uint64_t>, std::deque<std::string>> stash;
 
-  Deadline deadline() const { return Deadline::in(timeout); }
+  Deadline deadline() const { return Deadline::in(timeout, cancel); }
   // Non-root ranks wait longer than rank 0 for its replies: when rank 0 gives up it sends the
   // reason (which ranks are missing), and that reason should reach them before their own deadline.
-  Deadline starDeadline() const { return Deadline::in(timeout + std::max(1.0, timeout * 0.5)); }
+  Deadline starDeadline() const { return Deadline::in(timeout + std::max(1.0, timeout * 0.5), cancel); }
 
   void writeFrame(Socket& s, uint64_t key, const std::string& data, int peer) {
     FrameHeader h{key, data.size()};
@@ -119,6 +121,7 @@ struct Bootstrap::Impl {
       try {
         s = listener.accept(d, rank);
       } catch (const Error& e) {
+        if (e.code() == ErrorCode::Aborted) abortAll(e.what());  // the ranks that joined learn it at once
         if (e.code() != ErrorCode::Timeout) throw;
         std::string missing;
         for (int r = 1; r < nranks; ++r)
@@ -171,7 +174,7 @@ struct Bootstrap::Impl {
 
   void joinRendezvous(double connectTimeout) {
     SocketAddress rootAddr = uniqueIdAddress(id);
-    toRoot = Socket::connect(rootAddr, Deadline::in(connectTimeout), rank, "rank 0");
+    toRoot = Socket::connect(rootAddr, Deadline::in(connectTimeout, cancel), rank, "rank 0");
     SocketAddress mine = toRoot.localAddress();
     std::string host = mine.toString();
     host = host.substr(0, host.rfind(':'));
@@ -337,8 +340,8 @@ struct Bootstrap::Impl {
 };
 
 Bootstrap::Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSeconds, int rootListenFd,
-                     double connectTimeoutSeconds)
-    : impl_(std::make_unique<Impl>(rank, nranks, id, timeoutSeconds)) {
+                     double connectTimeoutSeconds, const std::atomic<bool>* cancel)
+    : impl_(std::make_unique<Impl>(rank, nranks, id, timeoutSeconds, cancel)) {
   if (nranks < 1)
     throw Error(ErrorCode::InvalidUsage, "forestcc: nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)

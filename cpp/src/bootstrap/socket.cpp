@@ -15,15 +15,21 @@
 
 namespace forestcc {
 
-Deadline Deadline::in(double seconds) {
-  return {Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(seconds))};
+Deadline Deadline::in(double seconds, const std::atomic<bool>* cancel) {
+  return {Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)), cancel};
 }
 
 int Deadline::remainingMs() const {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::now()).count();
   if (left <= 0) return 0;
-  return left > 1000000 ? 1000000 : static_cast<int>(left);
+  const long cap = cancel ? 100 : 1000000;
+  return left > cap ? static_cast<int>(cap) : static_cast<int>(left);
+}
+
+void Deadline::check(int rank, int peer, const std::string& what) const {
+  if (cancelled())
+    throw Error(ErrorCode::Aborted, rankPrefix(rank) + what + ": stopped, the communicator was aborted", rank, peer);
+  if (expired()) throw Error(ErrorCode::Timeout, rankPrefix(rank) + "timed out " + what, rank, peer);
 }
 
 std::string SocketAddress::toString() const {
@@ -110,6 +116,7 @@ Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline, int 
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH ||
                  err == EHOSTUNREACH || err == EAGAIN || err == EINTR || err == ECONNRESET;
     if (!retry) throwSystemError("connect(" + addr.toString() + ")", err, rank);
+    if (deadline.cancelled()) deadline.check(rank, -1, "connecting to " + who + " at " + addr.toString());
     if (deadline.expired())
       throw Error(ErrorCode::Timeout,
                   rankPrefix(rank) + "timed out connecting to " + who + " at " + addr.toString() + " (" +
@@ -126,7 +133,10 @@ Socket Socket::accept(const Deadline& deadline, int rank) {
     int rc = ::poll(&p, 1, deadline.remainingMs());
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0) throwSystemError("poll", errno, rank);
-    if (rc == 0) throw Error(ErrorCode::Timeout, rankPrefix(rank) + "timed out waiting for a connection", rank);
+    if (rc == 0) {
+      deadline.check(rank, -1, "waiting for a connection");
+      continue;
+    }
     int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
@@ -164,8 +174,7 @@ void Socket::sendAll(const void* data, size_t size, const Deadline& deadline, in
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       pollfd pf{fd_, POLLOUT, 0};
       int rc = ::poll(&pf, 1, deadline.remainingMs());
-      if (rc == 0)
-        throw Error(ErrorCode::Timeout, rankPrefix(rank) + "timed out sending to " + who, rank);
+      if (rc == 0) deadline.check(rank, -1, "sending to " + who);
       continue;
     }
     if (errno == EPIPE || errno == ECONNRESET)
@@ -190,8 +199,7 @@ void Socket::recvAll(void* data, size_t size, const Deadline& deadline, int rank
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       pollfd pf{fd_, POLLIN, 0};
       int rc = ::poll(&pf, 1, deadline.remainingMs());
-      if (rc == 0)
-        throw Error(ErrorCode::Timeout, rankPrefix(rank) + "timed out waiting for data from " + who, rank, peer);
+      if (rc == 0) deadline.check(rank, peer, "waiting for data from " + who);
       continue;
     }
     if (errno == ECONNRESET)

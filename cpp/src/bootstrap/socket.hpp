@@ -1,10 +1,12 @@
 // Blocking TCP sockets with deadlines: every call that can wait takes a Deadline and throws
-// forestcc::Error (Timeout / Remote / System) instead of hanging.
+// forestcc::Error (Timeout / Remote / System) instead of hanging; a deadline with a cancel flag
+// also ends the wait soon after the flag is set (Aborted).
 #pragma once
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -15,9 +17,15 @@ using Clock = std::chrono::steady_clock;
 
 struct Deadline {
   Clock::time_point at;
-  static Deadline in(double seconds);
-  int remainingMs() const;  // for poll(); 0 when expired
+  const std::atomic<bool>* cancel = nullptr;  // set: the wait is given up (ncclCommAbort of an init)
+  static Deadline in(double seconds, const std::atomic<bool>* cancel = nullptr);
+  // For poll(); 0 when expired; at most 100 ms with a cancel flag, which is checked between polls.
+  int remainingMs() const;
   bool expired() const { return Clock::now() >= at; }
+  bool cancelled() const { return cancel && cancel->load(std::memory_order_acquire); }
+  // After a poll that timed out: throws Aborted when cancelled, Timeout (`what`) when expired;
+  // returns when the wait should go on.
+  void check(int rank, int peer, const std::string& what) const;
 };
 
 // An IPv4/IPv6 address with port, printable as "host:port".

@@ -238,7 +238,8 @@ void ncclComm::abort(const std::string& reason) {
   if (group && !group->ended())
     group->abortMembers(this, reason + ", on another communicator of the same non-blocking group");
   aborted_ = true;
-  joinConnecting();  // a rendezvous in progress ends by itself (deadline)
+  cancelConnecting_ = true;  // a rendezvous in progress ends within ~100 ms
+  joinConnecting();
   if (communicator_) communicator_->abort(reason);
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [&] { return inside_ == 0 && revoking_ == 0; });

@@ -72,6 +72,9 @@ struct ncclComm {
   void startDeferred();
   ncclResult_t finishStart();
   void attach(std::shared_ptr<forestcc::Communicator> communicator);  // called by `connect`
+  // Set by ncclCommAbort: the bootstrap `connect` makes ends its waits (a non-blocking init whose
+  // peers never come is not waited out to FORESTCC_TIMEOUT).
+  const std::atomic<bool>* connectCancel() const { return &cancelConnecting_; }
   // Poisons the forestcc communicator, once it is attached (a group's abort, Background).
   void poison(const std::string& reason);
 
@@ -155,6 +158,7 @@ struct ncclComm {
 
   std::function<void()> deferred_;  // a deferred init's connector, until ncclGroupEnd
 
+  std::atomic<bool> cancelConnecting_{false};  // before communicator_: its bootstrap reads it
   std::shared_ptr<forestcc::Communicator> communicator_;
   std::unique_ptr<forestcc::Collectives> collectives_;
   std::mutex connectingMu_;  // held while connecting_ is started or joined

@@ -55,7 +55,8 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id,
   // work, which may be a stream the program holds until this rank's call returns (async-error).
   if (device >= 0 && forestcc::nccl::cuda::runtimeCanStart()) forestcc::cudaLoadKernels(device);
   auto connect = [nranks, id, rank](ncclComm& c) {
-    auto bootstrap = std::make_unique<forestcc::Bootstrap>(rank, nranks, id, forestcc::config::timeoutSeconds());
+    auto bootstrap = std::make_unique<forestcc::Bootstrap>(rank, nranks, id, forestcc::config::timeoutSeconds(), -1, 0,
+                                                           c.connectCancel());
     c.attach(std::make_shared<forestcc::Communicator>(std::move(bootstrap)));
   };
   if (forestcc::nccl::insideGroup()) {
