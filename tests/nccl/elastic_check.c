@@ -13,6 +13,11 @@
  *   elastic_check abortshrink <dir> (3+ ranks) a thread of rank 0 waits in a receive from rank 1,
  *                                which never sends; rank 0's NCCL_SHRINK_ABORT (the last rank
  *                                excluded, alive) ends that receive, naming the shrink
+ *   elastic_check shrinkfail <dir> (3+ ranks; short FORESTCC_TIMEOUT) the last survivor refuses its own
+ *                                arguments: the new rank 0 times out waiting for its answer, the
+ *                                survivors that answered hear of it at once; then the same
+ *                                survivors shrink again, which works (the first offer, still
+ *                                waiting for the refusing rank, is recognised as stale)
  *   elastic_check revoke <dir>    (2+ ranks) the last rank exits; the survivors' all_reduce fails,
  *                                they revoke the parent, poll ncclCommGetAsyncError to ncclSuccess,
  *                                see a collective refused, shrink (NCCL_SHRINK_DEFAULT) and run
@@ -164,6 +169,37 @@ static void modeAbortShrink(const char* dir) {
   CHECK(ncclCommAbort(world)); /* the parent was poisoned by the shrink: only abort is left */
 }
 
+static void modeShrinkFail(const char* dir) {
+  ncclComm_t world = worldComm(dir);
+  int last = nranks - 1;
+  const int refuser = nranks - 2;  /* the last survivor: the ones before it answer first */
+  ncclComm_t shrunk = NULL;
+  if (rank != last) {
+    ncclResult_t r = ncclCommShrink(world, &last, 1, &shrunk, NULL, rank == refuser ? 7 : NCCL_SHRINK_DEFAULT);
+    const char* e = ncclGetLastError(NULL);
+    if (rank == refuser) {
+      if (r != ncclInvalidArgument || !strstr(e, "shrinkFlags is 7")) FAIL("the refusing rank got %d: %s", r, e);
+      waitFor(dir, "first.failed"); /* its next shrink must not answer the first one's offer in time */
+    } else if (rank == 0) {
+      if (r != ncclTimeout && r != ncclRemoteError) FAIL("the new rank 0 got %d: %s", r, e);
+      touch(dir, "first.failed");
+    } else if (r != ncclRemoteError || !strstr(e, "could not finish the shrink")) {
+      FAIL("a survivor that answered got %d: %s", r, e);
+    }
+    if (shrunk != NULL) FAIL("a failed shrink left a communicator");
+    CHECK(ncclCommShrink(world, &last, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    checkComm(shrunk, nranks - 1, rank, rank + 1, sumOfRanks(0, nranks - 2), 29);
+    CHECK(ncclCommDestroy(shrunk));
+    if (rank == 0) touch(dir, "second.done");
+  } else {
+    waitFor(dir, "second.done"); /* its parent calls would time out meanwhile */
+  }
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
+  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the shrinks gave %g", v);
+  CHECK(ncclCommDestroy(world));
+}
+
 static void modeRevoke(const char* dir) {
   ncclComm_t world = worldComm(dir);
   const int last = nranks - 1;
@@ -280,6 +316,7 @@ int main(int argc, char** argv) {
   if (!strcmp(mode, "shrink")) modeShrink(argv[2]);
   else if (!strcmp(mode, "dead") && nranks > 1) modeDead(argv[2]);
   else if (!strcmp(mode, "revoke") && nranks > 1) modeRevoke(argv[2]);
+  else if (!strcmp(mode, "shrinkfail") && nranks > 2) modeShrinkFail(argv[2]);
   else if (!strcmp(mode, "abortshrink") && nranks > 2) modeAbortShrink(argv[2]);
   else if (!strcmp(mode, "mismatch") && nranks > 2) modeMismatch(argv[2]);
   else if (!strcmp(mode, "grow") && nranks > 1) modeGrow(argv[2]);

@@ -76,11 +76,11 @@ class Bootstrap {
   // or the timeout passes (the error then names the ranks that never arrived).
   // rootListenFd: rank 0 may be handed an already listening socket (forestcc-run does this).
   // connectTimeoutSeconds (0: timeoutSeconds) bounds only the first connection to rank 0.
-  // cancel (optional, outliving the Bootstrap): once set, every wait of this bootstrap (the
-  // rendezvous included) ends within about 100 ms with an Aborted error (NCCL's ncclCommAbort of a
-  // communicator whose non-blocking init is still waiting for its peers).
+  // cancel (optional): once set, every wait of this bootstrap (the rendezvous included) ends
+  // within about 100 ms with an Aborted error (NCCL's ncclCommAbort of a communicator whose
+  // non-blocking init is still waiting for its peers).
   Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSeconds, int rootListenFd = -1,
-            double connectTimeoutSeconds = 0, const std::atomic<bool>* cancel = nullptr);
+            double connectTimeoutSeconds = 0, std::shared_ptr<const std::atomic<bool>> cancel = nullptr);
   // Joins the job this process was launched into (detectLaunch()).
   static std::unique_ptr<Bootstrap> fromEnvironment(double timeoutSeconds);
   ~Bootstrap();

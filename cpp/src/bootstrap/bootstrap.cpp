@@ -68,13 +68,16 @@ std::vector<std::string> unpackBlobs(const std::string& in) {
 }  // namespace
 
 struct Bootstrap::Impl {
-  Impl(int r, int n, const UniqueId& i, double t, const std::atomic<bool>* c)
-      : rank(r), nranks(n), id(i), timeout(t), cancel(c) {}
+  Impl(int r, int n, const UniqueId& i, double t, std::shared_ptr<const std::atomic<bool>> c)
+      : rank(r), nranks(n), id(i), timeout(t), cancelFlag(std::move(c)), cancel(cancelFlag.get()) {}
   int rank;
   int nranks;
   UniqueId id;
   double timeout;
-  const std::atomic<bool>* cancel;  // set: every wait of this bootstrap ends (Bootstrap's constructor)
+  // Set: every wait of this bootstrap ends (Bootstrap's constructor). Shared: the flag lives as
+  // long as the bootstrap, whoever set it.
+  std::shared_ptr<const std::atomic<bool>> cancelFlag;
+  const std::atomic<bool>* cancel;
   std::mutex mu;
   Socket listener;                  // until the rendezvous is over; then peers owns it
   std::unique_ptr<PeerListener> peers;
@@ -135,8 +138,12 @@ struct Bootstrap::Impl {
       }
       Hello h;
       try {
-        s.recvAll(&h, sizeof h, Deadline::in(std::min(timeout, 10.0)), rank, "a connecting process");
-      } catch (const Error&) {
+        s.recvAll(&h, sizeof h, Deadline::in(std::min(timeout, 10.0), cancel), rank, "a connecting process");
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::Aborted) {
+          abortAll(e.what());
+          throw;
+        }
         continue;  // a port scanner or a dead client: ignore it
       }
       uint32_t status = kOk;
@@ -340,8 +347,8 @@ struct Bootstrap::Impl {
 };
 
 Bootstrap::Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSeconds, int rootListenFd,
-                     double connectTimeoutSeconds, const std::atomic<bool>* cancel)
-    : impl_(std::make_unique<Impl>(rank, nranks, id, timeoutSeconds, cancel)) {
+                     double connectTimeoutSeconds, std::shared_ptr<const std::atomic<bool>> cancel)
+    : impl_(std::make_unique<Impl>(rank, nranks, id, timeoutSeconds, std::move(cancel))) {
   if (nranks < 1)
     throw Error(ErrorCode::InvalidUsage, "forestcc: nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)

@@ -42,9 +42,18 @@ PeerListener::~PeerListener() {
 
 Socket PeerListener::take(int peer, const Deadline& deadline) {
   std::unique_lock<std::mutex> g(mu_);
-  arrivedCv_.wait_until(g, deadline.at, [&] { return arrived_.count(peer) > 0; });
+  // In slices of 100 ms with a cancel flag, which ends the wait (Aborted).
+  while (!arrivedCv_.wait_until(g, deadline.cancel ? std::min(deadline.at, Clock::now() + std::chrono::milliseconds(100))
+                                                   : deadline.at,
+                                [&] { return arrived_.count(peer) > 0; })) {
+    if (deadline.cancelled() || deadline.expired()) break;
+  }
   auto it = arrived_.find(peer);
-  if (it == arrived_.end()) return Socket();
+  if (it == arrived_.end()) {
+    g.unlock();
+    if (deadline.cancelled()) deadline.check(rank_, peer, "waiting for rank " + std::to_string(peer) + " to connect");
+    return Socket();
+  }
   Socket s = std::move(it->second);
   arrived_.erase(it);
   return s;

@@ -298,6 +298,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
   // such a failure: every direction finished and both sides know.)
   bool underway = false;
   std::exception_ptr firstFailure;
+  bool poisonedHere = false;  // by this batch's own mismatch in a split manifest
   try {
     // Post every manifest first: no peer then waits on this rank for anything but its copies.
     size_t total = 0;
@@ -426,15 +427,15 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         for (size_t i = 0; i < take; ++i) copiesOnDevice |= r.sent[r.next + i].kind == MemoryKind::Cuda && r.sent[r.next + i].size;
         const bool last = r.next + take == r.sent.size();
         // The GPU work of this part: on the batch's stream, or, for the host-only last part of a
-        // manifest an earlier batch received GPU messages of, on the legacy stream of that batch's
+        // manifest an earlier batch received GPU messages of, on a side stream of that batch's
         // device (this batch has no stream of its own), where the receive event is recorded.
         void* on = stream;
-        int onDevice = device;
+        int onGpu = device;
         std::unique_ptr<cuda_ipc::CurrentDevice> lent;
         if (device < 0 && last && r.earlier) {
-          onDevice = r.earlier->event->device();
-          lent = std::make_unique<cuda_ipc::CurrentDevice>(onDevice, what);
-          on = nullptr;
+          onGpu = r.earlier->event->device();
+          lent = std::make_unique<cuda_ipc::CurrentDevice>(onGpu, what);
+          on = cuda_ipc::sideStream(onGpu, what);
         }
         if (copiesOnDevice) {
           cuda_ipc::waitForPeerEvent(r.header.batchEvent, on, what + " (the sender's event)");
@@ -469,7 +470,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           if (r.header.batchEvent.ownerPid) {  // the sender's direction moves GPU bytes: it waits for this event
             if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
             const cuda_ipc::EventHandle done =
-                eventOf(receiveEvents_[in.peer], onDevice).record(on, what + " (its receive event)");
+                eventOf(receiveEvents_[in.peer], onGpu).record(on, what + " (its receive event)");
             Connection& c = s.connection(in.peer, r.post);
             c.write(c.attach(r.post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
           }
@@ -492,9 +493,11 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         in.done = true;
         // After the answer, so that the sender raises the mismatch itself (a wait that sees the
         // poison and its answer takes the answer); its next call on the pair fails.
-        if (!whole && !s.poisoned())
+        if (!whole && !s.poisoned()) {
           s.poison(what + " failed on a send batch that is received over several batches, or in a batch that "
                           "receives several of the peer's: the pair can no longer match its messages");
+          poisonedHere = true;
+        }
       }
     };
     size_t pending = outgoing.size() + incoming.size();
@@ -558,7 +561,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         throw;
       }
       // Poisoned by this batch's own failure (a mismatch in a split manifest): that is the error.
-      if (outcome == WaitOutcome::Aborted && firstFailure) std::rethrow_exception(firstFailure);
+      if (outcome == WaitOutcome::Aborted && poisonedHere) std::rethrow_exception(firstFailure);
       if (outcome != WaitOutcome::Ready) s.raiseWaitFailure(outcome, peer, what, s.timeout);
     }
   } catch (const std::exception& e) {

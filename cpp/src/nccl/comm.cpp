@@ -238,7 +238,7 @@ void ncclComm::abort(const std::string& reason) {
   if (group && !group->ended())
     group->abortMembers(this, reason + ", on another communicator of the same non-blocking group");
   aborted_ = true;
-  cancelConnecting_ = true;  // a rendezvous in progress ends within ~100 ms
+  *cancelConnecting_ = true;  // a rendezvous in progress ends within ~100 ms
   joinConnecting();
   if (communicator_) communicator_->abort(reason);
   std::unique_lock<std::mutex> lock(mu_);
@@ -250,6 +250,13 @@ void ncclComm::revoke(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     ++revoking_;  // an ncclCommAbort of another thread frees the communicator only after this
   }
+  struct Done {  // whatever throws below, the count goes back (abort waits for it)
+    ncclComm& c;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(c.mu_);
+      if (--c.revoking_ == 0) c.idle_.notify_all();
+    }
+  } done{*this};
   revoked_ = true;  // before the poison: a call that starts now is refused, not failed by it
   std::shared_ptr<forestcc::nccl::Background> group;
   {
@@ -274,7 +281,7 @@ void ncclComm::revoke(const std::string& reason) {
   // Quiesced: NCCL's callers poll ncclCommGetAsyncError until it says ncclSuccess, then shrink.
   asyncError_ = ncclSuccess;
   deviceWork_.reset();
-  if (--revoking_ == 0) idle_.notify_all();
+  lock.unlock();  // Done takes it
 }
 
 void ncclComm::finalize() {

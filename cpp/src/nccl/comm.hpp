@@ -74,7 +74,7 @@ struct ncclComm {
   void attach(std::shared_ptr<forestcc::Communicator> communicator);  // called by `connect`
   // Set by ncclCommAbort: the bootstrap `connect` makes ends its waits (a non-blocking init whose
   // peers never come is not waited out to FORESTCC_TIMEOUT).
-  const std::atomic<bool>* connectCancel() const { return &cancelConnecting_; }
+  std::shared_ptr<const std::atomic<bool>> connectCancel() const { return cancelConnecting_; }
   // Poisons the forestcc communicator, once it is attached (a group's abort, Background).
   void poison(const std::string& reason);
 
@@ -158,7 +158,8 @@ struct ncclComm {
 
   std::function<void()> deferred_;  // a deferred init's connector, until ncclGroupEnd
 
-  std::atomic<bool> cancelConnecting_{false};  // before communicator_: its bootstrap reads it
+  // Shared with the bootstrap, which a Communicator::State held elsewhere may keep past this.
+  std::shared_ptr<std::atomic<bool>> cancelConnecting_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<forestcc::Communicator> communicator_;
   std::unique_ptr<forestcc::Collectives> collectives_;
   std::mutex connectingMu_;  // held while connecting_ is started or joined

@@ -44,7 +44,13 @@ forestcc::UniqueId agreeOnGrow(ncclComm& comm, int nRanks, bool mine, const std:
     blob.append(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
   }
   blob += refusal;
-  const std::vector<std::string> all = bs.allGather(blob);
+  std::vector<std::string> all;
+  try {
+    all = bs.allGather(blob);
+  } catch (...) {
+    if (comm.rank == 0) forestcc::releaseUniqueId(id);
+    throw;
+  }
   std::string coordinators, sizes, refusals;
   int found = 0;
   for (int r = 0; r < comm.size; ++r) {
@@ -138,7 +144,13 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
     if (coordinator == comm->rank) {
       const forestcc::UniqueId invitation = *comm->growInvitation;
       comm->growInvitation.reset();  // an invitation is answered once
-      forestcc::answerInvitation(invitation, job, comm->size, nRanks, timeout);
+      try {
+        forestcc::answerInvitation(invitation, job, comm->size, nRanks, timeout);
+      } catch (...) {
+        forestcc::releaseUniqueId(invitation);
+        if (comm->rank == 0) forestcc::releaseUniqueId(job);  // never joined here
+        throw;
+      }
     }
     return forestcc::nccl::initRank(newcomm, nRanks, job, comm->rank, cfg, comm->device);
   });

@@ -31,7 +31,8 @@ namespace {
 
 constexpr uint64_t kShrinkTag = 0x4e43434c5348524bull;  // "NCCLSHRK"
 
-enum class Kind : char { Offer = 'O', Answer = 'A', Verdict = 'V' };
+// Failed: the new rank 0 could not finish the rounds (a survivor dead or silent); the body says why.
+enum class Kind : char { Offer = 'O', Answer = 'A', Verdict = 'V', Failed = 'F' };
 
 // [kind][serial][body]: an offer's body is the id then the list, an answer's and a verdict's a text
 // (empty: agreed, go).
@@ -50,7 +51,7 @@ std::string encode(Kind kind, uint64_t serial, const std::string& body) {
 }
 
 Message decode(const std::string& raw, int from) {
-  if (raw.size() < kHead || (raw[0] != 'O' && raw[0] != 'A' && raw[0] != 'V'))
+  if (raw.size() < kHead || (raw[0] != 'O' && raw[0] != 'A' && raw[0] != 'V' && raw[0] != 'F'))
     throw forestcc::nccl::NcclError(ncclInternalError, "a malformed shrink message from rank " + std::to_string(from));
   Message m{static_cast<Kind>(raw[0]), 0, raw.substr(kHead)};
   std::memcpy(&m.serial, raw.data() + 1, sizeof m.serial);
@@ -98,15 +99,31 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
     uint64_t serial = 0;
     while (!serial) serial = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     const std::string offer = encode(Kind::Offer, serial, offerBody(id, excluded));
-    for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, offer);
     std::string verdict;
-    for (size_t i = 1; i < survivors.size(); ++i) {
-      for (;;) {  // an earlier shrink's leftovers are skipped
-        const Message m = decode(bs.recv(survivors[i], kShrinkTag), survivors[i]);
-        if (m.kind != Kind::Answer || m.serial != serial) continue;
-        if (!m.body.empty() && verdict.empty()) verdict = m.body;
-        break;
+    size_t answered = 1;  // survivors[1, answered) answered this offer
+    try {
+      for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, offer);
+      for (; answered < survivors.size(); ++answered) {
+        for (;;) {  // an earlier shrink's leftovers are skipped
+          const Message m = decode(bs.recv(survivors[answered], kShrinkTag), survivors[answered]);
+          if (m.kind != Kind::Answer || m.serial != serial) continue;
+          if (!m.body.empty() && verdict.empty()) verdict = m.body;
+          break;
+        }
       }
+    } catch (const std::exception& e) {
+      // A survivor that never answered (dead, silent, refused its own arguments): those that
+      // answered hear why at once instead of waiting out their own deadline (the others may not
+      // have read the offer: a message now would be one more for them to take as this shrink's);
+      // the id is never joined.
+      for (size_t i = 1; i < answered; ++i) {
+        try {
+          bs.send(survivors[i], kShrinkTag, encode(Kind::Failed, serial, e.what()));
+        } catch (...) {
+        }
+      }
+      forestcc::releaseUniqueId(id);
+      throw;
     }
     for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, encode(Kind::Verdict, serial, verdict));
     if (!verdict.empty()) {
@@ -118,8 +135,19 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
   // Answers every offer that comes (a stale one too: its root no longer listens for the answer)
   // until the verdict of the last one answered.
   Message offer{Kind::Offer, 0, {}};
+  bool waitedOnce = false;
   for (;;) {
-    const Message m = decode(bs.recv(root, kShrinkTag), root);
+    std::string raw;
+    try {
+      raw = bs.recv(root, kShrinkTag);
+    } catch (const forestcc::Error& e) {
+      // Having answered, wait one deadline more than the new rank 0 waits for the answers: when
+      // it gives up on a survivor it says so (Failed), and that should arrive first.
+      if (e.code() != forestcc::ErrorCode::Timeout || !offer.serial || waitedOnce) throw;
+      waitedOnce = true;
+      continue;
+    }
+    const Message m = decode(raw, root);
     if (m.kind == Kind::Offer) {
       if (m.body.size() < forestcc::UniqueId::kBytes || (m.body.size() - forestcc::UniqueId::kBytes) % sizeof(int))
         throw forestcc::nccl::NcclError(ncclInternalError, "a malformed shrink offer from rank " + std::to_string(root));
@@ -131,6 +159,9 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
                                                                 listText(theirs);
       bs.send(root, kShrinkTag, encode(Kind::Answer, m.serial, answer));
       offer = m;
+    } else if (m.kind == Kind::Failed && offer.serial && m.serial == offer.serial) {
+      throw forestcc::nccl::NcclError(ncclRemoteError, "the new rank 0 (rank " + std::to_string(root) +
+                                                           ") could not finish the shrink: " + m.body);
     } else if (m.kind == Kind::Verdict && offer.serial && m.serial == offer.serial) {
       if (!m.body.empty())
         throw forestcc::nccl::NcclError(ncclInvalidUsage, "the survivors passed different lists: " + m.body);

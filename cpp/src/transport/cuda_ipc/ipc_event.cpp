@@ -108,6 +108,18 @@ EventHandle SharedEvent::record(void* stream, const std::string& what) {
   return handle_;
 }
 
+void* sideStream(int device, const std::string& what) {
+  static std::mutex mu;
+  static std::map<int, cudaStream_t> streams;  // never destroyed: work may still run on them at exit
+  std::lock_guard<std::mutex> g(mu);
+  cudaStream_t& s = streams[device];
+  if (!s) {
+    CurrentDevice current(device, what);
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), what, "cudaStreamCreateWithFlags");
+  }
+  return s;
+}
+
 void SharedEvent::awaitOn(void* stream, const std::string& what) const {
   check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0), what,
         "cudaStreamWaitEvent");
@@ -165,6 +177,7 @@ CurrentDevice::~CurrentDevice() = default;
 SharedEvent::SharedEvent(int device, const std::string& what) : device_(device) { noCuda(what); }
 SharedEvent::~SharedEvent() = default;
 EventHandle SharedEvent::record(void*, const std::string& what) { noCuda(what); }
+void* sideStream(int, const std::string& what) { noCuda(what); }
 void SharedEvent::awaitOn(void*, const std::string& what) const { noCuda(what); }
 bool SharedEvent::reached(const std::string& what) const { noCuda(what); }
 bool capturing(void*, const std::string& what) { noCuda(what); }

@@ -72,6 +72,11 @@ bool capturing(void* stream, const std::string& what);
 // Makes `stream` wait for the peer's record of the event `h` names (opened once per process).
 void waitForPeerEvent(const EventHandle& h, void* stream, const std::string& what);
 
+// A stream of this process on `device` that does not synchronise with the legacy default stream
+// (cudaStreamNonBlocking), made at the first call for that device and kept: for GPU work a call
+// without a stream of its own must enqueue (a host-only batch finishing a GPU one).
+void* sideStream(int device, const std::string& what);
+
 // Enqueues a copy of `bytes` bytes between device addresses (this process's or a peer's opened
 // memory) on `stream`.
 void copyOnStream(void* dst, const void* src, uint64_t bytes, void* stream, const std::string& what);
