@@ -13,11 +13,12 @@
  *   elastic_check abortshrink <dir> (3+ ranks) a thread of rank 0 waits in a receive from rank 1,
  *                                which never sends; rank 0's NCCL_SHRINK_ABORT (the last rank
  *                                excluded, alive) ends that receive, naming the shrink
- *   elastic_check shrinkfail <dir> (3+ ranks; short FORESTCC_TIMEOUT) the last survivor refuses its own
- *                                arguments: the new rank 0 times out waiting for its answer, the
- *                                survivors that answered hear of it at once; then the same
- *                                survivors shrink again, which works (the first offer, still
- *                                waiting for the refusing rank, is recognised as stale)
+ *   elastic_check shrinkfail <dir> (3+ ranks; short FORESTCC_TIMEOUT) the last survivor refuses its
+ *                                flags: every survivor fails at once (it ncclInvalidArgument, the
+ *                                others ncclInvalidUsage naming it); then it does not call: the new
+ *                                rank 0 times out waiting for its answer, the survivors that
+ *                                answered hear of it at once; then all shrink, which works (the
+ *                                offer still waiting for the silent rank is recognised as stale)
  *   elastic_check revoke <dir>    (2+ ranks) the last rank exits; the survivors' all_reduce fails,
  *                                they revoke the parent, poll ncclCommGetAsyncError to ncclSuccess,
  *                                see a collective refused, shrink (NCCL_SHRINK_DEFAULT) and run
@@ -172,21 +173,33 @@ static void modeAbortShrink(const char* dir) {
 static void modeShrinkFail(const char* dir) {
   ncclComm_t world = worldComm(dir);
   int last = nranks - 1;
-  const int refuser = nranks - 2;  /* the last survivor: the ones before it answer first */
+  const int odd = nranks - 2;  /* the last survivor: the ones before it answer first */
   ncclComm_t shrunk = NULL;
   if (rank != last) {
-    ncclResult_t r = ncclCommShrink(world, &last, 1, &shrunk, NULL, rank == refuser ? 7 : NCCL_SHRINK_DEFAULT);
+    /* 1. it refuses its flags: everyone fails at once */
+    ncclResult_t r = ncclCommShrink(world, &last, 1, &shrunk, NULL, rank == odd ? 7 : NCCL_SHRINK_DEFAULT);
     const char* e = ncclGetLastError(NULL);
-    if (rank == refuser) {
-      if (r != ncclInvalidArgument || !strstr(e, "shrinkFlags is 7")) FAIL("the refusing rank got %d: %s", r, e);
-      waitFor(dir, "first.failed"); /* its next shrink must not answer the first one's offer in time */
-    } else if (rank == 0) {
-      if (r != ncclTimeout && r != ncclRemoteError) FAIL("the new rank 0 got %d: %s", r, e);
-      touch(dir, "first.failed");
-    } else if (r != ncclRemoteError || !strstr(e, "could not finish the shrink")) {
-      FAIL("a survivor that answered got %d: %s", r, e);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d refused its arguments: shrinkFlags is 7", odd);
+    if (rank == odd && (r != ncclInvalidArgument || !strstr(e, "shrinkFlags is 7")))
+      FAIL("the refusing rank got %d: %s", r, e);
+    if (rank != odd && (r != ncclInvalidUsage || !strstr(e, want))) FAIL("beside a refusing rank got %d: %s", r, e);
+    if (shrunk != NULL) FAIL("a refused shrink left a communicator");
+    /* 2. it does not call: the new rank 0 waits out FORESTCC_TIMEOUT for its answer */
+    if (rank == odd) {
+      waitFor(dir, "first.failed"); /* its next shrink must not answer this one's offer in time */
+    } else {
+      r = ncclCommShrink(world, &last, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT);
+      e = ncclGetLastError(NULL);
+      if (rank == 0) {
+        if (r != ncclTimeout && r != ncclRemoteError) FAIL("the new rank 0 got %d: %s", r, e);
+        touch(dir, "first.failed");
+      } else if (r != ncclRemoteError || !strstr(e, "could not finish the shrink")) {
+        FAIL("a survivor that answered got %d: %s", r, e);
+      }
+      if (shrunk != NULL) FAIL("a failed shrink left a communicator");
     }
-    if (shrunk != NULL) FAIL("a failed shrink left a communicator");
+    /* 3. all of them: it works */
     CHECK(ncclCommShrink(world, &last, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
     checkComm(shrunk, nranks - 1, rank, rank + 1, sumOfRanks(0, nranks - 2), 29);
     CHECK(ncclCommDestroy(shrunk));

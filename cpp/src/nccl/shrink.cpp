@@ -7,9 +7,11 @@
 //   1. the new rank 0 sends each survivor an offer: (id, its list);
 //   2. each survivor answers: agreed, or how its list differs;
 //   3. the new rank 0 sends each survivor the verdict: go, or the first difference.
-// Every message carries the offer's serial (a random number) and goes on one tag: messages of an
-// earlier shrink that failed part-way (a survivor that refused its own arguments, a timeout) may
-// still be waiting in the bootstrap, and are recognised and skipped, never taken for this one's.
+// A survivor that refused its own flags or config still takes part and says so: every survivor
+// fails at once. Every message carries the offer's serial (a random number) and goes on one tag:
+// messages of an earlier shrink that failed part-way (a survivor that refused its list or never
+// called, a timeout) may still be waiting in the bootstrap, and are recognised and skipped, never
+// taken for this one's.
 // A survivor whose list names another new rank 0 waits for that rank instead: an error at the
 // bootstrap's deadline (dead or silent rank), never a communicator of the wrong ranks.
 #include <algorithm>
@@ -88,9 +90,27 @@ std::string offerBody(const forestcc::UniqueId& id, const std::vector<int>& excl
   return out;
 }
 
-// The new communicator's id, once every survivor agreed on `excluded` (rounds 1-3 above). Throws
-// ncclInvalidUsage on every survivor when any list differs.
-forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, const std::vector<int>& excluded) {
+// What a survivor says of an offer of `theirs`: agreed (empty), or why not: this rank refused its
+// own arguments (`refusal`), or its list differs.
+std::string answerOf(int rank, int root, const std::string& refusal, const std::string& mine, const std::string& theirs) {
+  if (!refusal.empty()) return "rank " + std::to_string(rank) + " refused its arguments: " + refusal;
+  if (theirs == mine) return {};
+  return "the survivors passed different lists: rank " + std::to_string(rank) + " excludes " + mine + ", rank " +
+         std::to_string(root) + " excludes " + theirs;
+}
+
+// The verdict's failure on this rank: its own refusal is ncclInvalidArgument, anything else
+// (another's refusal, lists that differ) ncclInvalidUsage.
+[[noreturn]] void refuseShrink(const std::string& refusal, const std::string& verdict) {
+  if (!refusal.empty()) throw forestcc::nccl::NcclError(ncclInvalidArgument, refusal);
+  throw forestcc::nccl::NcclError(ncclInvalidUsage, verdict);
+}
+
+// The new communicator's id, once every survivor agreed on `excluded` (rounds 1-3 above). A
+// survivor that refused its own arguments (`refusal`: not the list, which decides who takes part)
+// still takes part and says so, so every survivor fails at once rather than at a deadline.
+forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, const std::vector<int>& excluded,
+                             const std::string& refusal) {
   forestcc::Bootstrap& bs = comm.communicator().bootstrap();
   const std::string mine = listText(excluded);
   const int root = survivors[0];
@@ -99,7 +119,7 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
     uint64_t serial = 0;
     while (!serial) serial = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     const std::string offer = encode(Kind::Offer, serial, offerBody(id, excluded));
-    std::string verdict;
+    std::string verdict = answerOf(comm.rank, root, refusal, mine, mine);
     size_t answered = 1;  // survivors[1, answered) answered this offer
     try {
       for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, offer);
@@ -128,7 +148,7 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
     for (size_t i = 1; i < survivors.size(); ++i) bs.send(survivors[i], kShrinkTag, encode(Kind::Verdict, serial, verdict));
     if (!verdict.empty()) {
       forestcc::releaseUniqueId(id);
-      throw forestcc::nccl::NcclError(ncclInvalidUsage, "the survivors passed different lists: " + verdict);
+      refuseShrink(refusal, verdict);
     }
     return id;
   }
@@ -153,18 +173,13 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
         throw forestcc::nccl::NcclError(ncclInternalError, "a malformed shrink offer from rank " + std::to_string(root));
       std::vector<int> theirs((m.body.size() - forestcc::UniqueId::kBytes) / sizeof(int));
       std::memcpy(theirs.data(), m.body.data() + forestcc::UniqueId::kBytes, theirs.size() * sizeof(int));
-      const std::string answer = listText(theirs) == mine ? std::string()
-                                                          : "rank " + std::to_string(comm.rank) + " excludes " + mine +
-                                                                ", rank " + std::to_string(root) + " excludes " +
-                                                                listText(theirs);
-      bs.send(root, kShrinkTag, encode(Kind::Answer, m.serial, answer));
+      bs.send(root, kShrinkTag, encode(Kind::Answer, m.serial, answerOf(comm.rank, root, refusal, mine, listText(theirs))));
       offer = m;
     } else if (m.kind == Kind::Failed && offer.serial && m.serial == offer.serial) {
       throw forestcc::nccl::NcclError(ncclRemoteError, "the new rank 0 (rank " + std::to_string(root) +
                                                            ") could not finish the shrink: " + m.body);
     } else if (m.kind == Kind::Verdict && offer.serial && m.serial == offer.serial) {
-      if (!m.body.empty())
-        throw forestcc::nccl::NcclError(ncclInvalidUsage, "the survivors passed different lists: " + m.body);
+      if (!m.body.empty()) refuseShrink(refusal, m.body);
       return forestcc::UniqueId::fromBytes(offer.body.substr(0, forestcc::UniqueId::kBytes));
     }
   }
@@ -178,21 +193,29 @@ extern "C" ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, i
     if (!comm) badArgument("comm is NULL");
     if (!newcomm) badArgument("newcomm is NULL");
     *newcomm = nullptr;
-    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-      badArgument("shrinkFlags is " + std::to_string(shrinkFlags) +
-                  "; expected NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)");
+    // The list decides who takes part, so a wrong one is refused here alone; the flags and the
+    // config are refused at the agreement, which tells the other survivors at once.
     const std::vector<int> excluded = excludedRanks(excludeRanksList, excludeRanksCount, *comm);
-    const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config, comm->config);
+    std::string refusal;
+    forestcc::nccl::CommConfig cfg;
+    try {
+      if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+        badArgument("shrinkFlags is " + std::to_string(shrinkFlags) +
+                    "; expected NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)");
+      cfg = forestcc::nccl::readConfig(config, comm->config);
+    } catch (const forestcc::nccl::NcclError& e) {
+      refusal = e.what();
+    }
     // NCCL_SHRINK_ABORT ends what is still running on the parent (a call waiting for a dead rank)
     // before the shrink takes its turn; the parent is then only fit for ncclCommAbort/Destroy.
-    if (shrinkFlags == NCCL_SHRINK_ABORT)
+    if (shrinkFlags == NCCL_SHRINK_ABORT && refusal.empty())
       comm->poison("ncclCommShrink with NCCL_SHRINK_ABORT on rank " + std::to_string(comm->rank));
     ncclComm::Use use(comm, "ncclCommShrink", ncclComm::Revoked::Taken);
     std::vector<int> survivors;
     for (int r = 0; r < comm->size; ++r)
       if (!std::binary_search(excluded.begin(), excluded.end(), r)) survivors.push_back(r);
     const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), comm->rank) - survivors.begin());
-    const forestcc::UniqueId id = agreeOnId(*comm, survivors, excluded);
+    const forestcc::UniqueId id = agreeOnId(*comm, survivors, excluded, refusal);
     return forestcc::nccl::initRank(newcomm, static_cast<int>(survivors.size()), id, newRank, cfg, comm->device);
   });
 }
