@@ -269,9 +269,8 @@ def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path
 def test_shrink_revoke_and_grow(programs, tmp_path, mode, n, no_new_shm):
     # ncclCommShrink of a healthy parent, after a rank died (the parent's rank 0 itself: its
     # bootstrap root), with NCCL_SHRINK_ABORT ending a call in flight, and after ncclCommRevoke;
-    # survivors that pass different lists all get an
-    # error; ncclCommGrow with a coordinator that is not rank 0; every argument check
-    # (elastic_check.c says what each mode checks). The dead rank is found by the parent's failing
+    # survivors that pass different lists all get an error; ncclCommGrow with a coordinator that
+    # is not rank 0; every argument check (elastic_check.c says what each mode checks). The dead rank is found by the parent's failing
     # call, not by waiting out FORESTCC_TIMEOUT, which is only there to end a hang.
     p = run_check(programs, tmp_path, n, mode, program="elastic_check", FORESTCC_TIMEOUT="60")
     assert_ok(p, mode, n)
@@ -279,9 +278,10 @@ def test_shrink_revoke_and_grow(programs, tmp_path, mode, n, no_new_shm):
 
 @pytest.mark.parametrize("n", [3, 4])
 def test_a_shrink_a_survivor_left_fails_and_the_next_works(programs, tmp_path, n, no_new_shm):
-    # the last survivor refuses its own arguments: the new rank 0 waits for its answer until
-    # FORESTCC_TIMEOUT (short here), those that answered hear of the failure at once; the next
-    # shrink works, its offer told from the first one's (elastic_check.c, shrinkfail)
+    # the last survivor refuses its flags: every survivor fails at once; then it does not call:
+    # the new rank 0 waits for its answer until FORESTCC_TIMEOUT (short here), those that
+    # answered hear of the failure at once; the next shrink works, its offer told from the stale
+    # one (elastic_check.c, shrinkfail)
     p = run_check(programs, tmp_path, n, "shrinkfail", program="elastic_check", FORESTCC_TIMEOUT="5")
     assert_ok(p, "shrinkfail", n)
 

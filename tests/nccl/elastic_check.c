@@ -59,6 +59,14 @@ static double sumOfRanks(int from, int to) { /* (from + 1) + ... + (to + 1) */
   return s;
 }
 
+/* Every rank's all_reduce on the parent still works after `what`; then the parent is destroyed. */
+static void expectParentWorks(ncclComm_t world, const char* what) {
+  double v = rank + 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
+  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after %s gave %g", what, v);
+  CHECK(ncclCommDestroy(world));
+}
+
 static void modeShrink(const char* dir) {
   ncclComm_t world = worldComm(dir);
   ncclComm_t shrunk = NULL;
@@ -99,10 +107,7 @@ static void modeShrink(const char* dir) {
     CHECK(ncclCommDestroy(shrunk));
   }
   /* The parent is untouched by shrinks that took its ranks apart. */
-  double v = rank + 1;
-  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
-  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the shrinks gave %g", v);
-  CHECK(ncclCommDestroy(world));
+  expectParentWorks(world, "the shrinks");
 }
 
 /* The parent's next all_reduce must fail: a peer died. */
@@ -207,10 +212,7 @@ static void modeShrinkFail(const char* dir) {
   } else {
     waitFor(dir, "second.done"); /* its parent calls would time out meanwhile */
   }
-  double v = rank + 1;
-  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
-  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the shrinks gave %g", v);
-  CHECK(ncclCommDestroy(world));
+  expectParentWorks(world, "the shrinks");
 }
 
 static void modeRevoke(const char* dir) {
@@ -247,10 +249,7 @@ static void modeMismatch(const char* dir) {
     else if (!strstr(e, "different lists") || !strstr(e, want)) FAIL("the mismatch's message does not say '%s': %s", want, e);
     if (shrunk != NULL) FAIL("a refused shrink left a communicator");
   }
-  double v = rank + 1;
-  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
-  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the refused shrink gave %g", v);
-  CHECK(ncclCommDestroy(world));
+  expectParentWorks(world, "the refused shrink");
 }
 
 static void modeErrors(const char* dir) {
@@ -293,10 +292,7 @@ static void modeErrors(const char* dir) {
   EXPECT_ERROR(ncclCommGrow(world, nranks + 1, NULL, -1, &shrunk, NULL), ncclInvalidUsage,
                "no existing rank passed the id");
   if (shrunk != NULL) FAIL("a refused grow left its output set");
-  double v = rank + 1;
-  CHECK(ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, world, NULL));
-  if (v != sumOfRanks(0, nranks - 1)) FAIL("the parent's all_reduce after the refusals gave %g", v);
-  CHECK(ncclCommDestroy(world));
+  expectParentWorks(world, "the refusals");
 }
 
 static void modeGrow(const char* dir) {

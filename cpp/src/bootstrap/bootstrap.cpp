@@ -69,7 +69,7 @@ std::vector<std::string> unpackBlobs(const std::string& in) {
 
 struct Bootstrap::Impl {
   Impl(int r, int n, const UniqueId& i, double t, std::shared_ptr<const std::atomic<bool>> c)
-      : rank(r), nranks(n), id(i), timeout(t), cancelFlag(std::move(c)), cancel(cancelFlag.get()) {}
+      : rank(r), nranks(n), id(i), timeout(t), cancelFlag(std::move(c)) {}
   int rank;
   int nranks;
   UniqueId id;
@@ -77,7 +77,7 @@ struct Bootstrap::Impl {
   // Set: every wait of this bootstrap ends (Bootstrap's constructor). Shared: the flag lives as
   // long as the bootstrap, whoever set it.
   std::shared_ptr<const std::atomic<bool>> cancelFlag;
-  const std::atomic<bool>* cancel;
+  const std::atomic<bool>* cancel() const { return cancelFlag.get(); }
   std::mutex mu;
   Socket listener;                  // until the rendezvous is over; then peers owns it
   std::unique_ptr<PeerListener> peers;
@@ -88,10 +88,10 @@ struct Bootstrap::Impl {
   std::map<int, Socket> outgoing, incoming;
   std::map<std::pair<int, uint64_t>, std::deque<std::string>> stash;
 
-  Deadline deadline() const { return Deadline::in(timeout, cancel); }
+  Deadline deadline() const { return Deadline::in(timeout, cancel()); }
   // Non-root ranks wait longer than rank 0 for its replies: when rank 0 gives up it sends the
   // reason (which ranks are missing), and that reason should reach them before their own deadline.
-  Deadline starDeadline() const { return Deadline::in(timeout + std::max(1.0, timeout * 0.5), cancel); }
+  Deadline starDeadline() const { return Deadline::in(timeout + std::max(1.0, timeout * 0.5), cancel()); }
 
   void writeFrame(Socket& s, uint64_t key, const std::string& data, int peer) {
     FrameHeader h{key, data.size()};
@@ -138,7 +138,7 @@ struct Bootstrap::Impl {
       }
       Hello h;
       try {
-        s.recvAll(&h, sizeof h, Deadline::in(std::min(timeout, 10.0), cancel), rank, "a connecting process");
+        s.recvAll(&h, sizeof h, Deadline::in(std::min(timeout, 10.0), cancel()), rank, "a connecting process");
       } catch (const Error& e) {
         if (e.code() == ErrorCode::Aborted) {
           abortAll(e.what());
@@ -181,7 +181,7 @@ struct Bootstrap::Impl {
 
   void joinRendezvous(double connectTimeout) {
     SocketAddress rootAddr = uniqueIdAddress(id);
-    toRoot = Socket::connect(rootAddr, Deadline::in(connectTimeout, cancel), rank, "rank 0");
+    toRoot = Socket::connect(rootAddr, Deadline::in(connectTimeout, cancel()), rank, "rank 0");
     SocketAddress mine = toRoot.localAddress();
     std::string host = mine.toString();
     host = host.substr(0, host.rfind(':'));

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "collectives/engine.hpp"
 #include "core/state.hpp"
@@ -95,7 +96,6 @@ struct Incoming {
   uint64_t want = 0;    // the SendReady count that posts the peer's next manifest (0: one is being read)
   size_t received = 0;  // messages of this batch received so far
   bool done = false;
-  bool device = false;  // moves GPU bytes
   std::string describe() const {
     return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
   }
@@ -119,7 +119,7 @@ std::vector<Direction> byPeer(const std::vector<Message>& messages, int self, in
       directions.push_back(Direction{peer, {}});
     }
     directions[slot[peer]].messages.push_back(&m);
-    directions[slot[peer]].device |= movesDeviceBytes(m);
+    if constexpr (std::is_same_v<Direction, Outgoing>) directions[slot[peer]].device |= movesDeviceBytes(m);
   }
   return directions;
 }
@@ -363,7 +363,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
         throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
                     s.rank, in.peer);
-      std::vector<char> raw(post.size);
+      std::vector<char>& raw = manifestIn_;
+      raw.resize(post.size);
       Connection& c = s.connection(in.peer, post);
       c.read(raw.data(), c.attach(post), 0, post.size);
       std::memcpy(&r->header, raw.data(), sizeof r->header);
@@ -452,7 +453,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           if (sent.kind == MemoryKind::Cuda) {
             char* from = cuda_ipc::openPeerMemory(sent);
             try {
-              cuda_ipc::copyOnStream(into, from, sent.size, stream, what);
+              cuda_ipc::copyOnStream(into, from, sent.size, on, what);
             } catch (const Error& e) {
               // Which import CUDA refused: the sender's memory as this process opened it.
               throw Error(e.code(), std::string(e.what()) + " (copying from the sender's GPU memory: " +

@@ -111,6 +111,7 @@ class PointToPoint {
   // first messages of a manifest and a later batch the rest, the sender waiting for the answer.
   struct Reading;
   std::vector<std::unique_ptr<Reading>> reading_;
+  std::vector<char> manifestIn_;  // a peer's manifest as read, before its Reading takes it (receives only)
   // GPU memory: the batch event (batches with sends) and each sender's receive event (batches
   // with receives), made on first use, remade when the stream's device changes.
   std::unique_ptr<cuda_ipc::SharedEvent> batchEvent_;

@@ -226,10 +226,10 @@ ncclComm::Hold::~Hold() {
   if (--comm_->inside_ == 0) comm_->idle_.notify_all();
 }
 
-void ncclComm::abort(const std::string& reason) {
+std::shared_ptr<forestcc::nccl::Background> ncclComm::endRunningGroup(const std::string& reason) {
   // A group call on several communicators holds this one until it ended on all of them: the
-  // others are aborted too. Before this one is marked: a group that ended before that check
-  // ended by itself, not refused by this abort, so its other communicators stay untouched.
+  // others are ended too. A group that ended before this check ended by itself, so its other
+  // communicators stay untouched.
   std::shared_ptr<forestcc::nccl::Background> group;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -237,6 +237,11 @@ void ncclComm::abort(const std::string& reason) {
   }
   if (group && !group->ended())
     group->abortMembers(this, reason + ", on another communicator of the same non-blocking group");
+  return group;
+}
+
+void ncclComm::abort(const std::string& reason) {
+  endRunningGroup(reason);  // before this one is marked aborted (see there)
   aborted_ = true;
   *cancelConnecting_ = true;  // a rendezvous in progress ends within ~100 ms
   joinConnecting();
@@ -258,16 +263,9 @@ void ncclComm::revoke(const std::string& reason) {
     }
   } done{*this};
   revoked_ = true;  // before the poison: a call that starts now is refused, not failed by it
-  std::shared_ptr<forestcc::nccl::Background> group;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    group = background_;
-  }
-  // A non-blocking group call on several communicators ends as a whole, as with ncclCommAbort.
-  if (group && !group->ended())
-    group->abortMembers(this, reason + ", on another communicator of the same non-blocking group");
+  const std::shared_ptr<forestcc::nccl::Background> group = endRunningGroup(reason);
   joinConnecting();  // a rendezvous in progress ends by itself (deadline)
-  if (attached_) communicator_->abort(reason);
+  poison(reason);
   if (group) group->wait();
   if (attached_) {
     try {

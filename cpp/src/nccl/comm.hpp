@@ -150,6 +150,9 @@ struct ncclComm {
 
  private:
   void waitUntilConnected();
+  // abort's and revoke's first step: a non-blocking group call on several communicators that is
+  // still running ends on all of them; returns the group (null: none).
+  std::shared_ptr<forestcc::nccl::Background> endRunningGroup(const std::string& reason);
   // Joins the connecting thread; safe from several threads at once (a Use on a group's thread and
   // ncclCommAbort on the user's), a no-op on that thread itself.
   void joinConnecting();

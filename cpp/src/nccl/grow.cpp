@@ -110,10 +110,7 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
     if (!comm) {  // a new rank
       if (!newcomm) badArgument("newcomm is NULL");
       if (!uniqueId) badArgument("uniqueId is NULL: a new rank (comm NULL) passes the id of ncclCommGetUniqueId");
-      if (nRanks < 1) badArgument("nRanks is " + std::to_string(nRanks) + "; expected at least 1");
-      if (rank < 0 || rank >= nRanks)
-        badArgument("rank " + std::to_string(rank) + " is out of range (0.." + std::to_string(nRanks - 1) +
-                    "): a new rank (comm NULL) passes its rank in the new communicator");
+      forestcc::nccl::checkRanks(nRanks, rank);
       const forestcc::UniqueId job =
           forestcc::acceptInvitation(forestcc::nccl::toForestcc(*uniqueId), rank, nRanks, timeout);
       return forestcc::nccl::initRank(newcomm, nRanks, job, rank, forestcc::nccl::readConfig(config),
@@ -145,9 +142,8 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
       const forestcc::UniqueId invitation = *comm->growInvitation;
       comm->growInvitation.reset();  // an invitation is answered once
       try {
-        forestcc::answerInvitation(invitation, job, comm->size, nRanks, timeout);
+        forestcc::answerInvitation(invitation, job, comm->size, nRanks, timeout);  // takes its socket
       } catch (...) {
-        forestcc::releaseUniqueId(invitation);
         if (comm->rank == 0) forestcc::releaseUniqueId(job);  // never joined here
         throw;
       }

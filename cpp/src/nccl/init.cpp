@@ -21,6 +21,7 @@
 #include "nccl/result.hpp"
 
 using forestcc::nccl::badArgument;
+using forestcc::nccl::checkRanks;
 using forestcc::nccl::guarded;
 using forestcc::nccl::initRank;
 using forestcc::nccl::refuse;
@@ -32,15 +33,15 @@ namespace {
 
 constexpr uint64_t kSplitTag = 0x4e43434c53504c54ull;  // "NCCLSPLT" (+ the split's number)
 
+}  // namespace
+
+namespace forestcc::nccl {
+
 void checkRanks(int nranks, int rank) {
   if (nranks < 1) badArgument("nranks is " + std::to_string(nranks) + "; expected at least 1");
   if (rank < 0 || rank >= nranks)
     badArgument("rank " + std::to_string(rank) + " is out of range (0.." + std::to_string(nranks - 1) + ")");
 }
-
-}  // namespace
-
-namespace forestcc::nccl {
 
 forestcc::UniqueId toForestcc(const ncclUniqueId& id) {
   return forestcc::UniqueId::fromBytes(std::string(id.internal, sizeof id.internal));

@@ -11,6 +11,9 @@ namespace forestcc::nccl {
 
 forestcc::UniqueId toForestcc(const ncclUniqueId& id);
 
+// Refuses (ncclInvalidArgument) an nranks below 1 or a rank outside 0..nranks-1.
+void checkRanks(int nranks, int rank);
+
 // Makes the shim communicator and starts joining the job described by `id` as `rank` of `nranks`
 // (on a thread when the config is non-blocking; deferred to ncclGroupEnd inside a group). On a
 // blocking failure nothing is returned to the caller (*out stays as it was) and the error is recorded.

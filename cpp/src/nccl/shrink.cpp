@@ -8,7 +8,8 @@
 //   2. each survivor answers: agreed, or how its list differs;
 //   3. the new rank 0 sends each survivor the verdict: go, or the first difference.
 // A survivor that refused its own flags or config still takes part and says so: every survivor
-// fails at once. Every message carries the offer's serial (a random number) and goes on one tag:
+// fails at once. Every message carries the offer's serial (the new id's random magic) and goes on
+// one tag:
 // messages of an earlier shrink that failed part-way (a survivor that refused its list or never
 // called, a timeout) may still be waiting in the bootstrap, and are recognised and skipped, never
 // taken for this one's.
@@ -16,7 +17,6 @@
 // bootstrap's deadline (dead or silent rank), never a communicator of the wrong ranks.
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -116,8 +116,7 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
   const int root = survivors[0];
   if (root == comm.rank) {
     const forestcc::UniqueId id = forestcc::UniqueId::create();
-    uint64_t serial = 0;
-    while (!serial) serial = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    const uint64_t serial = id.magic();  // random and never 0, as every id's
     const std::string offer = encode(Kind::Offer, serial, offerBody(id, excluded));
     std::string verdict = answerOf(comm.rank, root, refusal, mine, mine);
     size_t answered = 1;  // survivors[1, answered) answered this offer
@@ -132,7 +131,7 @@ forestcc::UniqueId agreeOnId(ncclComm& comm, const std::vector<int>& survivors, 
         }
       }
     } catch (const std::exception& e) {
-      // A survivor that never answered (dead, silent, refused its own arguments): those that
+      // A survivor that never answered (dead, silent, or its list refused): those that
       // answered hear why at once instead of waiting out their own deadline (the others may not
       // have read the offer: a message now would be one more for them to take as this shrink's);
       // the id is never joined.
