@@ -148,7 +148,9 @@ def test_feature(feature, n, lib):
 @pytest.mark.parametrize("n", [gpu_param(2, id="2"), gpu_param(3, id="3")])
 def test_cuda_graph_capture_and_replay(n):
     """torch.cuda.graph captures an out-of-place and an in-place all_reduce (warmed up before
-    the capture); six replays with new inputs, an eager call between two of them."""
+    the capture); six replays with new inputs, an auto and an eager call (GPU scratch banks)
+    between two of them; then an eager all_reduce captured and replayed five times (the bank is
+    counted on the GPU, so replays alternate banks), with uncaptured eager calls between."""
     res = features_job(n, "torch")
     ok = [ln for ln in res.lines("OK ") if ln.split()[1] == "graph"]
     assert len(ok) == n, tail(res)

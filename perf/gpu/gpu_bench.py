@@ -1,10 +1,10 @@
 """Collectives on one GPU shared by several processes (CUDA IPC), against the GPU's own bounds.
 
-    forestcc-run -n 4 python3 perf/gpu/gpu_bench.py [--json out.json] [-b 8] [-e 1G] [-f 2]
+    forestcc-run -n 4 python3 perf/gpu/gpu_bench.py [--json out.json] [-b 8] [-e 1G] [-f 2] [--algo A]
     python3 perf/gpu/gpu_bench.py --self-test     # table and JSON from made-up timings, no GPU
 
 all_reduce (sum), all_gather and all_to_all of float32 PyTorch CUDA tensors from
-forestcc.cuda.empty, algo="auto", out of place, on one stream: warm-up calls, then CUDA events
+forestcc.cuda.empty, algo="auto" (or --algo), out of place, on one stream: warm-up calls, then CUDA events
 around a loop of calls; the time is the mean over ranks (nccl-tests' -a 1). algbw and busbw use
 nccl-tests' formulas (forestcc_perf.busbw; size = the larger buffer). Every size is checked
 once before it is timed (#wrong). Then rank 0 alone (the others wait on the host) measures the
@@ -71,8 +71,8 @@ def row(collective: str, count: int, n: int, times_us: list[float], wrong: int, 
             "busbw_gbps": busbw_gbps(collective, size, t, n), "wrong": wrong, "iters": iters}
 
 
-def format_table(collective: str, rows: list[dict], n: int) -> str:
-    lines = [f"# Collective: {collective}, {n} processes on one GPU, out-of-place, algo=auto",
+def format_table(collective: str, rows: list[dict], n: int, algo: str = "auto") -> str:
+    lines = [f"# Collective: {collective}, {n} processes on one GPU, out-of-place, algo={algo}",
              "#" + " " * 56 + "out-of-place",
              (f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'time':>10} "
               f"{'algbw':>7} {'busbw':>7} {'#wrong':>7}"),
@@ -176,11 +176,11 @@ def run(args) -> int:
 
     def call(collective, x, out):
         if collective == "all_reduce":
-            comm.all_reduce(x, out=out, stream=stream)
+            comm.all_reduce(x, out=out, stream=stream, algo=args.algo)
         elif collective == "all_gather":
-            comm.all_gather(out, x, stream=stream)
+            comm.all_gather(out, x, stream=stream, algo=args.algo)
         else:
-            comm.all_to_all(out, x, stream=stream)
+            comm.all_to_all(out, x, stream=stream, algo=args.algo)
 
     results = {c: [] for c in COLLECTIVES}
     skipped, start, last_step = [], time.monotonic(), 0.0
@@ -231,7 +231,7 @@ def run(args) -> int:
         return 0
     report = {"benchmark": "forestcc perf/gpu", "nranks": n, "mps": mps_state(),
               "device": facts[0]["name"], "torch": torch.__version__,
-              "forestcc": forestcc.__version__, "dtype": "float32", "algo": "auto",
+              "forestcc": forestcc.__version__, "dtype": "float32", "algo": args.algo,
               "collectives": results, "bounds": local, "skipped_sizes": skipped,
               "collective_seconds": round(collective_seconds, 1)}
     print_report(report)
@@ -284,7 +284,7 @@ def print_report(report: dict) -> None:
     n = report["nranks"]
     for collective, rows in report["collectives"].items():
         print()
-        print(format_table(collective, rows, n))
+        print(format_table(collective, rows, n, report["algo"]))
     if report["skipped_sizes"]:
         print(f"# Skipped (time budget): sizes {report['skipped_sizes']}")
     print()
@@ -335,6 +335,8 @@ def main() -> int:
     p.add_argument("--budget", type=float, default=200.0,
                    help="seconds for the collectives; larger sizes are skipped past it (200)")
     p.add_argument("--json", default=None, help="write the results here (rank 0)")
+    p.add_argument("--algo", default="auto",
+                   help="algorithm of every call (auto); e.g. eager, for the sizes its banks hold")
     p.add_argument("--self-test", action="store_true",
                    help="print the tables from made-up timings (no GPU, no launcher)")
     args = p.parse_args()

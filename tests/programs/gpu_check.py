@@ -549,10 +549,40 @@ def feature_graph():
         want = sum(values(r, i) for r in range(N))
         check(f"graph replay {i} out-of-place", y, want, "float32")
         check(f"graph replay {i} in-place", x, want, "float32")
-        if i == 3:  # an eager call between replays
+        if i == 3:  # calls between replays: auto, and an eager plan (GPU scratch banks)
             z = to_device(alloc(999, "float32"), np.full(999, R, np.float32))
             comm.all_reduce(z)
-            expect_all("eager call between replays", z, sum(range(N)))
+            expect_all("call between replays", z, sum(range(N)))
+            comm.all_reduce(z, algo="eager")
+            expect_all("eager call between replays", z, N * sum(range(N)))
+    torch.cuda.synchronize()
+    # Eager plans (GPU scratch banks) inside a capture: the bank is counted on the GPU, so each
+    # replay takes the next one. One eager call per replay (an odd count: a bank fixed at capture
+    # would be reused by consecutive replays), warmed up first (the banks are allocated and the
+    # peers' opened outside the capture), with uncaptured eager calls between replays.
+    small = 1000
+    u, v = alloc(small, "float32"), alloc(small, "float32")
+
+    def small_values(rank, i):
+        return (np.arange(small) % 5 + rank + 10 * i).astype(np.float32)
+
+    to_device(u, small_values(R, 0))
+    with torch.cuda.stream(side):
+        comm.all_reduce(u, out=v, algo="eager")
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    check("eager warm-up", v, sum(small_values(r, 0) for r in range(N)), "float32")
+    g2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2):
+        comm.all_reduce(u, out=v, algo="eager")
+    for i in range(1, 6):
+        to_device(u, small_values(R, i))
+        g2.replay()
+        check(f"eager graph replay {i}", v, sum(small_values(r, i) for r in range(N)), "float32")
+        if i % 2 == 0:
+            z = to_device(alloc(999, "float32"), np.full(999, R + i, np.float32))
+            comm.all_reduce(z, algo="eager")
+            expect_all(f"eager call after replay {i}", z, sum(r + i for r in range(N)))
     torch.cuda.synchronize()
     sync()
     if failures:

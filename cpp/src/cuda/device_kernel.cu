@@ -173,6 +173,10 @@ __device__ void copyBytes(char* dst, const char* src, uint64_t bytes) {
   else copyWords<uint8_t>(dst, src, bytes);
 }
 
+// Eager launches: where this launch's scratch bank starts in each rank's banks (eagerBank), in
+// shared memory rather than a register of every thread (only eager plans' scratch reads it).
+__shared__ uint64_t eagerBankOffset;
+
 struct DeviceBackend {
   const LaunchArgs& a;
   uint32_t worker, member, members;
@@ -206,8 +210,15 @@ struct DeviceBackend {
   }
   // A reduction and its puts run op by op: each is already spread over the worker's blocks.
   static constexpr bool kTilesReductions = false;
-  // Eager plans (scratch banks) and unmapped memory never reach the GPU runner (refused on the host).
-  __device__ bool bank(int, RemoteBuffer&, Failure& f) { return unsupported(f); }
+  // An eager plan's scratch: the runner gave each rank's bank 0 as its scratch (this rank's own
+  // for a loopback channel); this launch's bank is at bankOffset from it. Unmapped memory never
+  // reaches the GPU runner (refused on the host).
+  __device__ bool bank(int channel, RemoteBuffer& out, Failure& f) {
+    if (!remote(channel, plan::Buffer::Scratch, out, f)) return false;
+    out.mapped += eagerBankOffset;
+    return true;
+  }
+  __device__ char* ownBank(char* scratch) const { return scratch + eagerBankOffset; }
   __device__ bool write(int, const RemoteBuffer&, uint64_t, const char*, uint64_t, Failure& f) { return unsupported(f); }
   __device__ bool read(int, const RemoteBuffer&, uint64_t, char*, uint64_t, Failure& f) { return unsupported(f); }
   __device__ bool readReduce(int, const RemoteBuffer&, uint64_t, char*, const char* const*, int, uint64_t, Failure& f) {
@@ -340,6 +351,26 @@ struct DeviceBackend {
   }
 };
 
+// Eager launches: every block learns the bank from the runner's count of eager launches before
+// it does anything, and the last block to finish moves the count on. Every block has read the
+// count by then (each read precedes its own arrival, fenced), so no block of this launch can see
+// the next launch's bank; the next launch (stream order, or the next node of a graph) sees the
+// new count.
+__device__ void eagerBank(const LaunchArgs& a) {
+  if (threadIdx.x == 0) eagerBankOffset = (*reinterpret_cast<volatile uint64_t*>(a.eagerCalls) & 1) * kDeviceBankBytes;
+  __syncthreads();
+}
+__device__ void eagerLaunchEnds(const LaunchArgs& a) {
+  __syncthreads();  // every thread of the block is past its use of the bank's number
+  if (threadIdx.x != 0) return;
+  unsigned long long* finished = reinterpret_cast<unsigned long long*>(a.eagerCalls + 1);
+  __threadfence();
+  if (atomicAdd(finished, 1ull) + 1 != gridDim.x) return;
+  __threadfence();
+  *finished = 0;
+  *a.eagerCalls += 1;
+}
+
 // __grid_constant__: the backend refers to the parameters in place; without it every thread
 // copied all of them (~2.6 KB) to its stack at the start of each launch.
 // At least two blocks per SM (64 registers a thread, what it uses now): a worker's blocks and the
@@ -351,10 +382,12 @@ __global__ void __launch_bounds__(kDeviceThreads, 2) runPlan(const __grid_consta
   const uint32_t worker = blockIdx.x / a.blocksPerWorker, member = blockIdx.x % a.blocksPerWorker;
   uint32_t* abortFlag = a.launchScratch + a.workers;
   uint32_t* waits = abortFlag + 1 + uint64_t(blockIdx.x) * a.channelCount;
+  if (a.eagerCalls) eagerBank(a);
   DeviceBackend backend{a, worker, member, a.blocksPerWorker, a.launchScratch + worker, abortFlag, waits};
   Interpreter<DeviceBackend> interpreter(a.geometry, backend);
   const uint32_t begin = a.opBegin[worker];
   Failure f = interpreter.run(a.ops + begin, a.opBegin[worker + 1] - begin);
+  if (a.eagerCalls) eagerLaunchEnds(a);
   // Every block of the worker is done before the semaphores' expected counts move on.
   if (f.kind == FailureKind::None && a.blocksPerWorker > 1 && !backend.meet()) f.kind = FailureKind::Aborted;
   if (f.kind != FailureKind::None) {

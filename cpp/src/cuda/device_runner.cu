@@ -98,8 +98,11 @@ class CudaRunner : public DeviceRunner {
   }  Image& image(const CompiledPlan& p);
   void buildChannels(const CompiledPlan& p, Image& img);
   char* grow(DeviceBuffer& b, uint64_t bytes, bool capturing, const char* what);
-  // `offsets` (all_to_all_v, else null): where the peers' block offsets go, by slot.
-  void openPeers(Executor::Call& call, const Image& img, LaunchArgs& args, uint64_t* offsets);
+  // `offsets` (all_to_all_v, else null): where the peers' block offsets go, by slot. `eager`:
+  // the call's scratch is each peer's banks (their first; the kernel picks the bank).
+  void openPeers(Executor::Call& call, const Image& img, LaunchArgs& args, uint64_t* offsets, bool eager);
+  // This rank's scratch banks in device memory, made and published at its first eager call.
+  char* banks(bool capturing);
   // Retires the calls in flight up to call `upTo`, raising the first error one recorded:
   // block, waiting for each; else only those already finished.
   void reap(bool block, uint64_t upTo = UINT64_MAX);
@@ -130,6 +133,13 @@ class CudaRunner : public DeviceRunner {
   void* hostMapped_ = nullptr;
   char* mappedBase_ = nullptr;
   DeviceBuffer scratch_, launchScratch_, standIn_;
+  // Eager plans (scratch_banks 2): two banks of kScratchBankBytes that alternate across this
+  // runner's eager launches, as the CPU runner's banks in the control block do (schedules/README.md,
+  // "Scratch banks"), then the kernels' count of those launches (LaunchArgs::eagerCalls). Peers
+  // write a rank's bank without waiting for it to enter the call on the GPU, which saves the
+  // entry round of signals; the host rendezvous (stamps) stays.
+  DeviceBuffer banks_;
+  std::vector<char*> peerBanks_;    // by rank, opened on first use
   std::vector<char*> retired_;      // grown-out buffers: peers may still hold them open
   MemoryHandle scratchHandle_;
   std::map<const CompiledPlan*, Image> images_;
@@ -177,6 +187,7 @@ CudaRunner::CudaRunner(Executor& ex) : ex_(ex) {
   for (int i = 0; i <= kFailureSlots; ++i) failures_[i] = DeviceFailure{};
   offsets_ = reinterpret_cast<uint64_t*>(static_cast<char*>(hostMapped_) + offsetsAt);
   peerSemaphores_.assign(s.size, nullptr);
+  peerBanks_.assign(s.size, nullptr);
   // Peers open the semaphores before their first call here: published before any call record.
   MemoryHandle h;
   h.ownerRank = s.rank;
@@ -201,6 +212,28 @@ void CudaRunner::clear(void* dst, size_t bytes, const char* what) {
   check(cudaStreamSynchronize(setup_), state().rank, what);
 }
 
+char* CudaRunner::banks(bool capturing) {
+  static_assert(kDeviceBankBytes == kScratchBankBytes, "the kernel's bank size is the control block's");
+  if (banks_.data) return banks_.data;
+  Communicator::State& s = state();
+  if (capturing)
+    throw Error(ErrorCode::InvalidUsage,
+                rankPrefix(s.rank) + "the first eager call on GPU memory allocates the scratch banks, and device memory "
+                                     "cannot be allocated while a CUDA graph is captured: run the call once before "
+                                     "capturing it",
+                s.rank);
+  const uint64_t bytes = 2 * kScratchBankBytes + 2 * sizeof(uint64_t);
+  check(cudaMalloc(&banks_.data, bytes), s.rank, "allocating eager scratch banks");
+  banks_.size = bytes;
+  clear(banks_.data + 2 * kScratchBankBytes, 2 * sizeof(uint64_t), "clearing the eager launch count");
+  MemoryHandle h;
+  h.ownerRank = s.rank;
+  h.nodeHash = s.peers[s.rank].nodeHash;
+  cuda_ipc::exportMemory(banks_.data, banks_.size, h, "eager scratch banks");
+  s.control->deviceMailbox.banks = h;  // before this call's record (a release store) publishes it
+  return banks_.data;
+}
+
 CudaRunner::~CudaRunner() {
   // Kernels of this communicator may still run: they must end before their memory goes.
   try {
@@ -219,6 +252,7 @@ CudaRunner::~CudaRunner() {
   cudaFree(scratch_.data);
   cudaFree(launchScratch_.data);
   cudaFree(standIn_.data);
+  cudaFree(banks_.data);
   cudaFree(semaphores_);
   cudaFree(expected_);
   cudaFreeHost(hostMapped_);
@@ -296,7 +330,7 @@ void CudaRunner::buildChannels(const CompiledPlan& p, Image& img) {
 
 // Every peer of the plan entered this call (its host enqueued it), with this rank's stamp and on
 // GPU memory; its buffers of the call opened here.
-void CudaRunner::openPeers(Executor::Call& call, const Image& img, LaunchArgs& args, uint64_t* offsets) {
+void CudaRunner::openPeers(Executor::Call& call, const Image& img, LaunchArgs& args, uint64_t* offsets, bool eager) {
   Communicator::State& s = state();
   static const Where kBeforeLaunch{nullptr, 0, 0, nullptr, 0, "before launching the call's GPU kernel"};
   for (size_t slot = 0; slot < img.peers.size(); ++slot) {
@@ -323,6 +357,17 @@ void CudaRunner::openPeers(Executor::Call& call, const Image& img, LaunchArgs& a
       const MemoryHandle& h = record.handles[b];
       p.bytes[b] = h.size;
       p.buffers[b] = h.size ? cuda_ipc::openPeerMemory(h) : nullptr;
+    }
+    if (eager) {
+      // The peer made its banks before publishing this call's record, which was read above.
+      if (!peerBanks_[peer]) {
+        if (mailbox->banks.size < 2 * kScratchBankBytes)
+          throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "rank " + std::to_string(peer) +
+                                               " entered an eager call on GPU memory without scratch banks", s.rank, peer);
+        peerBanks_[peer] = static_cast<char*>(cuda_ipc::openPeerMemory(mailbox->banks));
+      }
+      p.buffers[2] = peerBanks_[peer];  // bank 0; the kernel adds its bank's offset
+      p.bytes[2] = kScratchBankBytes;
     }
     for (int b = 0; b < 2 && offsets; ++b) {
       uint64_t* mine = offsets + ((1 + slot) * 2 + b) * (kMaxDeviceVariableRanks + 1);
@@ -357,8 +402,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   auto refuse = [&](const std::string& why) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' on GPU memory: " + why, s.rank);
   };
-  if (p.scratchBanks == 2) refuse("eager plans (scratch banks) are not supported on GPU memory (their scratch is host memory); "
-                                     "name another algorithm");
+  const bool eager = p.scratchBanks == 2;
   if (!given.inCounts.empty() && p.nranks > kMaxDeviceVariableRanks)
     refuse("all_to_all_v on GPU memory supports at most " + std::to_string(kMaxDeviceVariableRanks) + " ranks");
   if (plan::reduces(p.collective) && !deviceReduces(given.dtype))
@@ -392,7 +436,14 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   g.localBytes[0] = buffers.inputBytes;
   g.localBytes[1] = buffers.outputBytes;
   g.localBytes[2] = scratchBytes;
-  if (scratchBytes) {
+  if (eager) {
+    // Checked before anything is published: every rank has the same count and fails alike.
+    if (scratchBytes > kScratchBankBytes)
+      refuse("this call needs " + std::to_string(scratchBytes) + " bytes of scratch but an eager bank holds " +
+             std::to_string(kScratchBankBytes) + "; use it for smaller messages, or another algorithm");
+    g.eager = true;
+    g.local[2] = banks(capturing);  // bank 0; the kernel adds its bank's offset
+  } else if (scratchBytes) {
     const char* before = scratch_.data;
     g.local[2] = grow(scratch_, scratchBytes, capturing, "scratch");
     if (g.local[2] != before) {
@@ -432,8 +483,9 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
     if (g.localBytes[b]) cuda_ipc::exportMemory(g.local[b], g.localBytes[b], h, b == 0 ? "input" : "output");
     record.handles[b] = h;
   }
-  record.handles[2] = scratchBytes ? scratchHandle_ : MemoryHandle{};
-  record.handles[2].size = scratchBytes;
+  // An eager call's scratch is its bank, opened through the mailbox (openPeers), not per call.
+  record.handles[2] = scratchBytes && !eager ? scratchHandle_ : MemoryHandle{};
+  record.handles[2].size = eager ? 0 : scratchBytes;
   uint64_t* offsets = nullptr;  // this call's slot of block offsets (all_to_all_v)
   if (variable) {
     offsets = offsets_ + (call.sequence % kFailureSlots) * kOffsetWords;
@@ -456,7 +508,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   LaunchArgs args{};
   args.gpuScope = true;  // until a peer on another GPU is found (openPeers)
   try {
-    openPeers(call, img, args, offsets);
+    openPeers(call, img, args, offsets, eager);
     buildChannels(p, img);
   } catch (const Error& e) {
     if (!s.poisoned()) s.poison(e.what(), e.code() == ErrorCode::Mismatch ? ErrorCode::Mismatch : ErrorCode::Aborted,
@@ -482,6 +534,9 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   args.dtype = buffers.dtype;
   args.op = buffers.op;
   args.timeoutNs = static_cast<uint64_t>(s.timeout * 1e9);
+  // Every rank of an eager plan has a worker (it waits on every peer: executor.cpp), so every
+  // rank's count of eager launches moves on alike.
+  args.eagerCalls = eager ? reinterpret_cast<uint64_t*>(banks_.data + 2 * kScratchBankBytes) : nullptr;
   const char* scratchBefore = launchScratch_.data;
   const uint64_t region = launchScratchBytes(img.workers, blocks, img.channelCount);
   args.launchScratch = reinterpret_cast<uint32_t*>(grow(launchScratch_, region, capturing, "launch scratch"));

@@ -82,6 +82,8 @@ struct CpuBackend {
     out = {pb.region.mapped, pb.region.mapped ? 0 : pb.region.size, nullptr, reinterpret_cast<uint64_t>(&pb)};
     return true;
   }
+  // The executor gave this call's bank as the scratch (Executor::run).
+  char* ownBank(char* scratch) const { return scratch; }
 
   void copy(char* dst, const char* src, uint64_t bytes) { copyBytes(dst, src, bytes, call.streaming); }
   void move(char* dst, const char* src, uint64_t bytes) { std::memmove(dst, src, bytes); }

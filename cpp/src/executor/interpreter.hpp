@@ -9,6 +9,8 @@
 //
 //   bool remote(int channel, Buffer b, RemoteBuffer& out, Failure& f)   a peer's buffer of this call
 //   bool bank(int channel, RemoteBuffer& out, Failure& f)               a peer's eager scratch bank
+//   char* ownBank(char* scratch)                         this rank's bank of the call, given the
+//                                                       geometry's scratch (the GPU picks it there)
 //   void copy(char* dst, const char* src, uint64_t bytes)                local or mapped, no overlap
 //   void move(char* dst, const char* src, uint64_t bytes)                local, may overlap
 //   void reduce(char* dst, const char* const* srcs, int n, uint64_t elements)
@@ -171,7 +173,9 @@ class Interpreter {
     if (!range(ref, j, n, localOffsets(ref.buffer), g_.localBytes[b], -1, g_.eager && ref.buffer == plan::Buffer::Scratch,
                begin, end, f))
       return false;
-    out = {g_.local[b] + begin, end - begin};
+    char* base = g_.local[b];
+    if (g_.eager && ref.buffer == plan::Buffer::Scratch) base = be_.ownBank(base);
+    out = {base + begin, end - begin};
     return true;
   }
 

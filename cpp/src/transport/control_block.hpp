@@ -128,6 +128,10 @@ struct alignas(64) DeviceMailbox {
   // The CUDA device this rank's runner uses (its UUID), written before `semaphores`: peers on the
   // same device synchronize at GPU scope, cheaper than system scope.
   uint8_t deviceUuid[16];
+  // This rank's two scratch banks for eager plans on GPU memory (2 x kScratchBankBytes of device
+  // memory, made at its first such call; size 0: none yet). Written before the record of that
+  // call, so a peer that entered the call can open them.
+  MemoryHandle banks;
   DeviceCallRecord calls[kDeviceHistory];
 };
 
