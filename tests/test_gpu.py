@@ -225,6 +225,18 @@ def test_every_collective_dtype_op_and_layout(n, lib, options, no_new_shm):
 
 
 @pytest.mark.timeout(MATRIX_TIMEOUT + 60)
+@pytest.mark.parametrize("packets", [gpu_param("on", id="packets"), gpu_param("off", id="signals")])
+def test_eager_plans_on_gpu(packets, no_new_shm):
+    """algo="eager" (the GPU scratch banks) for every collective it serves, dtype, op and layout
+    on 3 ranks, its data as packets (FORESTCC_PACKETS=on, what auto means on GPU memory) or as
+    puts and signals (off); no call refused."""
+    res = run_job(3, "gpu_check.py", "matrix", "--lib", "torch", "--algos", "eager",
+                  env={"FORESTCC_PACKETS": packets}, timeout=MATRIX_TIMEOUT)
+    check_matrix(res, 3)
+    assert not res.lines("UNSUPPORTED"), tail(res)
+
+
+@pytest.mark.timeout(MATRIX_TIMEOUT + 60)
 @pytest.mark.parametrize("n,options", [gpu_param(2, (), id="2"),
                                        gpu_param(4, ("--algos", "all"), id="4-all-algos")])
 def test_fp8(n, options, no_new_shm):

@@ -29,6 +29,8 @@ double hugePageBytes();         // FORESTCC_HUGE_PAGE_BYTES: private buffers thi
 std::string transports();       // FORESTCC_TRANSPORT: "auto" or a list of transport names
 int tcpStreams();               // FORESTCC_TCP_STREAMS: sockets per pair of ranks over tcp
 std::string socketInterfaces(); // FORESTCC_SOCKET_IFNAME: interfaces tcp listens on ("" : the route to rank 0)
+enum class PacketMode { Off, On, Auto };
+PacketMode packets();           // FORESTCC_PACKETS: eager plans' data as low-latency packets
 }  // namespace config
 
 // Reads a knob from the table (the environment overrides the default); throws on a bad value.

@@ -43,6 +43,11 @@ const std::vector<ConfigEntry>& configTable() {
        "moved onto 2 MiB pages (madvise MADV_COLLAPSE, Linux 6.1 and later; once per buffer, on "
        "its second use): peers copy private memory with cross-process calls, which pin every page "
        "they touch. 0: never."},
+      {"FORESTCC_PACKETS", "string", "auto",
+       "Eager plans (algo eager) move their data as low-latency packets when the call's data and its "
+       "packets fit a scratch bank: every 8 bytes travel with the call's flag in one 16-byte store, and "
+       "the receiver polls the flags instead of waiting for a signal after the data. on, off, or auto "
+       "(GPU memory: on; host memory: off). Every rank must use the same value (call stamps compare it)."},
       {"FORESTCC_TUNING", "string", "",
        "Tuning table algo=\"auto\" reads (a JSON file from forestcc-perf --tune); empty: "
        "$XDG_CONFIG_HOME/forestcc/tuning.json when it exists, else the table shipped with forestcc."},
@@ -123,6 +128,13 @@ int tcpStreams() {
   return static_cast<int>(v);
 }
 std::string socketInterfaces() { return configString("FORESTCC_SOCKET_IFNAME"); }
+PacketMode packets() {
+  const std::string s = configString("FORESTCC_PACKETS");
+  if (s == "on" || s == "1") return PacketMode::On;
+  if (s == "off" || s == "0") return PacketMode::Off;
+  if (s == "auto") return PacketMode::Auto;
+  throw Error(ErrorCode::InvalidUsage, "forestcc: FORESTCC_PACKETS='" + s + "' is not one of on, off, auto");
+}
 }  // namespace config
 
 }  // namespace forestcc

@@ -173,9 +173,29 @@ __device__ void copyBytes(char* dst, const char* src, uint64_t bytes) {
   else copyWords<uint8_t>(dst, src, bytes);
 }
 
-// Eager launches: where this launch's scratch bank starts in each rank's banks (eagerBank), in
-// shared memory rather than a register of every thread (only eager plans' scratch reads it).
+// Eager launches: where this launch's scratch bank starts in each rank's banks, and its packet
+// flag (eagerBank), in shared memory rather than registers of every thread (only eager plans'
+// scratch and packets read them).
 __shared__ uint64_t eagerBankOffset;
+__shared__ uint32_t eagerFlag;
+
+// A packet (packets.hpp) as one 16-byte access of two 8-byte words, each single-copy atomic.
+__device__ __forceinline__ void storePacket(char* p, uint64_t w0, uint64_t w1) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(w0), "l"(w1) : "memory");
+}
+__device__ __forceinline__ void loadPacket(const char* p, uint64_t& w0, uint64_t& w1) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(w0), "=l"(w1) : "l"(p) : "memory");
+}
+// Bytes [8k, 8k + 8) of src (the tail of the last packet zero), read past L1.
+__device__ __forceinline__ uint64_t sourceData(const char* src, uint64_t k, uint64_t bytes) {
+  const uint64_t at = k * kPacketDataBytes;
+  if (at + kPacketDataBytes <= bytes && (reinterpret_cast<uint64_t>(src + at) & 7) == 0)
+    return loadFresh(reinterpret_cast<const uint64_t*>(src + at));
+  uint64_t v = 0;
+  for (uint64_t i = 0; i < kPacketDataBytes && at + i < bytes; ++i)
+    v |= uint64_t(loadFresh(reinterpret_cast<const unsigned char*>(src + at + i))) << (8 * i);
+  return v;
+}
 
 struct DeviceBackend {
   const LaunchArgs& a;
@@ -219,6 +239,65 @@ struct DeviceBackend {
     return true;
   }
   __device__ char* ownBank(char* scratch) const { return scratch + eagerBankOffset; }
+
+  // Packets into a peer's bank: the worker's threads each write their share, one 16-byte store
+  // per packet, and no signal follows (the flag in every word is what the peer polls). The
+  // threads meet after it: a later op may overwrite what this one read. Not inlined (nor is
+  // awaitPackets): inlined into runPlan they cost every plan's kernel registers (spills).
+  __device__ __noinline__ bool putPackets(int, const RemoteBuffer& b, uint64_t offset, const char* src, uint64_t bytes, Failure&) {
+    const uint64_t n = packetCount(bytes);
+    uint64_t lo, hi;
+    share(n, 1, lo, hi);
+    char* out = b.mapped + offset;
+    const uint32_t flag = eagerFlag;
+    for (uint64_t k = lo + threadIdx.x; k < hi; k += blockDim.x) {
+      const uint64_t v = sourceData(src, k, bytes);
+      storePacket(out + kPacketBytes * k, packetWord(static_cast<uint32_t>(v), flag),
+                  packetWord(static_cast<uint32_t>(v >> 32), flag));
+    }
+    settle();
+    return true;
+  }
+
+  // Each thread polls its share of the packets and unpacks each as it arrives; every poll loop
+  // has the wait's deadline and watches the abort flags, and one thread's failure stops the
+  // block's others at their next check.
+  __device__ __noinline__ bool awaitPackets(int channel, const char* packets, char* dst, uint64_t bytes, Failure& f) {
+    __shared__ int outcome;  // 1 arrived, 0 deadline, 2 aborted
+    volatile int& state = outcome;
+    if (threadIdx.x == 0) state = 1;
+    __syncthreads();
+    const uint64_t n = packetCount(bytes);
+    uint64_t lo, hi;
+    share(n, 1, lo, hi);
+    const uint32_t flag = eagerFlag;
+    const uint64_t start = nowNs();
+    for (uint64_t k = lo + threadIdx.x; k < hi && state == 1; k += blockDim.x) {
+      uint64_t w0, w1;
+      for (uint32_t spins = 0;;) {
+        loadPacket(packets + kPacketBytes * k, w0, w1);
+        if (packetArrived(w0, w1, flag)) break;
+        if (++spins % 64 == 0) {
+          if (state != 1) break;
+          if (abortRequested()) {
+            state = 2;
+            break;
+          }
+          if (nowNs() - start > a.timeoutNs) {
+            state = 0;
+            break;
+          }
+        }
+      }
+      if (state != 1) break;
+      unpackData(reinterpret_cast<unsigned char*>(dst), k, bytes, (w1 << 32) | static_cast<uint32_t>(w0));
+    }
+    settle();
+    if (state == 1) return true;
+    f.kind = state == 0 ? FailureKind::Timeout : FailureKind::Aborted;
+    f.peer = a.channels[channel].peer;
+    return false;
+  }
   __device__ bool write(int, const RemoteBuffer&, uint64_t, const char*, uint64_t, Failure& f) { return unsupported(f); }
   __device__ bool read(int, const RemoteBuffer&, uint64_t, char*, uint64_t, Failure& f) { return unsupported(f); }
   __device__ bool readReduce(int, const RemoteBuffer&, uint64_t, char*, const char* const*, int, uint64_t, Failure& f) {
@@ -357,7 +436,11 @@ struct DeviceBackend {
 // the next launch's bank; the next launch (stream order, or the next node of a graph) sees the
 // new count.
 __device__ void eagerBank(const LaunchArgs& a) {
-  if (threadIdx.x == 0) eagerBankOffset = (*reinterpret_cast<volatile uint64_t*>(a.eagerCalls) & 1) * kDeviceBankBytes;
+  if (threadIdx.x == 0) {
+    const uint64_t count = *reinterpret_cast<volatile uint64_t*>(a.eagerCalls);
+    eagerBankOffset = (count & 1) * kDeviceBankStride;
+    eagerFlag = packetFlag(count);
+  }
   __syncthreads();
 }
 __device__ void eagerLaunchEnds(const LaunchArgs& a) {

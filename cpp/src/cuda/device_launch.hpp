@@ -64,14 +64,15 @@ struct LaunchArgs {
   // Eager plans (scratch_banks 2), else null: the runner's count of its eager launches, then a
   // word for the blocks that finished this launch (both device memory). The launch uses scratch
   // bank `count mod 2` (geometry.local[2] and the peers' scratch are bank 0, bank 1 follows it
-  // at kDeviceBankBytes) and its last block to finish adds one. Counted on the GPU, not by the
-  // host, so that a replayed CUDA graph takes the next bank each time, as a launch would.
+  // at kDeviceBankStride), with packet flag packetFlag(count), and its last block to finish adds
+  // one. Counted on the GPU, not by the host, so that a replayed CUDA graph takes the next bank
+  // each time, as a launch would.
   uint64_t* eagerCalls;
 };
 
-// The bytes of one scratch bank (kScratchBankBytes of transport/control_block.hpp, which this
+// From one scratch bank to the next (kBankStride of transport/control_block.hpp, which this
 // header does not include: the kernel is compiled apart from the transports).
-constexpr uint64_t kDeviceBankBytes = 1 << 20;
+constexpr uint64_t kDeviceBankStride = (1 << 20) + (512 << 10);
 
 // Bytes of launchScratch a launch needs.
 inline uint64_t launchScratchBytes(uint32_t workers, uint32_t blocksPerWorker, uint32_t channels) {

@@ -133,7 +133,8 @@ class CudaRunner : public DeviceRunner {
   void* hostMapped_ = nullptr;
   char* mappedBase_ = nullptr;
   DeviceBuffer scratch_, launchScratch_, standIn_;
-  // Eager plans (scratch_banks 2): two banks of kScratchBankBytes that alternate across this
+  // Eager plans (scratch_banks 2): two banks (kBankStride apart, their packet slots after them)
+  // that alternate across this
   // runner's eager launches, as the CPU runner's banks in the control block do (schedules/README.md,
   // "Scratch banks"), then the kernels' count of those launches (LaunchArgs::eagerCalls). Peers
   // write a rank's bank without waiting for it to enter the call on the GPU, which saves the
@@ -213,7 +214,7 @@ void CudaRunner::clear(void* dst, size_t bytes, const char* what) {
 }
 
 char* CudaRunner::banks(bool capturing) {
-  static_assert(kDeviceBankBytes == kScratchBankBytes, "the kernel's bank size is the control block's");
+  static_assert(kDeviceBankStride == kBankStride, "the kernel's banks are laid out as the control block's");
   if (banks_.data) return banks_.data;
   Communicator::State& s = state();
   if (capturing)
@@ -222,10 +223,11 @@ char* CudaRunner::banks(bool capturing) {
                                      "cannot be allocated while a CUDA graph is captured: run the call once before "
                                      "capturing it",
                 s.rank);
-  const uint64_t bytes = 2 * kScratchBankBytes + 2 * sizeof(uint64_t);
+  // Cleared whole: packet slots must start empty (a packet's flag is never zero), and the count.
+  const uint64_t bytes = 2 * kBankStride + 2 * sizeof(uint64_t);
   check(cudaMalloc(&banks_.data, bytes), s.rank, "allocating eager scratch banks");
   banks_.size = bytes;
-  clear(banks_.data + 2 * kScratchBankBytes, 2 * sizeof(uint64_t), "clearing the eager launch count");
+  clear(banks_.data, bytes, "clearing the eager scratch banks");
   MemoryHandle h;
   h.ownerRank = s.rank;
   h.nodeHash = s.peers[s.rank].nodeHash;
@@ -361,7 +363,7 @@ void CudaRunner::openPeers(Executor::Call& call, const Image& img, LaunchArgs& a
     if (eager) {
       // The peer made its banks before publishing this call's record, which was read above.
       if (!peerBanks_[peer]) {
-        if (mailbox->banks.size < 2 * kScratchBankBytes)
+        if (mailbox->banks.size < 2 * kBankStride)
           throw Error(ErrorCode::Internal, rankPrefix(s.rank) + "rank " + std::to_string(peer) +
                                                " entered an eager call on GPU memory without scratch banks", s.rank, peer);
         peerBanks_[peer] = static_cast<char*>(cuda_ipc::openPeerMemory(mailbox->banks));
@@ -443,6 +445,8 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
              std::to_string(kScratchBankBytes) + "; use it for smaller messages, or another algorithm");
     g.eager = true;
     g.local[2] = banks(capturing);  // bank 0; the kernel adds its bank's offset
+    g.packets = ex_.usesPackets(p, g, scratchBytes, true);
+    g.packetBase = kScratchBankBytes;
   } else if (scratchBytes) {
     const char* before = scratch_.data;
     g.local[2] = grow(scratch_, scratchBytes, capturing, "scratch");
@@ -536,7 +540,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   args.timeoutNs = static_cast<uint64_t>(s.timeout * 1e9);
   // Every rank of an eager plan has a worker (it waits on every peer: executor.cpp), so every
   // rank's count of eager launches moves on alike.
-  args.eagerCalls = eager ? reinterpret_cast<uint64_t*>(banks_.data + 2 * kScratchBankBytes) : nullptr;
+  args.eagerCalls = eager ? reinterpret_cast<uint64_t*>(banks_.data + 2 * kBankStride) : nullptr;
   const char* scratchBefore = launchScratch_.data;
   const uint64_t region = launchScratchBytes(img.workers, blocks, img.channelCount);
   args.launchScratch = reinterpret_cast<uint32_t*>(grow(launchScratch_, region, capturing, "launch scratch"));

@@ -230,9 +230,9 @@ void Executor::confirmPeer(Call& call, int worker, const ExecChannel& ch, const 
   v.checked = call.sequence;
 }
 
-void Executor::blockInWait(Call& call, int worker, const ExecChannel& ch, uint64_t want, const Failure& at) {
+void Executor::blockInWait(Call& call, int worker, const ExecChannel& ch, const std::function<bool()>& ready,
+                           const Failure& at, const char* awaited) {
   Communicator::State& s = *state_;
-  auto ready = [&] { return __atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) >= want; };
   WaitPolicy policy = s.waitPolicy(ch.peer, s.timeout);
   // While it blocks: a peer that entered this call with another stamp, or left it without
   // sending what is awaited, is an error now rather than at the timeout.
@@ -250,7 +250,7 @@ void Executor::blockInWait(Call& call, int worker, const ExecChannel& ch, uint64
     checkStamp(call, ch.peer, where);
     const std::string message = rankPrefix(s.rank) + "collective #" + std::to_string(call.sequence) + " (" +
                                 describeCall(call.stamp) + "): rank " + std::to_string(ch.peer) +
-                                " made the same call but finished it without the signal this rank waits for [" +
+                                " made the same call but finished it without " + awaited + " this rank waits for [" +
                                 where.describe() + "]: the plan's signals do not balance";
     s.poison(message, ErrorCode::Mismatch, call.sequence);
     throw Error(ErrorCode::Mismatch, message, s.rank, ch.peer);

@@ -27,6 +27,7 @@ struct Executor::Call {
   bool variable = false;   // all_to_all_v block layout
   bool streaming = false;  // copy with streaming stores (large calls, copy_kernels.hpp)
   int bank = -1;           // eager plans: the scratch bank of this call (every rank agrees)
+  uint32_t packetFlag = 0; // eager calls with packets: the flag of this call (packets.hpp)
   CallStamp stamp{};       // what this rank says the call is (control_block.hpp)
 };
 
@@ -84,6 +85,53 @@ struct CpuBackend {
   }
   // The executor gave this call's bank as the scratch (Executor::run).
   char* ownBank(char* scratch) const { return scratch; }
+
+  // Packets (packets.hpp) into a peer's bank, which every rank of a packet plan maps (one node).
+  // Each word is one 8-byte store; the peer's doorbell is rung as a signal would.
+  bool putPackets(int channel, const RemoteBuffer& b, uint64_t offset, const char* src, uint64_t bytes, Failure& f) {
+    const ExecChannel& ch = call.plan->channels[channel];
+    if (!b.mapped) {
+      f.kind = FailureKind::Unsupported;
+      return false;
+    }
+    uint64_t* out = reinterpret_cast<uint64_t*>(b.mapped + offset);
+    const auto* in = reinterpret_cast<const unsigned char*>(src);
+    const uint32_t flag = call.packetFlag;
+    const uint64_t n = packetCount(bytes);
+    for (uint64_t k = 0; k < n; ++k) {
+      const uint64_t v = packetData(in, k, bytes);
+      __atomic_store_n(out + 2 * k, packetWord(static_cast<uint32_t>(v), flag), __ATOMIC_RELEASE);
+      __atomic_store_n(out + 2 * k + 1, packetWord(static_cast<uint32_t>(v >> 32), flag), __ATOMIC_RELEASE);
+    }
+    if (ch.doorbell) ringDoorbell(*ch.doorbell);
+    return true;
+  }
+
+  // Unpacks packets as they arrive; blocks (as a wait does, watching the peer) until all did.
+  bool awaitPackets(int channel, const char* packets, char* dst, uint64_t bytes, Failure& f) {
+    const ExecChannel& ch = call.plan->channels[channel];
+    const uint64_t* in = reinterpret_cast<const uint64_t*>(packets);
+    auto* out = reinterpret_cast<unsigned char*>(dst);
+    const uint32_t flag = call.packetFlag;
+    const uint64_t n = packetCount(bytes);
+    uint64_t done = 0;
+    auto ready = [&] {
+      for (; done < n; ++done) {
+        const uint64_t w0 = __atomic_load_n(in + 2 * done, __ATOMIC_ACQUIRE);
+        const uint64_t w1 = __atomic_load_n(in + 2 * done + 1, __ATOMIC_ACQUIRE);
+        if (!packetArrived(w0, w1, flag)) return false;
+        unpackData(out, done, bytes, (w1 << 32) | static_cast<uint32_t>(w0));
+      }
+      return true;
+    };
+    if (ready()) return true;
+    try {
+      ex.blockInWait(call, worker, ch, ready, f, "the packets");
+    } catch (...) {
+      return fail(f);
+    }
+    return true;
+  }
 
   void copy(char* dst, const char* src, uint64_t bytes) { copyBytes(dst, src, bytes, call.streaming); }
   void move(char* dst, const char* src, uint64_t bytes) { std::memmove(dst, src, bytes); }
@@ -170,7 +218,8 @@ struct CpuBackend {
     const uint64_t want = *ch.expected + 1;
     if (__atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) < want) {
       try {
-        ex.blockInWait(call, worker, ch, want, f);
+        ex.blockInWait(call, worker, ch, [&] { return __atomic_load_n(ch.inbound, __ATOMIC_ACQUIRE) >= want; }, f,
+                       "the signal");
       } catch (...) {
         return fail(f);
       }

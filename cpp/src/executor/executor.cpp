@@ -8,6 +8,7 @@
 #include "core/wait.hpp"
 #include "executor/cpu_backend.hpp"
 #include "executor/device_runner.hpp"
+#include "executor/packet_plan.hpp"
 #include "executor/plan_checks.hpp"
 #include "executor/scratch_layout.hpp"
 #include "executor/cpu_isa.hpp"
@@ -30,8 +31,9 @@ struct Executor::WorkerThread {
 Executor::Executor(std::shared_ptr<Communicator::State> state)
     : state_(std::move(state)),
       streamingBytes_(static_cast<uint64_t>(config::streamingBytes())),
-      hugePages_(static_cast<uint64_t>(config::hugePageBytes())),
-      debug_(config::debug()) {
+      debug_(config::debug()),
+      packets_(config::packets()),
+      hugePages_(static_cast<uint64_t>(config::hugePageBytes())) {
   cpuIsaInUse();  // a bad FORESTCC_CPU_ISA is an error here, not in the first reduction
   expected_.assign(static_cast<size_t>(state_->size) * kMaxPlanChannelsPerPeer, 0);
 }
@@ -157,10 +159,20 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
                         " never waits on rank " + std::to_string(r) +
                         ": an eager plan must wait on every other rank in every call",
                     s.rank, r);
+  out->packetable = markPacketWaits(p, s.rank, s.nodeOf, out->workers);
+  // Ranks that disagree on whether the calls of this plan use packets would not find each
+  // other's data: the setting is part of what the stamps compare.
+  if (out->packetable) out->stamp.planHash ^= 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(packets_) + 1);
   compileScratchLayouts(p, s, *out, prefix);
   // After this rank's own checks, which name the op or the peer more precisely.
   checkSignalBalance(p, s.rank);
   return out;
+}
+
+bool Executor::usesPackets(const CompiledPlan& p, const CallGeometry& g, uint64_t scratchBytes, bool device) const {
+  if (!p.packetable || g.slices != 1) return false;
+  const bool wanted = packets_ == config::PacketMode::On || (packets_ == config::PacketMode::Auto && device);
+  return wanted && packetSlotBytes(scratchBytes, p.scratchChunks) <= kPacketBankBytes;
 }
 
 // ---- memory of the call --------------------------------------------------------------------
@@ -255,9 +267,12 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
                       std::to_string(scratchBytes) + " bytes of scratch but a bank holds " +
                       std::to_string(kScratchBankBytes) + "; use it for smaller messages, or another algorithm",
                   s.rank);
+    call.packetFlag = packetFlag(eagerCalls_);
     call.bank = static_cast<int>(eagerCalls_++ & 1);
     g.eager = true;
     g.local[2] = s.bank(call.bank);
+    g.packets = usesPackets(p, g, scratchBytes, false);
+    g.packetBase = kScratchBankBytes;
   } else {
     if (scratchBytes) ensureScratch(scratchBytes);
     g.local[2] = scratchBytes ? static_cast<char*>(scratch_->data()) : nullptr;

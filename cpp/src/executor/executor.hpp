@@ -20,6 +20,7 @@
 #include "executor/huge_pages.hpp"
 #include "executor/interpreter.hpp"
 #include "forestcc/collectives.hpp"
+#include "forestcc/config.hpp"
 #include "forestcc/plan.hpp"
 #include "transport/connection.hpp"
 
@@ -53,6 +54,9 @@ struct CompiledPlan {
   uint32_t maxSlices = 1;
   uint64_t minSliceBytes = 0;
   uint32_t scratchBanks = 1;  // 2: eager plan, scratch in the control blocks' banks
+  // Eager plans whose calls can move their data as packets (packet_plan.hpp); its waits are
+  // marked in `workers`. Whether a call does depends on its size and FORESTCC_PACKETS.
+  bool packetable = false;
   // What every call of this plan stamps (control_block.hpp): plan hash, collective, root and
   // generator, made once here; a call adds its number, count, dtype, op and layout.
   CallStamp stamp{};
@@ -157,12 +161,17 @@ class Executor {
   // After a wait on `ch`'s peer ended: its stamp of this call, once per call and worker. `at`
   // holds the step and slice, for the message.
   void confirmPeer(Call& call, int worker, const ExecChannel& ch, const Failure& at);
-  // The slow path of a wait: poll `ch`'s semaphore up to the deadline, watching its peer.
-  void blockInWait(Call& call, int worker, const ExecChannel& ch, uint64_t want, const Failure& at);
+  // The slow path of a wait: poll `ready` (`ch`'s semaphore, or packets from its peer) up to the
+  // deadline, watching the peer; `awaited` names what is awaited in the error.
+  void blockInWait(Call& call, int worker, const ExecChannel& ch, const std::function<bool()>& ready,
+                   const Failure& at, const char* awaited);
   Where whereOf(const Call& call, int worker, const Failure& at) const;
   // Every kStampWindow calls: wait until every connected peer entered the call kStampWindow
   // before this one, so no peer's stamp of a call is overwritten before this rank checked it.
   void awaitStampWindow(uint64_t sequence);
+  // Whether an eager call of `p` with `scratchBytes` of scratch moves its data as packets, on
+  // host memory or (`device`) GPU memory. The same on every rank: the setting is in the stamp.
+  bool usesPackets(const CompiledPlan& p, const CallGeometry& g, uint64_t scratchBytes, bool device) const;
   // Eager calls: every peer made this call with the same stamp.
   void checkEagerPeers(const Call& call);
   // One line per local rank: its stamp of this call (FORESTCC_DEBUG adds it to mismatch errors).
@@ -178,6 +187,7 @@ class Executor {
   std::shared_ptr<Communicator::State> state_;
   uint64_t streamingBytes_;                  // FORESTCC_STREAMING_BYTES, read once
   bool debug_;                               // FORESTCC_DEBUG, read once
+  config::PacketMode packets_;               // FORESTCC_PACKETS, read once
   std::vector<uint64_t> expected_;           // [rank][pair index]
   int localIndex_ = 0;                       // this rank's index among its node's ranks
   std::unique_ptr<SharedAllocation> scratch_;  // per-call scratch (peers map it)

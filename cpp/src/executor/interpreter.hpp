@@ -25,6 +25,10 @@
 //   uint64_t ownerAddress(const RemoteBuffer&)          an unmapped buffer's address in its owner's process
 //   void signal(int channel)                             release: after every earlier write of this worker
 //   bool wait(int channel, Failure& f)                  acquire; false: failed (deadline, abort, ...)
+//   bool putPackets(int channel, const RemoteBuffer& bank, uint64_t offset, const char* src, uint64_t bytes,
+//                   Failure&)                           src as packets at `offset` of a peer's bank (packets.hpp)
+//   bool awaitPackets(int channel, const char* packets, char* dst, uint64_t bytes, Failure& f)
+//                                                       waits until every packet of `bytes` arrived, into dst
 //   void flush(int channel)
 //   int peerOf(int channel)
 //   bool afterOp(Failure& f)                            an op finished (a GPU worker of several blocks
@@ -36,6 +40,7 @@
 
 #include <cstdint>
 
+#include "executor/packets.hpp"
 #include "forestcc/plan.hpp"
 #include "forestcc/semaphore_device.hpp"
 
@@ -83,6 +88,10 @@ struct CallGeometry {
   // all_to_all_v: input, output and (plans with scratch_blocks) scratch block offsets; else null.
   const uint64_t* localOffsets[plan::kBufferCount] = {nullptr, nullptr, nullptr};
   bool eager = false;       // scratch is the banks (a peer's scratch: its bank)
+  // An eager call whose data travels as packets (packets.hpp): put_signal writes packets into the
+  // peer's packet slots, a packet wait polls them; packetBase: where they start from a bank's start.
+  bool packets = false;
+  uint64_t packetBase = 0;
 };
 
 struct ElementRange {
@@ -477,6 +486,28 @@ class Interpreter {
     return true;
   }
 
+  // A put_signal of a call with packets: its data as packets into the peer's bank, no signal.
+  // Eager plans are not sliced (packet_plan.cpp): the op's chunks are one span.
+  FORESTCC_HOST_DEVICE bool putPackets(const plan::Op& op, int peer, Failure& f) {
+    Span here;
+    RemoteSpan there;
+    if (!local(op.src, 0, op.count, here, f) || !remote(op, op.dst, 0, op.count, peer, there, f)) return false;
+    if (there.bytes != here.bytes) return sizeMismatch(peer, here.bytes, there.bytes, 1, f);
+    const uint64_t at = g_.packetBase + kPacketBytes * packetSlot(there.offset, op.dst.index);
+    return be_.putPackets(op.channel, there.buffer, at, here.data, here.bytes, f);
+  }
+
+  // A wait of a call with packets: the packets of the peer's matching put_signal (the op's dst
+  // and count, packet_plan.cpp), unpacked where that put would have written them.
+  FORESTCC_HOST_DEVICE bool awaitPackets(const plan::Op& op, Failure& f) {
+    constexpr int kScratch = static_cast<int>(plan::Buffer::Scratch);
+    uint64_t begin, end;
+    if (!range(op.dst, 0, op.count, nullptr, g_.localBytes[kScratch], -1, true, begin, end, f)) return false;
+    char* bank = be_.ownBank(g_.local[kScratch]);
+    return be_.awaitPackets(op.channel, bank + g_.packetBase + kPacketBytes * packetSlot(begin, op.dst.index),
+                            bank + begin, end - begin, f);
+  }
+
   // One handler per op; memory ordering per op: schedules/README.md, "Memory ordering".
   FORESTCC_HOST_DEVICE bool runOp(const plan::Op& op, Failure& f) {
     const int peer = op.code == plan::OpCode::Copy || op.code == plan::OpCode::Reduce ? -1 : be_.peerOf(op.channel);
@@ -484,11 +515,14 @@ class Interpreter {
       case plan::OpCode::Put: return transfer(op, op.src, op.dst, true, peer, f);
       case plan::OpCode::Get: return transfer(op, op.dst, op.src, false, peer, f);
       case plan::OpCode::PutSignal:
+        if (g_.packets) return putPackets(op, peer, f);
         if (!transfer(op, op.src, op.dst, true, peer, f)) return false;
         be_.signal(op.channel);
         return true;
       case plan::OpCode::Signal: be_.signal(op.channel); return true;
-      case plan::OpCode::Wait: return be_.wait(op.channel, f);
+      case plan::OpCode::Wait:
+        if (g_.packets && op.sourceCount == kPacketWait) return awaitPackets(op, f);
+        return be_.wait(op.channel, f);
       case plan::OpCode::Flush: be_.flush(op.channel); return true;
       case plan::OpCode::Copy: return copy(op, f);
       case plan::OpCode::Reduce: return reduce(op, f);

@@ -128,7 +128,7 @@ struct alignas(64) DeviceMailbox {
   // The CUDA device this rank's runner uses (its UUID), written before `semaphores`: peers on the
   // same device synchronize at GPU scope, cheaper than system scope.
   uint8_t deviceUuid[16];
-  // This rank's two scratch banks for eager plans on GPU memory (2 x kScratchBankBytes of device
+  // This rank's two scratch banks for eager plans on GPU memory (2 x kBankStride of device
   // memory, made at its first such call; size 0: none yet). Written before the record of that
   // call, so a peer that entered the call can open them.
   MemoryHandle banks;
@@ -139,9 +139,14 @@ struct alignas(64) DeviceMailbox {
 // the control block when the communicator is made, so they can write a rank's bank before it
 // enters a call. Bank b serves the eager calls numbered b, b + 2, ... (schedules/README.md,
 // "Scratch banks"). Pages are touched only when used.
+// Each bank is followed by its packet slots (executor/packets.hpp), which nothing but packets
+// is ever written into: a slot holds either nothing (zero) or a packet of an earlier call, never
+// data that could pass for a packet of this one.
 constexpr uint64_t kScratchBankBytes = 1 << 20;
+constexpr uint64_t kPacketBankBytes = 512 << 10;
+constexpr uint64_t kBankStride = kScratchBankBytes + kPacketBankBytes;
 struct alignas(4096) ScratchBanks {
-  char bank[2][kScratchBankBytes];
+  char bank[2][kBankStride];  // bank b: its scratch, then from kScratchBankBytes its packet slots
 };
 
 struct ControlBlock {
