@@ -101,9 +101,15 @@ def test_eager_plans_with_packets(n):
                 env={"FORESTCC_PACKETS": "on"}), n)
 
 
+def test_eager_plans_with_packets_over_tcp():
+    # through tcp (forced on one node) the peers' banks are not mapped: the calls use signals
+    _ok(run_job(3, "collectives_check.py", "eager", "1,100", "--dtypes", "float32,int8",
+                env={"FORESTCC_PACKETS": "on", "FORESTCC_TRANSPORT": "tcp"}), 3)
+
+
 def test_eager_calls_interleaved_with_others_with_packets(tmp_path):
-    # eager_check's interleavings (banks alternate across eager plans; a call too large for a
-    # bank, which falls back to signals past what the packets leave room for, is refused alike)
+    # eager_check's interleavings with packets: banks alternate across eager plans, sizes past
+    # what the packet bank holds run with signals, a call too large for a bank is refused alike
     table = {"version": 1, "source": "test", "rules": [
         {"collective": "all_reduce", "min_ranks": 1, "max_ranks": 64, "min_bytes": 0,
          "max_bytes": None, "algorithm": "eager"}]}

@@ -133,6 +133,51 @@ def test_generated_plans_round_trip_through_json(algo):
 
 
 @pytest.mark.parametrize("collective", sorted(EXPECTED_ALGORITHMS["eager"]))
+def test_eager_plans_run_with_packets(collective):
+    """The built-in eager plans qualify for packets (schedules/README.md, "Packets"), in place or
+    not; plans without scratch banks never do."""
+    from forestcc import _C
+    for n in (2, 3, 5, 8):
+        for in_place in (False, True):
+            assert _C.plan.runs_with_packets(builtin.generate("eager", collective, n, in_place=in_place))
+    for algo in ("direct", "direct_small"):
+        assert not _C.plan.runs_with_packets(builtin.generate(algo, collective, 3))
+
+
+def _eager_all_reduce(n=3):
+    import copy
+    return copy.deepcopy(builtin.generate("eager", "all_reduce", n))
+
+
+def _ops(plan, rank):
+    return plan["ranks"][rank]["workers"][0]["ops"]
+
+
+def test_plans_that_packets_would_change_do_not_run_with_packets():
+    """Each case is a plan whose results with signals are well defined but with packets would
+    not be: packets arrive at their own wait only, and one put's packets per chunk."""
+    from forestcc import _C
+    assert _C.plan.runs_with_packets(_eager_all_reduce())
+    # a scratch chunk read before the wait for the put that fills it (rank 0 reduces, then waits)
+    plan = _eager_all_reduce()
+    ops0 = _ops(plan, 0)
+    reduce = ops0.pop()
+    ops0.insert(len(ops0) - 1, reduce)   # between the two waits: slot of rank 2 read before its wait
+    assert not _C.plan.runs_with_packets(plan)
+    # two puts fill one chunk of rank 1 (rank 0 puts twice, rank 1 waits twice)
+    plan = _eager_all_reduce()
+    ops0, ops1 = _ops(plan, 0), _ops(plan, 1)
+    ops0.insert(1, dict(ops0[0]))
+    ops1.insert(ops1.index(next(o for o in ops1 if o["op"] == "wait")), {"op": "wait", "ch": 0})
+    assert not _C.plan.runs_with_packets(plan)
+    # a plain signal on a channel that also carries packets
+    plan = _eager_all_reduce()
+    _ops(plan, 0).insert(0, {"op": "signal", "ch": 0})
+    _ops(plan, 1).insert(0, {"op": "wait", "ch": 0})
+    assert not _C.plan.runs_with_packets(plan)
+
+
+@pytest.mark.parametrize("collective", sorted(EXPECTED_ALGORITHMS["eager"]))
 def test_eager_plans_use_scratch_banks_and_no_entry_signal(collective):
     from forestcc import _C
     for n in (2, 3, 5):

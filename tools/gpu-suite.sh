@@ -4,13 +4,14 @@
 #
 #   tools/gpu-suite.sh [all|build|test|bench]...     (default: all = build test bench)
 #
-# Results go to $OUT (default ./gpu-suite-out), seven files at most:
+# Results go to $OUT (default ./gpu-suite-out), nine files at most:
 #   gpu-suite.txt    machine facts, MPS state, each phase's status and time, the summary
 #   gpu-build.txt    the pip build log
 #   gpu-tests.txt    pytest -v output (tests/test_gpu*.py)
 #   gpu-bench.txt    the benchmark's tables;  gpu-bench.json  its results
-#   gpu-bench-eager.txt/.json  the same up to 256 KiB with algo=eager (the GPU scratch banks), to
-#                    set against auto's small sizes (GPU_SUITE_EAGER=0 skips it)
+#   gpu-bench-eager-on.txt/.json, gpu-bench-eager-off.txt/.json  the same up to 64 KiB with
+#                    algo=eager (the GPU scratch banks), FORESTCC_PACKETS on and off, to set
+#                    against auto's small sizes (GPU_SUITE_EAGER=0 skips them)
 #
 # CUDA MPS is started when it can be (several processes share the GPU's SMs instead of being
 # time-sliced) and stopped at the end; GPU_SUITE_MPS=0 runs without it. Each phase is time-boxed
@@ -175,16 +176,19 @@ if want bench; then
   rc=$?
   grep -E '^# (Avg bus bandwidth|HBM bound|Collective test concluded|MPS|Skipped)' "$OUT/gpu-bench.txt" \
     | sed 's/^/   /' | tee -a "$LOG"
-  if [ "${GPU_SUITE_EAGER:-1}" != 0 ] && [ "$(left)" -gt 40 ]; then
-    # Small sizes only: an eager plan serves what its scratch bank holds.
+  # algo=eager (GPU scratch banks) up to 64 KiB, its data as packets (the default) and as
+  # signals, to set against auto's small sizes above.
+  for packets in on off; do
+    [ "${GPU_SUITE_EAGER:-1}" != 0 ] && [ "$(left)" -gt 40 ] || break
     # shellcheck disable=SC2086
-    FORESTCC_TIMEOUT=120 timeout -s INT -k 20 40 python3 -m forestcc.launcher -n 4 \
-      python3 perf/gpu/gpu_bench.py --algo eager -e 256K --budget 20 --json "$OUT/gpu-bench-eager.json" \
-      >"$OUT/gpu-bench-eager.txt" 2>&1
+    FORESTCC_PACKETS=$packets FORESTCC_TIMEOUT=120 timeout -s INT -k 20 40 python3 -m forestcc.launcher -n 4 \
+      python3 perf/gpu/gpu_bench.py --algo eager -e 64K --budget 15 --json "$OUT/gpu-bench-eager-$packets.json" \
+      >"$OUT/gpu-bench-eager-$packets.txt" 2>&1
     erc=$?
     [ $rc -eq 0 ] && rc=$erc
-    grep -E '^# (Latency|Out of bounds)' "$OUT/gpu-bench-eager.txt" | sed 's/^/   eager: /' | tee -a "$LOG"
-  fi
+    grep -E '^# (Latency|Out of bounds)' "$OUT/gpu-bench-eager-$packets.txt" | sed "s/^/   eager, packets $packets: /" \
+      | tee -a "$LOG"
+  done
   STATUS[bench]="rc=$rc, $((SECONDS - s)) s"
   say "== bench: ${STATUS[bench]}"
 fi

@@ -160,9 +160,13 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
                         ": an eager plan must wait on every other rank in every call",
                     s.rank, r);
   out->packetable = markPacketWaits(p, s.rank, s.nodeOf, out->workers);
+  out->banksMapped = std::all_of(out->channels.begin(), out->channels.end(), [](const ExecChannel& ch) {
+    return !ch.link || (ch.banks[0].region.mapped && ch.banks[1].region.mapped);
+  });
   // Ranks that disagree on whether the calls of this plan use packets would not find each
-  // other's data: the setting is part of what the stamps compare.
-  if (out->packetable) out->stamp.planHash ^= 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(packets_) + 1);
+  // other's data: the setting (and whether host calls can) is part of what the stamps compare.
+  if (out->packetable)
+    out->stamp.planHash ^= 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(packets_) + 1 + 4 * out->banksMapped);
   compileScratchLayouts(p, s, *out, prefix);
   // After this rank's own checks, which name the op or the peer more precisely.
   checkSignalBalance(p, s.rank);
@@ -170,7 +174,7 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
 }
 
 bool Executor::usesPackets(const CompiledPlan& p, const CallGeometry& g, uint64_t scratchBytes, bool device) const {
-  if (!p.packetable || g.slices != 1) return false;
+  if (!p.packetable || g.slices != 1 || (!device && !p.banksMapped)) return false;
   const bool wanted = packets_ == config::PacketMode::On || (packets_ == config::PacketMode::Auto && device);
   return wanted && packetSlotBytes(scratchBytes, p.scratchChunks) <= kPacketBankBytes;
 }

@@ -57,6 +57,9 @@ struct CompiledPlan {
   // Eager plans whose calls can move their data as packets (packet_plan.hpp); its waits are
   // marked in `workers`. Whether a call does depends on its size and FORESTCC_PACKETS.
   bool packetable = false;
+  // Every peer's banks are mapped here (not so through tcp, FORESTCC_TRANSPORT=tcp on one node):
+  // host calls store packets into them.
+  bool banksMapped = false;
   // What every call of this plan stamps (control_block.hpp): plan hash, collective, root and
   // generator, made once here; a call adds its number, count, dtype, op and layout.
   CallStamp stamp{};

@@ -68,6 +68,46 @@ bool markPacketWaits(const plan::Plan& p, int rank, const std::vector<int>& node
       if (uses[r][c].sends.size() != (back ? back->waits.size() : 0)) return false;
       if (uses[r][c].waits.size() != (back ? back->sends.size() : 0)) return false;
     }
+  // With signals, a wait on one channel also makes visible what the peer put (and flushed) before
+  // it on another; a packet is there only once its own wait unpacked it. So each scratch chunk
+  // that a put fills must be filled by that put alone, and touched by its rank only after the
+  // wait for it, in the same worker.
+  for (int r = 0; r < n; ++r) {
+    std::map<uint32_t, std::pair<int, size_t>> filledAt;  // chunk -> (worker, op) of its wait
+    for (size_t c = 0; c < uses[r].size(); ++c) {
+      const int d = partner(r, c);
+      if (d < 0) continue;
+      const ChannelUse& back = uses[p.ranks[r].channels[c].peer][d];
+      for (size_t k = 0; k < back.sends.size(); ++k)
+        for (uint32_t j = 0; j < back.sends[k]->count; ++j)
+          if (!filledAt.emplace(back.sends[k]->dst.index + j, uses[r][c].waits[k]).second) return false;
+    }
+    const plan::RankProgram& rp = p.ranks[r];
+    for (size_t w = 0; w < rp.workers.size(); ++w)
+      for (size_t i = 0; i < rp.workers[w].ops.size(); ++i) {
+        const plan::Op& op = rp.workers[w].ops[i];
+        auto early = [&](const plan::ChunkRef& ref) {
+          if (ref.buffer != plan::Buffer::Scratch) return false;
+          for (uint32_t j = 0; j < op.count; ++j) {
+            auto found = filledAt.find(ref.index + j);
+            if (found != filledAt.end() && (found->second.first != static_cast<int>(w) || found->second.second >= i))
+              return true;
+          }
+          return false;
+        };
+        bool touches = false;
+        switch (op.code) {
+          case OpCode::Copy: touches = early(op.src) || early(op.dst); break;
+          case OpCode::Reduce:
+            touches = early(op.dst);
+            for (int k = 0; k < op.sourceCount && !touches; ++k) touches = early(op.sources[k]);
+            break;
+          case OpCode::PutSignal: touches = early(op.src); break;  // its dst is the peer's
+          default: break;
+        }
+        if (touches) return false;
+      }
+  }
   for (size_t c = 0; c < uses[rank].size(); ++c) {
     const ChannelUse& use = uses[rank][c];
     if (use.waits.empty()) continue;

@@ -5,6 +5,7 @@
 
 #include "collectives/generators.hpp"
 #include "collectives/tuning_table.hpp"
+#include "executor/packet_plan.hpp"
 #include "forestcc/error.hpp"
 #include "forestcc/plan.hpp"
 #include "forestcc/plan_file.hpp"
@@ -214,6 +215,19 @@ void bindPlan(py::module_& m) {
       py::arg("plan"),
       "The canonical text of a valid plan dict as the C++ writer gives it (plan::toJson).");
 
+  sub.def(
+      "runs_with_packets",
+      [](const py::handle& plan) {
+        const plan::Plan p = dictToPlan(plan);
+        if (p.ranks.empty()) return false;
+        std::vector<std::vector<plan::Op>> workers;
+        for (const plan::WorkerProgram& w : p.ranks[0].workers) workers.push_back(w.ops);
+        return executor::markPacketWaits(p, 0, std::vector<int>(p.nranks, 0), workers);
+      },
+      py::arg("plan"),
+      "Whether a valid plan dict's calls can move their data as packets, all ranks on one node "
+      "(schedules/README.md, \"Packets\"; executor/packet_plan.hpp): an eager plan whose every "
+      "put_signal fills scratch chunks of its own that its peer touches only after the wait for it.");
   sub.def(
       "generate",
       [](const std::string& algo, const std::string& collective, int nranks, py::object root, bool inPlace,
