@@ -44,8 +44,8 @@ const std::vector<ConfigEntry>& configTable() {
        "its second use): peers copy private memory with cross-process calls, which pin every page "
        "they touch. 0: never."},
       {"FORESTCC_PACKETS", "string", "auto",
-       "Eager plans (algo eager) move their data as low-latency packets when the call's data and its "
-       "packets fit a scratch bank: every 8 bytes travel with the call's flag in one 16-byte store, and "
+       "Eager plans (algo eager) move their data as low-latency packets when the plan qualifies and the "
+       "call's packets fit the packet bank: every 8 bytes travel with the call's flag in one 16-byte store, and "
        "the receiver polls the flags instead of waiting for a signal after the data. on, off, or auto "
        "(GPU memory: on; host memory: off). Every rank must use the same value (call stamps compare it)."},
       {"FORESTCC_TUNING", "string", "",
