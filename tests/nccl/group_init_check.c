@@ -6,10 +6,15 @@
  *                                       communicator in one group, then all_reduces on both
  *   group_init_check nonblocking <dir>  the same with config.blocking = 0: ncclGroupEnd returns
  *                                       ncclInProgress (or success) and each is polled
+ *   group_init_check split <dir>        blocking, then both ranks split from this thread in one
+ *                                       group (splitBoth)
+ *   group_init_check splitnonblocking <dir>  nonblocking, then both split one after the other
  */
 #include <time.h>
 
 #include "check_common.h"
+
+static int split;  /* the modes "split" and "splitnonblocking" add splitBoth */
 
 static void waitReady(ncclComm_t comm) {
   struct timespec t;
@@ -25,6 +30,68 @@ static void waitReady(ncclComm_t comm) {
     }
   }
   if (state != ncclSuccess) FAIL("the communicator ended in %d: %s", state, ncclGetLastError(comm));
+}
+
+/* Both ranks of this thread split their communicator, from this one thread: inside a group
+ * (blocking parents), or one after the other outside any (non-blocking parents: each split
+ * returns before the other rank's is called). Global rank g takes color g % 2, except that
+ * g % 3 == 2 takes NCCL_SPLIT_NOCOLOR, and key -g (new ranks in reverse order); then each new
+ * communicator all_reduces its members' global ranks. */
+static void splitBoth(ncclComm_t* comms, int total, int blocking) {
+  ncclComm_t subs[2] = {NULL, NULL};
+  int colors[2];
+  for (int i = 0; i < 2; ++i) {
+    const int g = 2 * rank + i;
+    colors[i] = g % 3 == 2 ? NCCL_SPLIT_NOCOLOR : g % 2;
+  }
+  if (blocking) {
+    CHECK(ncclGroupStart());
+    for (int i = 0; i < 2; ++i) CHECK(ncclCommSplit(comms[i], colors[i], -(2 * rank + i), &subs[i], NULL));
+    CHECK(ncclGroupEnd());
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      const ncclResult_t r = ncclCommSplit(comms[i], colors[i], -(2 * rank + i), &subs[i], NULL);
+      if (r != ncclSuccess && r != ncclInProgress) FAIL("split %d returned %d: %s", i, r, ncclGetLastError(comms[i]));
+    }
+    for (int i = 0; i < 2; ++i) {
+      waitReady(comms[i]);
+      if (subs[i]) waitReady(subs[i]);
+    }
+  }
+  double x[2] = {0, 0};
+  CHECK(ncclGroupStart());
+  for (int i = 0; i < 2; ++i) {
+    const int g = 2 * rank + i;
+    if (colors[i] == NCCL_SPLIT_NOCOLOR) {
+      if (subs[i]) FAIL("rank %d passed NCCL_SPLIT_NOCOLOR but got a communicator", g);
+      continue;
+    }
+    int members = 0, sum = 0, below = 0;
+    for (int h = 0; h < total; ++h)
+      if (h % 3 != 2 && h % 2 == colors[i]) {
+        ++members;
+        sum += h;
+        below += h > g;  /* key -h: the larger global ranks come first */
+      }
+    int count = -1, me = -1;
+    CHECK(ncclCommCount(subs[i], &count));
+    CHECK(ncclCommUserRank(subs[i], &me));
+    if (count != members || me != below) FAIL("split of rank %d: count %d rank %d, want %d and %d", g, count, me, members, below);
+    x[i] = g;
+    CHECK(ncclAllReduce(&x[i], &x[i], 1, ncclFloat64, ncclSum, subs[i], NULL));
+    (void)sum;
+  }
+  const ncclResult_t r = ncclGroupEnd();
+  if (r != ncclSuccess && !(r == ncclInProgress && !blocking)) FAIL("all_reduce group on the splits returned %d", r);
+  for (int i = 0; i < 2; ++i) {
+    if (!subs[i]) continue;
+    if (!blocking) waitReady(subs[i]);
+    int sum = 0;
+    for (int h = 0; h < total; ++h)
+      if (h % 3 != 2 && h % 2 == colors[i]) sum += h;
+    if (x[i] != sum) FAIL("split of rank %d: all_reduce gave %g, want %d", 2 * rank + i, x[i], sum);
+    CHECK(ncclCommDestroy(subs[i]));
+  }
 }
 
 static void run(const char* dir, int blocking) {
@@ -64,13 +131,15 @@ static void run(const char* dir, int blocking) {
     for (int k = 0; k < 5; ++k)
       if (x[i][k] != 10.0 * total * (total - 1) / 2 + total * k) FAIL("comm %d: x[%d] = %g", i, k, x[i][k]);
   }
+  if (split) splitBoth(comms, total, blocking);
   for (int i = 0; i < 2; ++i) CHECK(ncclCommDestroy(comms[i]));
 }
 
 int main(int argc, char** argv) {
   const char* mode = startProgram(argc, argv);
-  if (!strcmp(mode, "blocking")) run(argv[2], 1);
-  else if (!strcmp(mode, "nonblocking")) run(argv[2], 0);
+  split = !strncmp(mode, "split", 5);
+  if (!strcmp(mode, "blocking") || !strcmp(mode, "split")) run(argv[2], 1);
+  else if (!strcmp(mode, "nonblocking") || !strcmp(mode, "splitnonblocking")) run(argv[2], 0);
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

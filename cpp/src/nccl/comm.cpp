@@ -159,6 +159,11 @@ void ncclComm::defer(std::function<void(ncclComm&)> connect) {
   asyncError_ = ncclInProgress;
 }
 
+void ncclComm::markPending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  asyncError_ = ncclInProgress;
+}
+
 void ncclComm::startDeferred() {
   if (deferred_) connectOnThread(std::move(deferred_));
   deferred_ = nullptr;

@@ -58,8 +58,10 @@ struct ncclComm {
   ncclComm(int rank, int size, forestcc::nccl::CommConfig config);
   ~ncclComm();
 
-  const int rank;
-  const int size;
+  // Set when it is made; a split made in a group or in the background has -1 and 0 until its
+  // agreement placed it, before its state leaves ncclInProgress (init.cpp, joinSplit).
+  int rank;
+  int size;
   const forestcc::nccl::CommConfig config;
 
   // Joins the job: runs `connect` now (blocking config) or on a thread (non-blocking: the caller
@@ -69,6 +71,8 @@ struct ncclComm {
   // for ncclGroupEnd, which starts every deferred init of the group at once (startDeferred) and
   // waits for those of blocking configs (finishStart, their result).
   void defer(std::function<void(ncclComm&)> connect);
+  // Its state is ncclInProgress until start() (a split waiting for its agreement).
+  void markPending();
   void startDeferred();
   ncclResult_t finishStart();
   void attach(std::shared_ptr<forestcc::Communicator> communicator);  // called by `connect`

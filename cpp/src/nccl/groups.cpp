@@ -28,6 +28,11 @@ struct GroupState {
   std::vector<Operation> operations;
   std::string failure;  // the first call of the group that was refused: the group runs nothing
   std::vector<ncclComm*> inits;  // communicators whose init waits for the group's end
+  struct Task {
+    ncclComm* made;
+    std::function<ncclResult_t()> run;
+  };
+  std::vector<Task> tasks;  // deferTask
 };
 thread_local GroupState group;
 
@@ -36,9 +41,30 @@ thread_local GroupState group;
 ncclResult_t startDeferredInits() {
   std::vector<ncclComm*> inits;
   inits.swap(group.inits);
+  std::vector<GroupState::Task> tasks;
+  tasks.swap(group.tasks);
   for (ncclComm* c : inits) c->startDeferred();
   ncclResult_t result = ncclSuccess;
   bool inProgress = false;
+  std::vector<ncclResult_t> done(tasks.size(), ncclSuccess);
+  auto runTask = [&](size_t i) {
+    ncclComm* made = tasks[i].made;
+    done[i] = guarded(made, "ncclGroupEnd", [&] { return tasks[i].run(); });
+    if (made && done[i] != ncclSuccess && done[i] != ncclInProgress) made->noteError(done[i], made->lastError(), true);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    try {
+      threads.emplace_back(runTask, i);
+    } catch (const std::system_error&) {
+      runTask(i);  // no thread to spare: here (it may then wait for a task not started yet)
+    }
+  }
+  for (auto& t : threads) t.join();
+  for (ncclResult_t r : done) {
+    if (r == ncclInProgress) inProgress = true;
+    else if (r != ncclSuccess && result == ncclSuccess) result = r;
+  }
   for (ncclComm* c : inits) {
     if (!c->config.blocking) {
       inProgress = true;
@@ -183,6 +209,8 @@ ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* ca
 bool insideGroup() { return group.depth > 0; }
 
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
+
+void deferTask(ncclComm* made, std::function<ncclResult_t()> task) { group.tasks.push_back({made, std::move(task)}); }
 
 ncclResult_t submit(Operation op, const char* call) {
   try {

@@ -13,6 +13,11 @@ namespace forestcc::nccl {
 bool insideGroup();
 // Keeps `comm` (made with ncclComm::defer) for the outermost ncclGroupEnd of this thread.
 void deferInit(ncclComm* comm);
+// Keeps `task` for the outermost ncclGroupEnd of this thread, which runs every task of the group
+// at once, each on a thread (a split's agreement waits for the other ranks' splits, which may be
+// this thread's too), and waits for them: their first failure is the group's. `made` (may be
+// null) is the communicator the task makes: a failure of the task is its state too.
+void deferTask(ncclComm* made, std::function<ncclResult_t()> task);
 
 // A call of non-blocking communicators: runs `work` on a Background after their previous one
 // ended and returns ncclInProgress; ncclCommGetAsyncError of each says ncclInProgress until it

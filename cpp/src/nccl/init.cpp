@@ -143,6 +143,74 @@ extern "C" ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
   });
 }
 
+namespace {
+
+// Where a rank lands in a split: its new rank and size, and the new communicator's id.
+struct SplitPlace {
+  int rank = -1;
+  int size = 0;
+  forestcc::UniqueId id;
+};
+
+// The split's agreement over the parent: an all-gather of every rank's (color, key), new ranks by
+// key then old rank, and the new rank 0's id sent to the others over the parent's bootstrap.
+// False for NCCL_SPLIT_NOCOLOR (which takes part in the all-gather only).
+bool agreeOnSplit(ncclComm* parent, int color, int key, uint64_t tag, SplitPlace& place) {
+  ncclComm::Use use(parent, "ncclCommSplit", ncclComm::Revoked::Taken);
+  forestcc::Bootstrap& bs = parent->communicator().bootstrap();
+  int mine[2] = {color, key};
+  auto all = bs.allGather(std::string(reinterpret_cast<const char*>(mine), sizeof mine));
+  if (color == NCCL_SPLIT_NOCOLOR) return false;
+  std::vector<std::pair<int, int>> members;  // (key, old rank)
+  for (int r = 0; r < parent->size; ++r) {
+    int theirs[2];
+    std::memcpy(theirs, all[r].data(), sizeof theirs);
+    if (theirs[0] == color) members.push_back({theirs[1], r});
+  }
+  std::sort(members.begin(), members.end());
+  place.size = static_cast<int>(members.size());
+  place.rank = 0;
+  while (members[place.rank].second != parent->rank) ++place.rank;
+  if (place.rank == 0) {
+    place.id = forestcc::UniqueId::create();
+    const std::string bytes(reinterpret_cast<const char*>(place.id.bytes.data()), place.id.bytes.size());
+    for (size_t i = 1; i < members.size(); ++i) bs.send(members[i].second, tag, bytes);
+  } else {
+    place.id = forestcc::UniqueId::fromBytes(bs.recv(members[0].second, tag));
+  }
+  return true;
+}
+
+// The new communicator of a split whose agreement runs later (ncclGroupEnd, or in the background):
+// made now, so the caller holds it, and shaped by the agreement before it joins.
+ncclComm* pendingSplit(ncclComm* parent, const forestcc::nccl::CommConfig& cfg) {
+  forestcc::nccl::cuda::lookForTheDriver();
+  auto comm = std::make_unique<ncclComm>(-1, 0, cfg);
+  comm->device = parent->device;
+  comm->markPending();
+  if (comm->device >= 0 && forestcc::nccl::cuda::runtimeCanStart()) forestcc::cudaLoadKernels(comm->device);
+  return comm.release();
+}
+
+// After the agreement: the pending communicator takes its place and joins (on this thread for a
+// blocking config, else on its own).
+ncclResult_t joinSplit(ncclComm* comm, const SplitPlace& place) {
+  comm->rank = place.rank;
+  comm->size = place.size;
+  return comm->start([place](ncclComm& c) {
+    auto bootstrap = std::make_unique<forestcc::Bootstrap>(place.rank, place.size, place.id,
+                                                           forestcc::config::timeoutSeconds(), -1, 0, c.connectCancel());
+    c.attach(std::make_shared<forestcc::Communicator>(std::move(bootstrap)));
+  });
+}
+
+}  // namespace
+
+// Inside a group (NCCL's single-thread multi-rank use: one thread splits several ranks of the
+// parent) the agreement waits for ncclGroupEnd, where every split of the group agrees at once;
+// with non-blocking configs (parent and new) outside a group it runs in the background, the parent
+// and the new communicator both ncclInProgress until it is done. Either way the call returns
+// before the other ranks have called, as NCCL's does.
 extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                       ncclConfig_t* config) {
   return guarded(comm, "ncclCommSplit", [&]() -> ncclResult_t {
@@ -152,30 +220,34 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
       badArgument("color " + std::to_string(color) + " is negative (only NCCL_SPLIT_NOCOLOR may be)");
     const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config, comm->config);
-    forestcc::Bootstrap& bs = comm->communicator().bootstrap();
     const uint64_t tag = kSplitTag + comm->splits++;
-    // Every rank's (color, key); the new ranks are ordered by key, then by old rank.
-    int mine[2] = {color, key};
-    auto all = bs.allGather(std::string(reinterpret_cast<const char*>(mine), sizeof mine));
-    if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-    std::vector<std::pair<int, int>> members;  // (key, old rank)
-    for (int r = 0; r < comm->size; ++r) {
-      int theirs[2];
-      std::memcpy(theirs, all[r].data(), sizeof theirs);
-      if (theirs[0] == color) members.push_back({theirs[1], r});
+    const bool colored = color != NCCL_SPLIT_NOCOLOR;
+    if (forestcc::nccl::insideGroup()) {
+      ncclComm* made = colored ? pendingSplit(comm, cfg) : nullptr;
+      forestcc::nccl::deferTask(made, [comm, color, key, tag, made]() -> ncclResult_t {
+        SplitPlace place;
+        return agreeOnSplit(comm, color, key, tag, place) ? joinSplit(made, place) : ncclSuccess;
+      });
+      *newcomm = made;
+      return ncclSuccess;
     }
-    std::sort(members.begin(), members.end());
-    int newRank = 0;
-    while (members[newRank].second != comm->rank) ++newRank;
-    // The new rank 0 makes the id and sends it to the others over the parent's bootstrap.
-    forestcc::UniqueId id;
-    if (newRank == 0) {
-      id = forestcc::UniqueId::create();
-      const std::string bytes(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
-      for (size_t i = 1; i < members.size(); ++i) bs.send(members[i].second, tag, bytes);
-    } else {
-      id = forestcc::UniqueId::fromBytes(bs.recv(members[0].second, tag));
+    if (!comm->config.blocking && !cfg.blocking) {
+      std::unique_ptr<ncclComm> made(colored ? pendingSplit(comm, cfg) : nullptr);
+      std::vector<ncclComm*> comms{comm};
+      if (made) comms.push_back(made.get());
+      ncclComm* child = made.get();
+      const ncclResult_t r = forestcc::nccl::runInBackground(comms, "ncclCommSplit", [comm, color, key, tag, child] {
+        SplitPlace place;
+        if (!agreeOnSplit(comm, color, key, tag, place)) return;
+        const ncclResult_t joined = joinSplit(child, place);  // non-blocking: on its own thread
+        if (joined != ncclSuccess && joined != ncclInProgress)
+          throw forestcc::nccl::NcclError(joined, "the new communicator could not start joining");
+      });
+      *newcomm = made.release();
+      return r;
     }
-    return initRank(newcomm, static_cast<int>(members.size()), id, newRank, cfg, comm->device);
+    SplitPlace place;
+    if (!agreeOnSplit(comm, color, key, tag, place)) return ncclSuccess;
+    return initRank(newcomm, place.size, place.id, place.rank, cfg, comm->device);
   });
 }
