@@ -7,8 +7,10 @@
  *   group_init_check nonblocking <dir>  the same with config.blocking = 0: ncclGroupEnd returns
  *                                       ncclInProgress (or success) and each is polled
  *   group_init_check split <dir>        blocking, then both ranks split from this thread in one
- *                                       group (splitBoth)
+ *                                       group, twice each (splitBoth)
  *   group_init_check splitnonblocking <dir>  nonblocking, then both split one after the other
+ *                                       (in progress, and refused, until the other split), then
+ *                                       both again in one group
  */
 #include <time.h>
 
@@ -44,19 +46,50 @@ static void splitBoth(ncclComm_t* comms, int total, int blocking) {
     const int g = 2 * rank + i;
     colors[i] = g % 3 == 2 ? NCCL_SPLIT_NOCOLOR : g % 2;
   }
+  ncclComm_t dups[2] = {NULL, NULL};
   if (blocking) {
+    /* two splits of each parent in one group: the second (one color, key g) duplicates it */
     CHECK(ncclGroupStart());
-    for (int i = 0; i < 2; ++i) CHECK(ncclCommSplit(comms[i], colors[i], -(2 * rank + i), &subs[i], NULL));
+    for (int i = 0; i < 2; ++i) {
+      CHECK(ncclCommSplit(comms[i], colors[i], -(2 * rank + i), &subs[i], NULL));
+      CHECK(ncclCommSplit(comms[i], 0, 2 * rank + i, &dups[i], NULL));
+    }
     CHECK(ncclGroupEnd());
   } else {
     for (int i = 0; i < 2; ++i) {
       const ncclResult_t r = ncclCommSplit(comms[i], colors[i], -(2 * rank + i), &subs[i], NULL);
       if (r != ncclSuccess && r != ncclInProgress) FAIL("split %d returned %d: %s", i, r, ncclGetLastError(comms[i]));
+      if (i == 0 && total > 1) {
+        /* this thread's other rank has not split yet, so the agreement cannot be done: both
+         * communicators say so, and the new one cannot be used yet */
+        ncclResult_t state = ncclSuccess;
+        CHECK(ncclCommGetAsyncError(comms[0], &state));
+        if (state != ncclInProgress) FAIL("the parent says %d during its split, want ncclInProgress", state);
+        if (subs[0]) {
+          int count = -1;
+          EXPECT_ERROR(ncclCommCount(subs[0], &count), ncclInvalidArgument, "still being made");
+          CHECK(ncclCommGetAsyncError(subs[0], &state));
+          if (state != ncclInProgress) FAIL("the new communicator says %d before its split agreed", state);
+        }
+      }
     }
     for (int i = 0; i < 2; ++i) {
       waitReady(comms[i]);
       if (subs[i]) waitReady(subs[i]);
     }
+    /* non-blocking splits inside a group: ncclGroupEnd returns ncclInProgress or success */
+    CHECK(ncclGroupStart());
+    for (int i = 0; i < 2; ++i) CHECK(ncclCommSplit(comms[i], 0, 2 * rank + i, &dups[i], NULL));
+    const ncclResult_t r = ncclGroupEnd();
+    if (r != ncclSuccess && r != ncclInProgress) FAIL("the group of splits returned %d: %s", r, ncclGetLastError(NULL));
+    for (int i = 0; i < 2; ++i) waitReady(dups[i]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    int count = -1, me = -1;
+    CHECK(ncclCommCount(dups[i], &count));
+    CHECK(ncclCommUserRank(dups[i], &me));
+    if (count != total || me != 2 * rank + i) FAIL("duplicate of rank %d: count %d rank %d", 2 * rank + i, count, me);
+    CHECK(ncclCommDestroy(dups[i]));
   }
   double x[2] = {0, 0};
   CHECK(ncclGroupStart());
@@ -66,11 +99,10 @@ static void splitBoth(ncclComm_t* comms, int total, int blocking) {
       if (subs[i]) FAIL("rank %d passed NCCL_SPLIT_NOCOLOR but got a communicator", g);
       continue;
     }
-    int members = 0, sum = 0, below = 0;
+    int members = 0, below = 0;
     for (int h = 0; h < total; ++h)
       if (h % 3 != 2 && h % 2 == colors[i]) {
         ++members;
-        sum += h;
         below += h > g;  /* key -h: the larger global ranks come first */
       }
     int count = -1, me = -1;
@@ -79,7 +111,6 @@ static void splitBoth(ncclComm_t* comms, int total, int blocking) {
     if (count != members || me != below) FAIL("split of rank %d: count %d rank %d, want %d and %d", g, count, me, members, below);
     x[i] = g;
     CHECK(ncclAllReduce(&x[i], &x[i], 1, ncclFloat64, ncclSum, subs[i], NULL));
-    (void)sum;
   }
   const ncclResult_t r = ncclGroupEnd();
   if (r != ncclSuccess && !(r == ncclInProgress && !blocking)) FAIL("all_reduce group on the splits returned %d", r);

@@ -66,8 +66,10 @@ void Background::start(const std::vector<ncclComm*>& members, std::function<void
 }
 
 void Background::abortMembers(const ncclComm* caller, const std::string& reason) {
-  aborted_ = true;
   std::lock_guard<std::mutex> lock(mu_);
+  // A follower (runInBackground) aborting does not end the call it waits for.
+  if (std::find(members_.begin(), members_.end(), caller) == members_.end()) return;
+  aborted_ = true;
   for (ncclComm* c : members_)
     if (c != caller) c->poison(reason);
 }
@@ -131,6 +133,9 @@ void ncclComm::connectOnThread(std::function<void()> run) {
     asyncError_ = ncclInProgress;
   }
   std::lock_guard<std::mutex> lock(connectingMu_);
+  // Aborted before its join started (a split's new communicator, started by the split's
+  // background): nothing to join; abort() set aborted_ before it joined what had started.
+  if (aborted_) return;
   connecting_ = std::thread([this, run = std::move(run)] {
     forestcc::nccl::connectingHere = this;
     run();

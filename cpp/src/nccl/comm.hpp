@@ -59,9 +59,11 @@ struct ncclComm {
   ~ncclComm();
 
   // Set when it is made; a split made in a group or in the background has -1 and 0 until its
-  // agreement placed it, before its state leaves ncclInProgress (init.cpp, joinSplit).
-  int rank;
-  int size;
+  // agreement placed it, before its state leaves ncclInProgress (init.cpp, joinSplit). Atomic:
+  // the split's thread sets them while the program may ask (ncclCommCount refuses until then).
+  std::atomic<int> rank;
+  std::atomic<int> size;
+  bool pending() const { return size.load() <= 0; }
   const forestcc::nccl::CommConfig config;
 
   // Joins the job: runs `connect` now (blocking config) or on a thread (non-blocking: the caller

@@ -29,6 +29,7 @@ struct GroupState {
   std::string failure;  // the first call of the group that was refused: the group runs nothing
   std::vector<ncclComm*> inits;  // communicators whose init waits for the group's end
   struct Task {
+    ncclComm* parent;
     ncclComm* made;
     std::function<ncclResult_t()> run;
   };
@@ -46,19 +47,34 @@ ncclResult_t startDeferredInits() {
   for (ncclComm* c : inits) c->startDeferred();
   ncclResult_t result = ncclSuccess;
   bool inProgress = false;
+  // One thread per parent communicator, its tasks in call order (two splits of one parent use its
+  // bootstrap one after the other, as every rank does); the parents' threads at once.
+  std::vector<ncclComm*> parents;
+  for (const GroupState::Task& t : tasks)
+    if (std::find(parents.begin(), parents.end(), t.parent) == parents.end()) parents.push_back(t.parent);
   std::vector<ncclResult_t> done(tasks.size(), ncclSuccess);
   auto runTask = [&](size_t i) {
     ncclComm* made = tasks[i].made;
     done[i] = guarded(made, "ncclGroupEnd", [&] { return tasks[i].run(); });
     if (made && done[i] != ncclSuccess && done[i] != ncclInProgress) made->noteError(done[i], made->lastError(), true);
   };
+  auto runParent = [&](ncclComm* parent) {
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].parent == parent) runTask(i);
+  };
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    try {
-      threads.emplace_back(runTask, i);
-    } catch (const std::system_error&) {
-      runTask(i);  // no thread to spare: here (it may then wait for a task not started yet)
-    }
+  threads.reserve(parents.size());
+  size_t started = 0;
+  try {
+    for (; started < parents.size(); ++started) threads.emplace_back(runParent, parents[started]);
+  } catch (const std::system_error& e) {
+    // No thread for the rest: they fail now rather than wait for peers that may be this thread's.
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (std::find(parents.begin() + started, parents.end(), tasks[i].parent) != parents.end()) {
+        done[i] = ncclSystemError;
+        if (tasks[i].made)
+          tasks[i].made->noteError(ncclSystemError, std::string("ncclGroupEnd: could not start a thread: ") + e.what(), true);
+      }
   }
   for (auto& t : threads) t.join();
   for (ncclResult_t r : done) {
@@ -178,12 +194,14 @@ ncclResult_t launch(std::vector<Operation> ops, const char* call) {
 
 }  // namespace
 
-ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* call, std::function<void()> work) {
+ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* call, std::function<void()> work,
+                             const std::vector<ncclComm*>& followers) {
   // The previous call of these communicators ends first (NCCL asks callers to poll it to the end
   // before the next call; one who does not gets this call after it, not beside it).
   for (ncclComm* c : comms) c->waitForBackground();
   auto background = std::make_shared<Background>();
   for (ncclComm* c : comms) c->setBackground(background);
+  for (ncclComm* c : followers) c->setBackground(background);
   // Every failure stays, refused arguments found while running included (a point-to-point size
   // mismatch): ncclCommGetAsyncError is where a non-blocking call's result is read, and a state
   // that went back to ncclSuccess would read as a call that worked. (Arguments the call checks
@@ -195,10 +213,7 @@ ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* ca
     try {
       work();
     } catch (const std::exception& e) {
-      ncclResult_t result = ncclInternalError;
-      if (auto* n = dynamic_cast<const NcclError*>(&e)) result = n->result();
-      if (auto* f = dynamic_cast<const Error*>(&e)) result = resultOf(f->code());
-      note(result, e.what());
+      note(resultOf(e), e.what());
     } catch (...) {
       note(ncclInternalError, "failed with an exception that is not a std::exception");
     }
@@ -210,7 +225,9 @@ bool insideGroup() { return group.depth > 0; }
 
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
 
-void deferTask(ncclComm* made, std::function<ncclResult_t()> task) { group.tasks.push_back({made, std::move(task)}); }
+void deferTask(ncclComm* parent, ncclComm* made, std::function<ncclResult_t()> task) {
+  group.tasks.push_back({parent, made, std::move(task)});
+}
 
 ncclResult_t submit(Operation op, const char* call) {
   try {

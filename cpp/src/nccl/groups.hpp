@@ -13,16 +13,20 @@ namespace forestcc::nccl {
 bool insideGroup();
 // Keeps `comm` (made with ncclComm::defer) for the outermost ncclGroupEnd of this thread.
 void deferInit(ncclComm* comm);
-// Keeps `task` for the outermost ncclGroupEnd of this thread, which runs every task of the group
-// at once, each on a thread (a split's agreement waits for the other ranks' splits, which may be
-// this thread's too), and waits for them: their first failure is the group's. `made` (may be
-// null) is the communicator the task makes: a failure of the task is its state too.
-void deferTask(ncclComm* made, std::function<ncclResult_t()> task);
+// Keeps `task` (a split's agreement and join, on `parent`) for the outermost ncclGroupEnd of this
+// thread, which runs the tasks of each parent in call order on a thread of their own, the parents
+// at once (a split's agreement waits for the other ranks' splits, which may be this thread's
+// too), and waits for them: their first failure is the group's. `made` (may be null) is the
+// communicator the task makes: a failure of the task is its state too.
+void deferTask(ncclComm* parent, ncclComm* made, std::function<ncclResult_t()> task);
 
 // A call of non-blocking communicators: runs `work` on a Background after their previous one
 // ended and returns ncclInProgress; ncclCommGetAsyncError of each says ncclInProgress until it
 // ended, then its failure (named by `call`, a string literal), which stays (as NCCL's
-// asynchronous errors do).
-ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* call, std::function<void()> work);
+// asynchronous errors do). `followers` wait for it too (their calls, ncclCommGetAsyncError and
+// destruction) without being its members: no failure of it is theirs, and their ncclCommAbort
+// does not end it (a split's new communicator, which the work makes).
+ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* call, std::function<void()> work,
+                             const std::vector<ncclComm*>& followers = {});
 
 }  // namespace forestcc::nccl

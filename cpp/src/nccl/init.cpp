@@ -224,7 +224,7 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
     const bool colored = color != NCCL_SPLIT_NOCOLOR;
     if (forestcc::nccl::insideGroup()) {
       ncclComm* made = colored ? pendingSplit(comm, cfg) : nullptr;
-      forestcc::nccl::deferTask(made, [comm, color, key, tag, made]() -> ncclResult_t {
+      forestcc::nccl::deferTask(comm, made, [comm, color, key, tag, made]() -> ncclResult_t {
         SplitPlace place;
         return agreeOnSplit(comm, color, key, tag, place) ? joinSplit(made, place) : ncclSuccess;
       });
@@ -232,17 +232,32 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
       return ncclSuccess;
     }
     if (!comm->config.blocking && !cfg.blocking) {
+      // The new communicator follows the parent's background call: it is in progress (and cannot
+      // be freed) until the agreement is done, but its abort does not end it, and only its own
+      // failures are its state.
       std::unique_ptr<ncclComm> made(colored ? pendingSplit(comm, cfg) : nullptr);
-      std::vector<ncclComm*> comms{comm};
-      if (made) comms.push_back(made.get());
       ncclComm* child = made.get();
-      const ncclResult_t r = forestcc::nccl::runInBackground(comms, "ncclCommSplit", [comm, color, key, tag, child] {
-        SplitPlace place;
-        if (!agreeOnSplit(comm, color, key, tag, place)) return;
-        const ncclResult_t joined = joinSplit(child, place);  // non-blocking: on its own thread
-        if (joined != ncclSuccess && joined != ncclInProgress)
-          throw forestcc::nccl::NcclError(joined, "the new communicator could not start joining");
-      });
+      std::vector<ncclComm*> followers;
+      if (child) followers.push_back(child);
+      const ncclResult_t r = forestcc::nccl::runInBackground(
+          {comm}, "ncclCommSplit",
+          [comm, color, key, tag, child] {
+            SplitPlace place;
+            bool placed = false;
+            try {
+              placed = agreeOnSplit(comm, color, key, tag, place);
+            } catch (const std::exception& e) {
+              if (child) child->noteError(forestcc::nccl::resultOf(e), std::string("ncclCommSplit: ") + e.what(), true);
+              throw;
+            }
+            if (!placed) return;
+            try {
+              joinSplit(child, place);  // non-blocking: joins on its own thread
+            } catch (const std::exception& e) {  // its thread could not start: its failure, not the parent's
+              child->noteError(forestcc::nccl::resultOf(e), std::string("ncclCommSplit: ") + e.what(), true);
+            }
+          },
+          followers);
       *newcomm = made.release();
       return r;
     }

@@ -27,6 +27,12 @@ ncclResult_t resultOf(ErrorCode code) {
   return ncclInternalError;
 }
 
+ncclResult_t resultOf(const std::exception& e) {
+  if (auto* n = dynamic_cast<const NcclError*>(&e)) return n->result();
+  if (auto* f = dynamic_cast<const Error*>(&e)) return resultOf(f->code());
+  return ncclInternalError;
+}
+
 ncclResult_t record(ncclComm_t comm, ncclResult_t result, const char* call, const std::string& message,
                     bool sticky) {
   const std::string text = std::string(call) + ": " + message;

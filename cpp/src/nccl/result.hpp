@@ -23,11 +23,17 @@ class NcclError : public std::runtime_error {
 };
 
 [[noreturn]] inline void refuse(const std::string& message) { throw NcclError(ncclInvalidUsage, message); }
+// Why a call on a split's new communicator is refused before the split placed it.
+constexpr const char* kStillSplitting =
+    "the communicator is still being made (its ncclCommSplit has not placed it yet): poll ncclCommGetAsyncError "
+    "until it says ncclSuccess";
 [[noreturn]] inline void badArgument(const std::string& message) {
   throw NcclError(ncclInvalidArgument, message);
 }
 
 ncclResult_t resultOf(ErrorCode code);
+// The NCCL code of whatever a call threw: an NcclError's own, a forestcc::Error's code, else internal.
+ncclResult_t resultOf(const std::exception& e);
 
 // Records `message` as the last error (of the process, and of `comm` when given) and returns
 // `result`. Failures of communication (not argument checks) also become the comm's async error.
