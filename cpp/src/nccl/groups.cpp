@@ -62,6 +62,51 @@ ncclResult_t startDeferredInits() {
     for (size_t i = 0; i < tasks.size(); ++i)
       if (tasks[i].parent == parent) runTask(i);
   };
+  // A non-blocking parent whose splits all make non-blocking communicators runs them in the
+  // background (runInBackground, the new ones following it), so ncclGroupEnd need not wait for
+  // the other ranks: it returns ncclInProgress.
+  std::vector<ncclComm*> waited;
+  for (ncclComm* parent : parents) {
+    std::vector<GroupState::Task> mine;
+    std::vector<ncclComm*> made;
+    bool nonBlocking = !parent->config.blocking;
+    for (const GroupState::Task& t : tasks)
+      if (t.parent == parent) {
+        mine.push_back(t);
+        if (t.made) {
+          made.push_back(t.made);
+          nonBlocking = nonBlocking && !t.made->config.blocking;
+        }
+      }
+    if (!nonBlocking) {
+      waited.push_back(parent);
+      continue;
+    }
+    try {
+      runInBackground({parent}, "ncclGroupEnd", [mine] {
+        ncclResult_t first = ncclSuccess;
+        std::string why;
+        for (const GroupState::Task& t : mine) {
+          try {
+            t.run();  // ncclInProgress: the new communicator joins on its own thread
+          } catch (const std::exception& e) {
+            const ncclResult_t r = resultOf(e);
+            if (t.made) t.made->noteError(r, std::string("ncclGroupEnd: ") + e.what(), true);
+            if (first == ncclSuccess) first = r, why = e.what();
+          }
+        }
+        if (first != ncclSuccess) throw NcclError(first, why);
+      }, made);
+      inProgress = true;
+    } catch (const std::exception& e) {
+      for (size_t i = 0; i < tasks.size(); ++i)
+        if (tasks[i].parent == parent) {
+          done[i] = resultOf(e);
+          if (tasks[i].made) tasks[i].made->noteError(done[i], std::string("ncclGroupEnd: ") + e.what(), true);
+        }
+    }
+  }
+  parents.swap(waited);
   std::vector<std::thread> threads;
   threads.reserve(parents.size());
   size_t started = 0;

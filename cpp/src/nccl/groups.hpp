@@ -16,8 +16,10 @@ void deferInit(ncclComm* comm);
 // Keeps `task` (a split's agreement and join, on `parent`) for the outermost ncclGroupEnd of this
 // thread, which runs the tasks of each parent in call order on a thread of their own, the parents
 // at once (a split's agreement waits for the other ranks' splits, which may be this thread's
-// too), and waits for them: their first failure is the group's. `made` (may be null) is the
-// communicator the task makes: a failure of the task is its state too.
+// too), and waits for them: their first failure is the group's. A non-blocking parent whose
+// tasks make only non-blocking communicators runs them in the background instead (ncclGroupEnd
+// then says ncclInProgress). `made` (may be null) is the communicator the task makes: a failure
+// of the task is its state too.
 void deferTask(ncclComm* parent, ncclComm* made, std::function<ncclResult_t()> task);
 
 // A call of non-blocking communicators: runs `work` on a Background after their previous one
