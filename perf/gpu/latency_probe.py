@@ -1,9 +1,10 @@
 """Where a small GPU collective's time goes: host enqueue vs the GPU, per call.
 
-    forestcc-run -n 4 python3 perf/gpu/latency_probe.py [--json out.json] [--iters 200]
+    forestcc-run -n 4 python3 perf/gpu/latency_probe.py [--json out.json] [--iters 200] [--algo A]
 
 For all_reduce, all_gather and all_to_all of float32 PyTorch CUDA tensors (forestcc.cuda.empty),
-algo="auto", out of place, at a few small sizes, rank 0 prints per call (mean over ranks):
+algo="auto" (or --algo, e.g. eager: FORESTCC_PACKETS=on/off compares packets with signals), out
+of place, at a few small sizes, rank 0 prints per call (mean over ranks):
   eager_us   CUDA events around a loop of calls on one stream (what gpu_bench.py reports)
   host_us    host time to enqueue one call (perf_counter around the same loop, before syncing)
   graph_us   the same calls captured once into a CUDA graph and replayed: the GPU's time alone,
@@ -28,6 +29,7 @@ def main() -> int:
     parser.add_argument("--graph-calls", type=int, default=20, help="calls captured in one graph")
     parser.add_argument("--json", help="write the results here (rank 0)")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="comma-separated")
+    parser.add_argument("--algo", default="auto", help="algorithm of every call (auto)")
     args = parser.parse_args()
 
     import numpy as np
@@ -51,6 +53,7 @@ def main() -> int:
     stream = torch.cuda.Stream()
 
     def call(collective, x, out, **kw):
+        kw["algo"] = args.algo
         if collective == "all_reduce":
             comm.all_reduce(x, out=out, **kw)
         elif collective == "all_gather":
@@ -144,7 +147,7 @@ def main() -> int:
             rows.append({"collective": collective, "size": size, "eager_us": mean[0], "host_us": mean[1],
                          "graph_us": mean[2], "numpy_us": mean[3]})
     if rank == 0:
-        print(f"# latency probe: {n} processes on one GPU, float32, out of place, algo auto")
+        print(f"# latency probe: {n} processes on one GPU, float32, out of place, algo {args.algo}")
         print(f"{'collective':>12} {'bytes':>8} {'eager_us':>9} {'host_us':>9} {'graph_us':>9} {'numpy_us':>9}")
         for r in rows:
             print(f"{r['collective']:>12} {r['size']:>8} {r['eager_us']:9.2f} {r['host_us']:9.2f} "
