@@ -37,6 +37,13 @@ struct GroupState {
 };
 thread_local GroupState group;
 
+// One deferred task: its result, a failure of it also its new communicator's state.
+ncclResult_t runDeferredTask(const GroupState::Task& t) {
+  const ncclResult_t r = guarded(t.made, "ncclGroupEnd", [&] { return t.run(); });
+  if (t.made && r != ncclSuccess && r != ncclInProgress) t.made->noteError(r, t.made->lastError(), true);
+  return r;
+}
+
 // The group's deferred inits, all at once (each waits for the others' ranks): the first failure
 // of a blocking one, or ncclInProgress when a non-blocking one is still connecting.
 ncclResult_t startDeferredInits() {
@@ -53,11 +60,7 @@ ncclResult_t startDeferredInits() {
   for (const GroupState::Task& t : tasks)
     if (std::find(parents.begin(), parents.end(), t.parent) == parents.end()) parents.push_back(t.parent);
   std::vector<ncclResult_t> done(tasks.size(), ncclSuccess);
-  auto runTask = [&](size_t i) {
-    ncclComm* made = tasks[i].made;
-    done[i] = guarded(made, "ncclGroupEnd", [&] { return tasks[i].run(); });
-    if (made && done[i] != ncclSuccess && done[i] != ncclInProgress) made->noteError(done[i], made->lastError(), true);
-  };
+  auto runTask = [&](size_t i) { done[i] = runDeferredTask(tasks[i]); };
   auto runParent = [&](ncclComm* parent) {
     for (size_t i = 0; i < tasks.size(); ++i)
       if (tasks[i].parent == parent) runTask(i);
@@ -87,13 +90,8 @@ ncclResult_t startDeferredInits() {
         ncclResult_t first = ncclSuccess;
         std::string why;
         for (const GroupState::Task& t : mine) {
-          try {
-            t.run();  // ncclInProgress: the new communicator joins on its own thread
-          } catch (const std::exception& e) {
-            const ncclResult_t r = resultOf(e);
-            if (t.made) t.made->noteError(r, std::string("ncclGroupEnd: ") + e.what(), true);
-            if (first == ncclSuccess) first = r, why = e.what();
-          }
+          const ncclResult_t r = runDeferredTask(t);  // ncclInProgress: the new one joins on its thread
+          if (r != ncclSuccess && r != ncclInProgress && first == ncclSuccess) first = r, why = ncclGetLastError(t.made);
         }
         if (first != ncclSuccess) throw NcclError(first, why);
       }, made);

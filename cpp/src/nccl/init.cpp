@@ -47,19 +47,28 @@ forestcc::UniqueId toForestcc(const ncclUniqueId& id) {
   return forestcc::UniqueId::fromBytes(std::string(id.internal, sizeof id.internal));
 }
 
-ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank, const CommConfig& config,
-                      int device) {
+std::unique_ptr<ncclComm> makeComm(int rank, int nranks, const CommConfig& config, int device) {
   forestcc::nccl::cuda::lookForTheDriver();  // CUDA loaded since the last init: GPU pointers are seen
   auto comm = std::make_unique<ncclComm>(rank, nranks, config);
   comm->device = device;
   // The GPU kernels loaded now, not at the first launch: that load waits for the context's queued
   // work, which may be a stream the program holds until this rank's call returns (async-error).
   if (device >= 0 && forestcc::nccl::cuda::runtimeCanStart()) forestcc::cudaLoadKernels(device);
-  auto connect = [nranks, id, rank](ncclComm& c) {
+  return comm;
+}
+
+std::function<void(ncclComm&)> joiner(const forestcc::UniqueId& id, int rank, int nranks) {
+  return [nranks, id, rank](ncclComm& c) {
     auto bootstrap = std::make_unique<forestcc::Bootstrap>(rank, nranks, id, forestcc::config::timeoutSeconds(), -1, 0,
                                                            c.connectCancel());
     c.attach(std::make_shared<forestcc::Communicator>(std::move(bootstrap)));
   };
+}
+
+ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank, const CommConfig& config,
+                      int device) {
+  std::unique_ptr<ncclComm> comm = makeComm(rank, nranks, config, device);
+  const std::function<void(ncclComm&)> connect = joiner(id, rank, nranks);
   if (forestcc::nccl::insideGroup()) {
     // NCCL's single-thread multi-rank init: the ranks of this thread join at ncclGroupEnd, together.
     comm->defer(connect);
@@ -184,11 +193,8 @@ bool agreeOnSplit(ncclComm* parent, int color, int key, uint64_t tag, SplitPlace
 // The new communicator of a split whose agreement runs later (ncclGroupEnd, or in the background):
 // made now, so the caller holds it, and shaped by the agreement before it joins.
 ncclComm* pendingSplit(ncclComm* parent, const forestcc::nccl::CommConfig& cfg) {
-  forestcc::nccl::cuda::lookForTheDriver();
-  auto comm = std::make_unique<ncclComm>(-1, 0, cfg);
-  comm->device = parent->device;
+  std::unique_ptr<ncclComm> comm = forestcc::nccl::makeComm(-1, 0, cfg, parent->device);
   comm->markPending();
-  if (comm->device >= 0 && forestcc::nccl::cuda::runtimeCanStart()) forestcc::cudaLoadKernels(comm->device);
   return comm.release();
 }
 
@@ -197,11 +203,7 @@ ncclComm* pendingSplit(ncclComm* parent, const forestcc::nccl::CommConfig& cfg) 
 ncclResult_t joinSplit(ncclComm* comm, const SplitPlace& place) {
   comm->rank = place.rank;
   comm->size = place.size;
-  return comm->start([place](ncclComm& c) {
-    auto bootstrap = std::make_unique<forestcc::Bootstrap>(place.rank, place.size, place.id,
-                                                           forestcc::config::timeoutSeconds(), -1, 0, c.connectCancel());
-    c.attach(std::make_shared<forestcc::Communicator>(std::move(bootstrap)));
-  });
+  return comm->start(forestcc::nccl::joiner(place.id, place.rank, place.size));
 }
 
 }  // namespace
