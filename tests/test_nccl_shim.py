@@ -252,14 +252,17 @@ def test_abort_ends_a_non_blocking_init_whose_peers_never_come(programs, tmp_pat
 
 
 @pytest.mark.parametrize("n", [1, 3, 4])
-@pytest.mark.parametrize("mode", ["blocking", "nonblocking", "split", "splitnonblocking"])
+@pytest.mark.parametrize("mode", ["blocking", "nonblocking", "split", "splitnonblocking", "shrink",
+                                  "shrinknonblocking", "grow", "grownonblocking"])
 def test_several_ranks_initialised_from_one_thread_in_a_group(programs, tmp_path, mode, n,
                                                             no_new_shm):
     # each process makes two ranks of one communicator between ncclGroupStart and ncclGroupEnd
     # (they join at ncclGroupEnd: done one after the other, the first would wait for the second);
     # the split modes then split both ranks from that one thread, in a group (blocking) or one
     # after the other with non-blocking configs (each split returns before the other is called:
-    # its agreement runs at ncclGroupEnd, or in the background)
+    # its agreement runs at ncclGroupEnd, or in the background); the shrink and grow modes do the
+    # same with ncclCommShrink (the last rank excluded) and ncclCommGrow (one new rank per process,
+    # made by the same thread)
     p = run_check(programs, tmp_path, n, mode, program="group_init_check", FORESTCC_TIMEOUT="30")
     assert_ok(p, mode, n)
 

@@ -115,9 +115,9 @@ void ncclComm::poison(const std::string& reason) {
   if (attached_) communicator_->abort(reason);
 }
 
-std::function<void()> ncclComm::connector(std::function<void(ncclComm&)> connect) {
-  return [this, connect] {
-    ncclResult_t result = forestcc::nccl::guarded(this, "ncclCommInitRank", [&] {
+std::function<void()> ncclComm::connector(std::function<void(ncclComm&)> connect, const char* call) {
+  return [this, connect, call] {
+    ncclResult_t result = forestcc::nccl::guarded(this, call, [&] {
       connect(*this);
       forestcc::nccl::pairWithFallback(*this);
       return ncclSuccess;
@@ -148,18 +148,18 @@ void ncclComm::joinConnecting() {
   if (connecting_.joinable()) connecting_.join();
 }
 
-ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect) {
+ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect, const char* call) {
   if (config.blocking) {
-    connector(std::move(connect))();
+    connector(std::move(connect), call)();
     std::lock_guard<std::mutex> lock(mu_);
     return asyncError_;
   }
-  connectOnThread(connector(std::move(connect)));
+  connectOnThread(connector(std::move(connect), call));
   return ncclInProgress;
 }
 
-void ncclComm::defer(std::function<void(ncclComm&)> connect) {
-  deferred_ = connector(std::move(connect));
+void ncclComm::defer(std::function<void(ncclComm&)> connect, const char* call) {
+  deferred_ = connector(std::move(connect), call);
   std::lock_guard<std::mutex> lock(mu_);
   asyncError_ = ncclInProgress;
 }

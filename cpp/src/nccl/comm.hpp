@@ -58,21 +58,23 @@ struct ncclComm {
   ncclComm(int rank, int size, forestcc::nccl::CommConfig config);
   ~ncclComm();
 
-  // Set when it is made; a split made in a group or in the background has -1 and 0 until its
-  // agreement placed it, before its state leaves ncclInProgress (init.cpp, joinSplit). Atomic:
-  // the split's thread sets them while the program may ask (ncclCommCount refuses until then).
+  // Set when it is made; a split's, shrink's or grow's made in a group or in the background has
+  // -1 and 0 until its agreement placed it, before its state leaves ncclInProgress
+  // (from_parent.cpp). Atomic: the agreement's thread sets them while the program may ask
+  // (ncclCommCount refuses until then).
   std::atomic<int> rank;
   std::atomic<int> size;
   bool pending() const { return size.load() <= 0; }
   const forestcc::nccl::CommConfig config;
 
   // Joins the job: runs `connect` now (blocking config) or on a thread (non-blocking: the caller
-  // polls ncclCommGetAsyncError, which says ncclInProgress until it is done).
-  ncclResult_t start(std::function<void(ncclComm&)> connect);
+  // polls ncclCommGetAsyncError, which says ncclInProgress until it is done). `call` (a string
+  // literal) names the call that made it in a failure's message.
+  ncclResult_t start(std::function<void(ncclComm&)> connect, const char* call = "ncclCommInitRank");
   // An init inside ncclGroupStart/End (NCCL's single-thread multi-rank init): `connect` waits
   // for ncclGroupEnd, which starts every deferred init of the group at once (startDeferred) and
   // waits for those of blocking configs (finishStart, their result).
-  void defer(std::function<void(ncclComm&)> connect);
+  void defer(std::function<void(ncclComm&)> connect, const char* call = "ncclCommInitRank");
   // Its state is ncclInProgress until start() (a split waiting for its agreement).
   void markPending();
   void startDeferred();
@@ -162,7 +164,8 @@ struct ncclComm {
   // Joins the connecting thread; safe from several threads at once (a Use on a group's thread and
   // ncclCommAbort on the user's), a no-op on that thread itself.
   void joinConnecting();
-  std::function<void()> connector(std::function<void(ncclComm&)> connect);  // runs it, records the result
+  // Runs `connect`, records the result (named by `call`).
+  std::function<void()> connector(std::function<void(ncclComm&)> connect, const char* call);
   void connectOnThread(std::function<void()> run);
 
   std::function<void()> deferred_;  // a deferred init's connector, until ncclGroupEnd

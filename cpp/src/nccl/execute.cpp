@@ -151,7 +151,7 @@ int checkOperation(const Operation& op, const char* call) {
   if (!op.comm) badArgument("comm is NULL");
   // Refused by the call itself, also where it would run in the background (non-blocking config).
   if (op.comm->finalized()) refuse("the communicator was finalized (ncclCommFinalize)");
-  if (op.comm->pending()) badArgument(kStillSplitting);
+  if (op.comm->pending()) badArgument(kStillBeingMade);
   const TypeInfo info = typeInfo(op.type, call);
   (void)info;
   const int n = op.comm->size;

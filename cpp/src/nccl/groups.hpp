@@ -13,10 +13,10 @@ namespace forestcc::nccl {
 bool insideGroup();
 // Keeps `comm` (made with ncclComm::defer) for the outermost ncclGroupEnd of this thread.
 void deferInit(ncclComm* comm);
-// Keeps `task` (a split's agreement and join, on `parent`) for the outermost ncclGroupEnd of this
-// thread, which runs the tasks of each parent in call order on a thread of their own, the parents
-// at once (a split's agreement waits for the other ranks' splits, which may be this thread's
-// too), and waits for them: their first failure is the group's. A non-blocking parent whose
+// Keeps `task` (the agreement and join of a split, shrink or grow on `parent`: from_parent.hpp)
+// for the outermost ncclGroupEnd of this thread, which runs the tasks of each parent in call order
+// on a thread of their own, the parents at once (an agreement waits for the other ranks' calls,
+// which may be this thread's too), and waits for them: their first failure is the group's. A non-blocking parent whose
 // tasks make only non-blocking communicators runs them in the background instead (ncclGroupEnd
 // then says ncclInProgress). `made` (may be null) is the communicator the task makes: a failure
 // of the task is its state too.

@@ -8,6 +8,7 @@
 //   2. the coordinator answers each new rank's connection on the invitation with that id
 //      (answerInvitation), and every rank, old and new, joins it.
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "forestcc/config.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/cuda_driver.hpp"
+#include "nccl/from_parent.hpp"
+#include "nccl/groups.hpp"
 #include "nccl/init.hpp"
 #include "nccl/result.hpp"
 
@@ -111,10 +114,23 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
       if (!newcomm) badArgument("newcomm is NULL");
       if (!uniqueId) badArgument("uniqueId is NULL: a new rank (comm NULL) passes the id of ncclCommGetUniqueId");
       forestcc::nccl::checkRanks(nRanks, rank);
-      const forestcc::UniqueId job =
-          forestcc::acceptInvitation(forestcc::nccl::toForestcc(*uniqueId), rank, nRanks, timeout);
-      return forestcc::nccl::initRank(newcomm, nRanks, job, rank, forestcc::nccl::readConfig(config),
-                                      forestcc::nccl::cuda::currentDevice());
+      const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config);
+      const forestcc::UniqueId invitation = forestcc::nccl::toForestcc(*uniqueId);
+      const int device = forestcc::nccl::cuda::currentDevice();
+      if (cfg.blocking && !forestcc::nccl::insideGroup()) {
+        // Asked before the communicator is made, so a refusal ("may ask again") leaves nothing.
+        const forestcc::UniqueId job = forestcc::acceptInvitation(invitation, rank, nRanks, timeout);
+        return forestcc::nccl::initRank(newcomm, nRanks, job, rank, cfg, device, "ncclCommGrow");
+      }
+      // Non-blocking or inside a group: the question waits for the existing ranks' grow, so it is
+      // asked where the communicator joins (its thread, or at ncclGroupEnd beside their grow).
+      return forestcc::nccl::initWith(
+          newcomm, nRanks, rank, cfg, device,
+          [invitation, rank, nRanks, timeout](ncclComm& c) {
+            const forestcc::UniqueId job = forestcc::acceptInvitation(invitation, rank, nRanks, timeout);
+            forestcc::nccl::joiner(job, rank, nRanks)(c);
+          },
+          "ncclCommGrow");
     }
     ncclComm::Use use(comm, "ncclCommGrow");
     // This rank's own argument errors are told to the others at the all-gather, then raised.
@@ -136,18 +152,29 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
     } catch (const forestcc::nccl::NcclError& e) {
       refusal = e.what();
     }
-    int coordinator = -1;
-    const forestcc::UniqueId job = agreeOnGrow(*comm, nRanks, uniqueId != nullptr, refusal, coordinator);
-    if (coordinator == comm->rank) {
-      const forestcc::UniqueId invitation = *comm->growInvitation;
-      comm->growInvitation.reset();  // an invitation is answered once
-      try {
-        forestcc::answerInvitation(invitation, job, comm->size, nRanks, timeout);  // takes its socket
-      } catch (...) {
-        if (comm->rank == 0) forestcc::releaseUniqueId(job);  // never joined here
-        throw;
-      }
-    }
-    return forestcc::nccl::initRank(newcomm, nRanks, job, comm->rank, cfg, comm->device);
+    const bool passesId = uniqueId != nullptr;
+    // A refusal makes no communicator (its config is the default, blocking).
+    return forestcc::nccl::makeFromParent(
+        comm, "ncclCommGrow", cfg, refusal.empty(),
+        [comm, nRanks, passesId, refusal, timeout]() -> std::optional<forestcc::nccl::Place> {
+          ncclComm::Use use(comm, "ncclCommGrow");
+          forestcc::nccl::Place place;
+          place.rank = comm->rank;
+          place.size = nRanks;
+          int coordinator = -1;
+          place.id = agreeOnGrow(*comm, nRanks, passesId, refusal, coordinator);
+          if (coordinator == comm->rank) {
+            const forestcc::UniqueId invitation = *comm->growInvitation;
+            comm->growInvitation.reset();  // an invitation is answered once
+            try {
+              forestcc::answerInvitation(invitation, place.id, comm->size, nRanks, timeout);  // takes its socket
+            } catch (...) {
+              if (comm->rank == 0) forestcc::releaseUniqueId(place.id);  // never joined here
+              throw;
+            }
+          }
+          return place;
+        },
+        newcomm);
   });
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "forestcc/cuda.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/cuda_driver.hpp"
+#include "nccl/from_parent.hpp"
 #include "nccl/groups.hpp"
 #include "nccl/init.hpp"
 #include "nccl/result.hpp"
@@ -66,17 +68,21 @@ std::function<void(ncclComm&)> joiner(const forestcc::UniqueId& id, int rank, in
 }
 
 ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank, const CommConfig& config,
-                      int device) {
+                      int device, const char* call) {
+  return initWith(out, nranks, rank, config, device, joiner(id, rank, nranks), call);
+}
+
+ncclResult_t initWith(ncclComm_t* out, int nranks, int rank, const CommConfig& config, int device,
+                      std::function<void(ncclComm&)> connect, const char* call) {
   std::unique_ptr<ncclComm> comm = makeComm(rank, nranks, config, device);
-  const std::function<void(ncclComm&)> connect = joiner(id, rank, nranks);
   if (forestcc::nccl::insideGroup()) {
     // NCCL's single-thread multi-rank init: the ranks of this thread join at ncclGroupEnd, together.
-    comm->defer(connect);
+    comm->defer(std::move(connect), call);
     *out = comm.release();
     forestcc::nccl::deferInit(*out);
     return ncclSuccess;
   }
-  const ncclResult_t result = comm->start(connect);
+  const ncclResult_t result = comm->start(std::move(connect), call);
   if (result != ncclSuccess && result != ncclInProgress) return result;  // the error is recorded
   *out = comm.release();
   return result;
@@ -154,22 +160,15 @@ extern "C" ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
 
 namespace {
 
-// Where a rank lands in a split: its new rank and size, and the new communicator's id.
-struct SplitPlace {
-  int rank = -1;
-  int size = 0;
-  forestcc::UniqueId id;
-};
-
 // The split's agreement over the parent: an all-gather of every rank's (color, key), new ranks by
 // key then old rank, and the new rank 0's id sent to the others over the parent's bootstrap.
-// False for NCCL_SPLIT_NOCOLOR (which takes part in the all-gather only).
-bool agreeOnSplit(ncclComm* parent, int color, int key, uint64_t tag, SplitPlace& place) {
+// Nowhere for NCCL_SPLIT_NOCOLOR (which takes part in the all-gather only).
+std::optional<forestcc::nccl::Place> agreeOnSplit(ncclComm* parent, int color, int key, uint64_t tag) {
   ncclComm::Use use(parent, "ncclCommSplit", ncclComm::Revoked::Taken);
   forestcc::Bootstrap& bs = parent->communicator().bootstrap();
   int mine[2] = {color, key};
   auto all = bs.allGather(std::string(reinterpret_cast<const char*>(mine), sizeof mine));
-  if (color == NCCL_SPLIT_NOCOLOR) return false;
+  if (color == NCCL_SPLIT_NOCOLOR) return std::nullopt;
   std::vector<std::pair<int, int>> members;  // (key, old rank)
   for (int r = 0; r < parent->size; ++r) {
     int theirs[2];
@@ -177,6 +176,7 @@ bool agreeOnSplit(ncclComm* parent, int color, int key, uint64_t tag, SplitPlace
     if (theirs[0] == color) members.push_back({theirs[1], r});
   }
   std::sort(members.begin(), members.end());
+  forestcc::nccl::Place place;
   place.size = static_cast<int>(members.size());
   place.rank = 0;
   while (members[place.rank].second != parent->rank) ++place.rank;
@@ -187,32 +187,12 @@ bool agreeOnSplit(ncclComm* parent, int color, int key, uint64_t tag, SplitPlace
   } else {
     place.id = forestcc::UniqueId::fromBytes(bs.recv(members[0].second, tag));
   }
-  return true;
-}
-
-// The new communicator of a split whose agreement runs later (ncclGroupEnd, or in the background):
-// made now, so the caller holds it, and shaped by the agreement before it joins.
-ncclComm* pendingSplit(ncclComm* parent, const forestcc::nccl::CommConfig& cfg) {
-  std::unique_ptr<ncclComm> comm = forestcc::nccl::makeComm(-1, 0, cfg, parent->device);
-  comm->markPending();
-  return comm.release();
-}
-
-// After the agreement: the pending communicator takes its place and joins (on this thread for a
-// blocking config, else on its own).
-ncclResult_t joinSplit(ncclComm* comm, const SplitPlace& place) {
-  comm->rank = place.rank;
-  comm->size = place.size;
-  return comm->start(forestcc::nccl::joiner(place.id, place.rank, place.size));
+  return place;
 }
 
 }  // namespace
 
-// Inside a group (NCCL's single-thread multi-rank use: one thread splits several ranks of the
-// parent) the agreement waits for ncclGroupEnd, where every split of the group agrees at once;
-// with non-blocking configs (parent and new) outside a group it runs in the background, the parent
-// and the new communicator both ncclInProgress until it is done. Either way the call returns
-// before the other ranks have called, as NCCL's does.
+// The agreement runs at once, at ncclGroupEnd or in the background (from_parent.hpp).
 extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                       ncclConfig_t* config) {
   return guarded(comm, "ncclCommSplit", [&]() -> ncclResult_t {
@@ -223,48 +203,8 @@ extern "C" ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
       badArgument("color " + std::to_string(color) + " is negative (only NCCL_SPLIT_NOCOLOR may be)");
     const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config, comm->config);
     const uint64_t tag = kSplitTag + comm->splits++;
-    const bool colored = color != NCCL_SPLIT_NOCOLOR;
-    if (forestcc::nccl::insideGroup()) {
-      ncclComm* made = colored ? pendingSplit(comm, cfg) : nullptr;
-      forestcc::nccl::deferTask(comm, made, [comm, color, key, tag, made]() -> ncclResult_t {
-        SplitPlace place;
-        return agreeOnSplit(comm, color, key, tag, place) ? joinSplit(made, place) : ncclSuccess;
-      });
-      *newcomm = made;
-      return ncclSuccess;
-    }
-    if (!comm->config.blocking && !cfg.blocking) {
-      // The new communicator follows the parent's background call: it is in progress (and cannot
-      // be freed) until the agreement is done, but its abort does not end it, and only its own
-      // failures are its state.
-      std::unique_ptr<ncclComm> made(colored ? pendingSplit(comm, cfg) : nullptr);
-      ncclComm* child = made.get();
-      std::vector<ncclComm*> followers;
-      if (child) followers.push_back(child);
-      const ncclResult_t r = forestcc::nccl::runInBackground(
-          {comm}, "ncclCommSplit",
-          [comm, color, key, tag, child] {
-            SplitPlace place;
-            bool placed = false;
-            try {
-              placed = agreeOnSplit(comm, color, key, tag, place);
-            } catch (const std::exception& e) {
-              if (child) child->noteError(forestcc::nccl::resultOf(e), std::string("ncclCommSplit: ") + e.what(), true);
-              throw;
-            }
-            if (!placed) return;
-            try {
-              joinSplit(child, place);  // non-blocking: joins on its own thread
-            } catch (const std::exception& e) {  // its thread could not start: its failure, not the parent's
-              child->noteError(forestcc::nccl::resultOf(e), std::string("ncclCommSplit: ") + e.what(), true);
-            }
-          },
-          followers);
-      *newcomm = made.release();
-      return r;
-    }
-    SplitPlace place;
-    if (!agreeOnSplit(comm, color, key, tag, place)) return ncclSuccess;
-    return initRank(newcomm, place.size, place.id, place.rank, cfg, comm->device);
+    return forestcc::nccl::makeFromParent(
+        comm, "ncclCommSplit", cfg, color != NCCL_SPLIT_NOCOLOR,
+        [comm, color, key, tag] { return agreeOnSplit(comm, color, key, tag); }, newcomm);
   });
 }

@@ -24,8 +24,12 @@ std::function<void(ncclComm&)> joiner(const forestcc::UniqueId& id, int rank, in
 
 // Makes the shim communicator and starts joining the job described by `id` as `rank` of `nranks`
 // (on a thread when the config is non-blocking; deferred to ncclGroupEnd inside a group). On a
-// blocking failure nothing is returned to the caller (*out stays as it was) and the error is recorded.
+// blocking failure nothing is returned to the caller (*out stays as it was) and the error is
+// recorded, named by `call` (a string literal).
 ncclResult_t initRank(ncclComm_t* out, int nranks, const forestcc::UniqueId& id, int rank, const CommConfig& config,
-                      int device);
+                      int device, const char* call = "ncclCommInitRank");
+// The same, joining by `connect` (a new rank of ncclCommGrow first asks its invitation for the id).
+ncclResult_t initWith(ncclComm_t* out, int nranks, int rank, const CommConfig& config, int device,
+                      std::function<void(ncclComm&)> connect, const char* call);
 
 }  // namespace forestcc::nccl

@@ -14,7 +14,7 @@ extern "C" ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   return guarded(comm, "ncclCommCount", [&] {
     if (!comm) badArgument("comm is NULL");
     if (!count) badArgument("count is NULL");
-    if (comm->pending()) badArgument(forestcc::nccl::kStillSplitting);
+    if (comm->pending()) badArgument(forestcc::nccl::kStillBeingMade);
     *count = comm->size;
     return ncclSuccess;
   });
@@ -24,7 +24,7 @@ extern "C" ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return guarded(comm, "ncclCommUserRank", [&] {
     if (!comm) badArgument("comm is NULL");
     if (!rank) badArgument("rank is NULL");
-    if (comm->pending()) badArgument(forestcc::nccl::kStillSplitting);
+    if (comm->pending()) badArgument(forestcc::nccl::kStillBeingMade);
     *rank = comm->rank;
     return ncclSuccess;
   });

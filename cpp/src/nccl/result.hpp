@@ -23,10 +23,10 @@ class NcclError : public std::runtime_error {
 };
 
 [[noreturn]] inline void refuse(const std::string& message) { throw NcclError(ncclInvalidUsage, message); }
-// Why a call on a split's new communicator is refused before the split placed it.
-constexpr const char* kStillSplitting =
-    "the communicator is still being made (its ncclCommSplit has not placed it yet): poll ncclCommGetAsyncError "
-    "until it says ncclSuccess";
+// Why a call on a split's (shrink's, grow's) new communicator is refused before its agreement placed it.
+constexpr const char* kStillBeingMade =
+    "the communicator is still being made (its ncclCommSplit, Shrink or Grow has not placed it yet): poll "
+    "ncclCommGetAsyncError until it says ncclSuccess";
 [[noreturn]] inline void badArgument(const std::string& message) {
   throw NcclError(ncclInvalidArgument, message);
 }

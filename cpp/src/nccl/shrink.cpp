@@ -17,12 +17,14 @@
 // bootstrap's deadline (dead or silent rank), never a communicator of the wrong ranks.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "forestcc/bootstrap.hpp"
 #include "nccl/comm.hpp"
+#include "nccl/from_parent.hpp"
 #include "nccl/init.hpp"
 #include "nccl/result.hpp"
 
@@ -214,7 +216,18 @@ extern "C" ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, i
     for (int r = 0; r < comm->size; ++r)
       if (!std::binary_search(excluded.begin(), excluded.end(), r)) survivors.push_back(r);
     const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), comm->rank) - survivors.begin());
-    const forestcc::UniqueId id = agreeOnId(*comm, survivors, excluded, refusal);
-    return forestcc::nccl::initRank(newcomm, static_cast<int>(survivors.size()), id, newRank, cfg, comm->device);
+    // A refusal makes no communicator (its config is the default, blocking: refused before the
+    // call returns, or at ncclGroupEnd inside a group).
+    return forestcc::nccl::makeFromParent(
+        comm, "ncclCommShrink", cfg, refusal.empty(),
+        [comm, survivors, excluded, refusal, newRank]() -> std::optional<forestcc::nccl::Place> {
+          ncclComm::Use use(comm, "ncclCommShrink", ncclComm::Revoked::Taken);
+          forestcc::nccl::Place place;
+          place.rank = newRank;
+          place.size = static_cast<int>(survivors.size());
+          place.id = agreeOnId(*comm, survivors, excluded, refusal);
+          return place;
+        },
+        newcomm);
   });
 }
