@@ -245,7 +245,8 @@ def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
 @pytest.mark.parametrize("n", [2, 3])
 def test_abort_ends_a_non_blocking_init_whose_peers_never_come(programs, tmp_path, n, no_new_shm):
     # the rendezvous would wait FORESTCC_TIMEOUT (an hour here): ncclCommAbort ends it, on the
-    # root (nobody joins) and on a joining rank (the root never starts); without that, this test
+    # root (nobody joins), on a joining rank (the root never starts) and on a new rank of a grow
+    # (its invitation is never answered); without that, this test
     # fails at JOB_TIMEOUT
     p = run_check(programs, tmp_path, n, "initabort", program="nonblocking_check", FORESTCC_TIMEOUT="3600")
     assert_ok(p, "initabort", n)

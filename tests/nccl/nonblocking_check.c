@@ -21,7 +21,9 @@
  *   nonblocking_check initabort <dir>    (2+ ranks) ncclCommAbort of inits whose peers never come:
  *                                        rank 0 as the root of a 2-rank job nobody joins, rank 1
  *                                        joining one whose root never starts; each abort returns
- *                                        (run with a FORESTCC_TIMEOUT far above the test's own)
+ *                                        (run with a FORESTCC_TIMEOUT far above the test's own);
+ *                                        then rank 1 as a new rank of a grow of rank 0's 1-rank
+ *                                        communicator that never grows: its abort returns too
  */
 #include <sys/resource.h>
 
@@ -185,6 +187,28 @@ static void modeInitAbort(const char* dir) {
   snprintf(name, sizeof name, "rank%d.aborted", rank);
   touch(dir, name);
   if (rank == 0) waitFor(dir, "rank1.aborted"); /* keeps the rootless id's socket open meanwhile */
+
+  /* A new rank asks rank 0's grow invitation, which is never answered (no ncclCommGrow there). */
+  if (rank == 0) {
+    ncclUniqueId own, invitation;
+    ncclComm_t alone = NULL;
+    CHECK(ncclGetUniqueId(&own));
+    CHECK(ncclCommInitRank(&alone, 1, own, 0));
+    CHECK(ncclCommGetUniqueId(alone, &invitation));
+    writeId(dir, "grow.id", &invitation);
+    waitFor(dir, "rank1.growaborted"); /* keeps the invitation's socket open meanwhile */
+    CHECK(ncclCommDestroy(alone));
+  } else if (rank == 1) {
+    ncclUniqueId invitation;
+    ncclComm_t grown = NULL;
+    shareId(dir, "grow.id", &invitation, 0);
+    r = ncclCommGrow(NULL, 2, &invitation, 1, &grown, &config);
+    if (r != ncclInProgress) FAIL("a grow nobody answers returned %d, not ncclInProgress", r);
+    CHECK(ncclCommGetAsyncError(grown, &state));
+    if (state != ncclInProgress) FAIL("a grow nobody answers is in state %d, not ncclInProgress", state);
+    CHECK(ncclCommAbort(grown)); /* ends the wait for the answer: does not wait it out */
+    touch(dir, "rank1.growaborted");
+  }
 }
 
 /* Rank 0 sends rank 1 eight floats, rank 1 receives seven, each in a group of its non-blocking

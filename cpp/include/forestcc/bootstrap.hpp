@@ -67,8 +67,9 @@ void releaseUniqueId(const UniqueId& id);
 void answerInvitation(const UniqueId& invitation, const UniqueId& job, int firstNew, int nranks,
                       double timeoutSeconds);
 // A new rank: returns the job's id; throws InvalidUsage with the host's reason when refused,
-// Timeout when no answer came in time.
-UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds);
+// Timeout when no answer came in time, Aborted once `cancel` (optional) is set.
+UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds,
+                          const std::atomic<bool>* cancel = nullptr);
 
 class Bootstrap {
  public:

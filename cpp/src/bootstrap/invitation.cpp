@@ -66,8 +66,9 @@ void answerInvitation(const UniqueId& invitation, const UniqueId& job, int first
   }
 }
 
-UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds) {
-  const Deadline deadline = Deadline::in(timeoutSeconds);
+UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds,
+                          const std::atomic<bool>* cancel) {
+  const Deadline deadline = Deadline::in(timeoutSeconds, cancel);
   Socket host = Socket::connect(uniqueIdAddress(invitation), deadline, rank, kHost);
   const Hello h = Hello::of(kHelloInvitation, invitation.magic(), rank, nranks);
   host.sendAll(&h, sizeof h, deadline, rank, kHost);

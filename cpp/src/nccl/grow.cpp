@@ -127,7 +127,9 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
       return forestcc::nccl::initWith(
           newcomm, nRanks, rank, cfg, device,
           [invitation, rank, nRanks, timeout](ncclComm& c) {
-            const forestcc::UniqueId job = forestcc::acceptInvitation(invitation, rank, nRanks, timeout);
+            // ncclCommAbort ends the wait for the answer, as it ends a rendezvous
+            const forestcc::UniqueId job =
+                forestcc::acceptInvitation(invitation, rank, nRanks, timeout, c.connectCancel().get());
             forestcc::nccl::joiner(job, rank, nRanks)(c);
           },
           "ncclCommGrow");
