@@ -2,6 +2,7 @@
 // abort, finalize, and its errors.
 #include "nccl/comm.hpp"
 
+#include <chrono>
 #include <system_error>
 
 #include "forestcc/error.hpp"
@@ -181,11 +182,33 @@ ncclResult_t ncclComm::finishStart() {
 }
 
 void ncclComm::waitUntilConnected() {
+  if (connected_.load(std::memory_order_acquire)) return;
   joinConnecting();
   if (!collectives_) {
     std::lock_guard<std::mutex> lock(mu_);
     throw NcclError(ncclInvalidUsage, "the communicator failed to initialise: " + lastError_);
   }
+  // Not on the connecting thread itself: there the join was skipped, and the connector has not
+  // finished (pairing with the fallback comes after the attach).
+  if (forestcc::nccl::connectingHere != this) connected_.store(true, std::memory_order_release);
+}
+
+void ncclComm::leave() {
+  // Nobody waits for the communicator to be idle: a plain decrement. The waiters are counted
+  // before it, since once it is done an abort may free the communicator; a waiter that comes
+  // between the two is not notified, and finds the count at its next look (waitIdle).
+  if (idleWaiters_.load() == 0) {
+    inside_.fetch_sub(1);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (inside_.fetch_sub(1) == 1) idle_.notify_all();
+}
+
+void ncclComm::waitIdle(std::unique_lock<std::mutex>& lock, const std::function<bool()>& also) {
+  idleWaiters_.fetch_add(1);
+  while (!(inside_.load() == 0 && also())) idle_.wait_for(lock, std::chrono::milliseconds(10));
+  idleWaiters_.fetch_sub(1);
 }
 
 namespace {
@@ -200,10 +223,7 @@ ncclComm::Use::Use(ncclComm* comm, const char* call, Revoked revoked) : comm_(co
   if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
   if (comm->revoked_ && revoked == Revoked::Refused) refuseRevoked(call);
   if (comm->finalized_) forestcc::nccl::refuse("the communicator was finalized (ncclCommFinalize)");
-  {
-    std::lock_guard<std::mutex> lock(comm->mu_);
-    ++comm->inside_;
-  }
+  comm->enter();
   try {
     comm->waitForBackground();  // the call before this one (non-blocking config)
     if (comm->aborted_) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
@@ -213,27 +233,19 @@ ncclComm::Use::Use(ncclComm* comm, const char* call, Revoked revoked) : comm_(co
     if (forestcc::nccl::Background::abortedHere())
       forestcc::nccl::refuse("ncclCommAbort was called on another communicator of this non-blocking group");
   } catch (...) {
-    std::lock_guard<std::mutex> lock(comm->mu_);
-    if (--comm->inside_ == 0) comm->idle_.notify_all();
+    comm->leave();
     throw;
   }
 }
 
-ncclComm::Use::~Use() {
-  std::lock_guard<std::mutex> lock(comm_->mu_);
-  if (--comm_->inside_ == 0) comm_->idle_.notify_all();
-}
+ncclComm::Use::~Use() { comm_->leave(); }
 
 ncclComm::Hold::Hold(ncclComm* comm) : comm_(comm) {
-  if (!comm_) return;
-  std::lock_guard<std::mutex> lock(comm_->mu_);
-  ++comm_->inside_;
+  if (comm_) comm_->enter();
 }
 
 ncclComm::Hold::~Hold() {
-  if (!comm_) return;
-  std::lock_guard<std::mutex> lock(comm_->mu_);
-  if (--comm_->inside_ == 0) comm_->idle_.notify_all();
+  if (comm_) comm_->leave();
 }
 
 std::shared_ptr<forestcc::nccl::Background> ncclComm::endRunningGroup(const std::string& reason) {
@@ -257,7 +269,7 @@ void ncclComm::abort(const std::string& reason) {
   joinConnecting();
   if (communicator_) communicator_->abort(reason);
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return inside_ == 0 && revoking_ == 0; });
+  waitIdle(lock, [&] { return revoking_ == 0; });
 }
 
 void ncclComm::revoke(const std::string& reason) {
@@ -285,7 +297,7 @@ void ncclComm::revoke(const std::string& reason) {
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return inside_ == 0; });
+  waitIdle(lock, [] { return true; });
   // Quiesced: NCCL's callers poll ncclCommGetAsyncError until it says ncclSuccess, then shrink.
   asyncError_ = ncclSuccess;
   deviceWork_.reset();
@@ -303,9 +315,11 @@ void ncclComm::finalize() {
 void ncclComm::setBackground(std::shared_ptr<forestcc::nccl::Background> group) {
   std::lock_guard<std::mutex> lock(mu_);
   background_ = std::move(group);
+  everBackground_.store(true, std::memory_order_release);
 }
 
 void ncclComm::waitForBackground() {
+  if (!everBackground_.load(std::memory_order_acquire)) return;
   std::shared_ptr<forestcc::nccl::Background> group;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -158,6 +158,12 @@ struct ncclComm {
 
  private:
   void waitUntilConnected();
+  // A call enters (Use, Hold) and leaves; abort and revoke wait until none is inside (waitIdle).
+  // Lock-free unless someone waits: every NCCL call does this twice.
+  void enter() { inside_.fetch_add(1); }
+  void leave();
+  // Under `lock` (of mu_): until no call is inside and `also()` holds.
+  void waitIdle(std::unique_lock<std::mutex>& lock, const std::function<bool()>& also);
   // abort's and revoke's first step: a non-blocking group call on several communicators that is
   // still running ends on all of them; returns the group (null: none).
   std::shared_ptr<forestcc::nccl::Background> endRunningGroup(const std::string& reason);
@@ -184,7 +190,13 @@ struct ncclComm {
 
   std::mutex mu_;
   std::condition_variable idle_;
-  int inside_ = 0;                     // calls holding a Use or a Hold
+  std::atomic<int> inside_{0};         // calls holding a Use or a Hold
+  std::atomic<int> idleWaiters_{0};    // threads in waitIdle (leave() then notifies idle_)
+  // waitUntilConnected saw it connected, after joining the connecting thread: later calls skip that.
+  std::atomic<bool> connected_{false};
+  // setBackground was called: a communicator whose calls never ran in the background (every
+  // blocking one) has nothing for waitForBackground to wait for.
+  std::atomic<bool> everBackground_{false};
   int revoking_ = 0;                   // ncclCommRevoke calls running (abort waits for them too)
   ncclResult_t asyncError_ = ncclSuccess;
   std::string lastError_;

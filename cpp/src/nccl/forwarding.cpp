@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 
 #include "forestcc/config.hpp"
@@ -26,36 +26,37 @@ std::string lower(std::string s) {
   return s;
 }
 
-// FORESTCC_NCCL_FORCE: operation names (operationName, any case) or "all", comma separated.
-const std::set<std::string>& forceList() {
-  static const std::set<std::string> names = [] {
-    std::set<std::string> out, known{"all"};
-#define FORESTCC_NCCL_KNOWN(name) known.insert(lower(#name));
+// FORESTCC_NCCL_FORCE: operation names (operationName, any case) or "all", comma separated; read
+// once, as a bit per OpKind, since every call asks.
+uint32_t forcedKinds() {
+  static const uint32_t mask = [] {
+    std::map<std::string, uint32_t> known{{"all", ~0u}};
+    uint32_t bit = 1;
+#define FORESTCC_NCCL_KNOWN(name) known[lower(#name)] = bit, bit <<= 1;
     FORESTCC_NCCL_OPERATIONS(FORESTCC_NCCL_KNOWN)
 #undef FORESTCC_NCCL_KNOWN
+    uint32_t out = 0;
     std::stringstream in(configString("FORESTCC_NCCL_FORCE"));
     std::string item;
     while (std::getline(in, item, ',')) {
       item.erase(std::remove_if(item.begin(), item.end(), [](unsigned char c) { return std::isspace(c); }),
                  item.end());
       if (item.empty()) continue;
-      if (!known.count(lower(item))) {
+      const auto it = known.find(lower(item));
+      if (it == known.end()) {
         std::string list;
-        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k.first;
         throw Error(ErrorCode::InvalidUsage,
                     "FORESTCC_NCCL_FORCE names '" + item + "', which is not one of: " + list);
       }
-      out.insert(lower(item));
+      out |= it->second;
     }
     return out;
   }();
-  return names;
+  return mask;
 }
 
-bool forced(OpKind kind) {
-  const auto& names = forceList();
-  return names.count("all") || names.count(lower(operationName(kind)));
-}
+bool forced(OpKind kind) { return forcedKinds() >> static_cast<unsigned>(kind) & 1u; }
 
 // The nvidia-nccl wheel's library, found from where this shim was loaded
 // (site-packages/forestcc/ -> site-packages/nvidia/nccl/lib/).
@@ -117,7 +118,7 @@ F* symbol(const char* name) {
 std::string reasonNotToPair() {
   const bool named = !configString("FORESTCC_NCCL_FALLBACK").empty();
   const bool gpuNeedsIt = !builtWithCuda() && cudaDeviceCount() > 0;
-  if (forceList().empty() && !named && !gpuNeedsIt)
+  if (forcedKinds() == 0 && !named && !gpuNeedsIt)
     return std::string("no fallback communicator: FORESTCC_NCCL_FORCE is empty, FORESTCC_NCCL_FALLBACK is not set, "
                        "and ") +
            (builtWithCuda() ? "this forestcc build runs GPU memory itself" : "no CUDA device is visible") +

@@ -220,18 +220,19 @@ void runEachComm(const std::vector<ncclComm*>& comms,
 ncclResult_t launch(std::vector<Operation> ops, const char* call) {
   if (ops.empty()) return ncclSuccess;
   checkBatches(ops);  // refused by the call itself, also where the group would run in the background
-  std::vector<ncclComm*> comms;
   bool allNonBlocking = true;
   for (const Operation& op : ops) {
-    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
     allNonBlocking = allNonBlocking && !op.comm->config.blocking;
     std::string why;
-    if (mustForward(op, &why)) allNonBlocking = false;  // the fallback has its own non-blocking calls
+    if (allNonBlocking && mustForward(op, &why)) allNonBlocking = false;  // the fallback has its own non-blocking calls
   }
   if (!allNonBlocking) {
     runGroup(ops);
     return ncclSuccess;
   }
+  std::vector<ncclComm*> comms;
+  for (const Operation& op : ops)
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
   return runInBackground(comms, call, [ops = std::move(ops)] { runGroup(ops); });
 }
 
