@@ -48,19 +48,24 @@ int32_t valueOf(int from, int to, int message, size_t i) {
 void ringRound(forestcc::Collectives& coll, bool async) {
   const int rank = coll.rank(), n = coll.size();
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  const size_t sizes[3] = {5, 0, 300};  // int32 elements of the k-th message to each peer
+  // int32 elements of the k-th message to each peer: small ones, which travel in the sender's
+  // manifest space (inline), one at that limit (128 KiB) and larger ones, read from the sender's
+  // buffer; the 128 KiB ones together pass the batch's inline budget (1 MiB), so some of them go
+  // the other way (point_to_point.cpp, kInlineMessageBytes)
+  const size_t sizes[] = {5, 0, 300, 32768, 32769, 70000, 32768, 32768, 32768, 32768, 7};
+  const int kinds = static_cast<int>(sizeof sizes / sizeof *sizes);
   std::vector<std::vector<int32_t>> out, in;
   std::vector<forestcc::SendMessage> sends;
   std::vector<forestcc::RecvMessage> recvs;
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < kinds; ++k)
     for (int peer : {next, prev, rank}) {
       out.emplace_back(sizes[k]);
       for (size_t i = 0; i < sizes[k]; ++i) out.back()[i] = valueOf(rank, peer, k, i);
     }
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < kinds; ++k)
     for (int m = 0; m < 3; ++m) in.emplace_back(sizes[k], -1);  // from prev, next, this rank
   size_t o = 0, r = 0;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < kinds; ++k) {
     for (int peer : {next, prev, rank}) {
       sends.push_back({peer, out[o].data(), sizes[k] * 4});
       ++o;
@@ -74,7 +79,7 @@ void ringRound(forestcc::Collectives& coll, bool async) {
   if (async == !work) fail(rank, "sendRecv returned the wrong kind of result for async=" + std::to_string(async));
   if (work) work->wait();
   r = 0;
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < kinds; ++k)
     for (int peer : {prev, next, rank}) {
       // with one or two ranks a peer appears more than once in a round; messages between two
       // ranks match in order, and the values depend only on (from, to, k), so this holds too
