@@ -38,14 +38,17 @@ static_assert(sizeof(ManifestHeader) % alignof(MemoryHandle) == 0, "handles foll
 
 size_t manifestBytes(size_t messages) { return sizeof(ManifestHeader) + messages * sizeof(MemoryHandle); }
 
-// Small host messages outside forestcc's shared memory travel in the sender's manifest space: the
-// sender copies each there and its handle names the copy, which a same-node receiver reads with a
+// Small host messages travel in the sender's manifest space (shared memory): the sender copies
+// each there and its handle names the copy, which a same-node receiver reads with a
 // plain copy. Read from the sender's own buffer, each would cost the receiver a cma system call
 // (about 2 us here, its ptrace checks included), dearer than copying the message twice up to
 // about 128 KiB (sendrecv_perf, 2 ranks: 4 KiB 4.7 -> 2.7 us, 64 KiB 8.3 -> 6.0, 128 KiB 12.2 ->
-// 9.5; at 256 KiB and above no better). The receiver cannot tell the difference. At most
-// kInlineBatchBytes of a batch go this way (the space is kept for the next batches).
+// 9.5; at 256 KiB and above no better). A message already in forestcc's shared memory is read
+// where it is, except up to kAlwaysInlineBytes, whose copy costs less than finding out. The
+// receiver cannot tell the difference. At most kInlineBatchBytes of a batch go this way (the
+// space is kept for the next batches).
 constexpr size_t kInlineMessageBytes = 128 << 10;
+constexpr size_t kAlwaysInlineBytes = 4 << 10;
 constexpr size_t kInlineBatchBytes = 1 << 20;
 constexpr size_t kInlineAlign = 64;
 size_t inlineBytes(size_t bytes) { return (bytes + kInlineAlign - 1) / kInlineAlign * kInlineAlign; }
@@ -343,15 +346,17 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       for (size_t i = 0; i < out.messages.size(); ++i) {
         const SendMessage& m = *out.messages[i];
         if (!onDevice(m.device)) {
+          // keepAlive: offered (tcp) until the batch ends
           keepAlive.emplace_back();
-          handles[i] = s.describe(m.data, m.bytes, &keepAlive.back());
-          if (handles[i].shmName[0] == '\0' && m.bytes && m.bytes <= kInlineMessageBytes &&
-              inlineSpace + inlineBytes(m.bytes) <= inlineEnd) {
-            std::memcpy(inlineSpace, m.data, m.bytes);
-            keepAlive.back().reset();  // offered (tcp) until the batch ends, as the buffer would have been
-            handles[i] = s.describe(inlineSpace, m.bytes, &keepAlive.back());
-            inlineSpace += inlineBytes(m.bytes);
+          const bool fits = m.bytes && m.bytes <= kInlineMessageBytes && inlineSpace + inlineBytes(m.bytes) <= inlineEnd;
+          if (!fits || m.bytes > kAlwaysInlineBytes) {
+            handles[i] = s.describe(m.data, m.bytes, &keepAlive.back());
+            if (!fits || handles[i].shmName[0] != '\0') continue;  // read where it is
+            keepAlive.back().reset();
           }
+          std::memcpy(inlineSpace, m.data, m.bytes);
+          handles[i] = s.describe(inlineSpace, m.bytes, &keepAlive.back());
+          inlineSpace += inlineBytes(m.bytes);
           continue;
         }
         MemoryHandle h;
@@ -381,13 +386,13 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       if (!firstFailure) firstFailure = e;
     };
     // Reads the peer's posted manifest (its SendReady was counted).
-    auto readManifest = [&](const Incoming& in, const std::string& what) {
+    auto readManifest = [&](const Incoming& in, auto&& what) {
       Connection& link = s.link(in.peer);
       auto r = std::make_unique<Reading>();
       r->post = link.peerSendPost();
       const MemoryHandle& post = r->post;
       if (post.size < sizeof(ManifestHeader) || (post.size - sizeof(ManifestHeader)) % sizeof(MemoryHandle) != 0)
-        throw Error(ErrorCode::Internal, what + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
+        throw Error(ErrorCode::Internal, what() + ": its post of " + std::to_string(post.size) + " bytes is not a send manifest",
                     s.rank, in.peer);
       std::vector<char>& raw = manifestIn_;
       raw.resize(post.size);
@@ -395,7 +400,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       c.read(raw.data(), c.attach(post), 0, post.size);
       std::memcpy(&r->header, raw.data(), sizeof r->header);
       if (r->header.magic != kManifestMagic || manifestBytes(r->header.count) != post.size)
-        throw Error(ErrorCode::Internal, what + ": its post is not a send manifest", s.rank, in.peer);
+        throw Error(ErrorCode::Internal, what() + ": its post is not a send manifest", s.rank, in.peer);
       r->sent.resize(r->header.count);
       std::memcpy(r->sent.data(), raw.data() + sizeof r->header, r->header.count * sizeof(MemoryHandle));
       return r;
@@ -413,9 +418,9 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       // the pair in step (both drop them). Otherwise part of the manifest, or of this batch, lies
       // in another batch of the other side, which the pair could no longer match: poisoned.
       bool whole = in.received == 0;  // (a batch that took messages already is not one to one)
-      std::string what;
+      // For messages, built only when one is needed (a failure, GPU calls).
+      auto what = [&] { return rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer); };
       try {
-        what = rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer);
         if (!reading) {
           posted = true;
           reading = readManifest(in, what);
@@ -432,17 +437,17 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           if (sent.size != m.bytes) {
             status = sizeMismatch(r.next + i, m.bytes);
             if (in.messages.size() == 1)
-              throw Error(ErrorCode::InvalidUsage, what + ": it sent " + std::to_string(sent.size) + " bytes" +
+              throw Error(ErrorCode::InvalidUsage, what() + ": it sent " + std::to_string(sent.size) + " bytes" +
                                                        (r.sent.size() == 1 ? "" : kMatchRule),
                           s.rank, in.peer);
-            throw Error(ErrorCode::InvalidUsage, what + ": " + mine(i) + " expects " + std::to_string(m.bytes) +
+            throw Error(ErrorCode::InvalidUsage, what() + ": " + mine(i) + " expects " + std::to_string(m.bytes) +
                                                      " bytes, it sent " + std::to_string(sent.size) + kMatchRule,
                         s.rank, in.peer);
           }
           const bool theirsOnDevice = sent.kind == MemoryKind::Cuda;
           if (!sent.size || theirsOnDevice == onDevice(m.device)) continue;
           status = kindMismatch(r.next + i);
-          throw Error(ErrorCode::InvalidUsage, what + ": " + (in.messages.size() == 1 ? std::string("it is ") : mine(i) + " is ") +
+          throw Error(ErrorCode::InvalidUsage, what() + ": " + (in.messages.size() == 1 ? std::string("it is ") : mine(i) + " is ") +
                                                    kindName(onDevice(m.device)) + " here but the sender's is " +
                                                    kindName(theirsOnDevice) + kMatchRule,
                       s.rank, in.peer);
@@ -461,15 +466,15 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         std::unique_ptr<cuda_ipc::CurrentDevice> lent;
         if (device < 0 && last && r.earlier) {
           onGpu = r.earlier->event->device();
-          lent = std::make_unique<cuda_ipc::CurrentDevice>(onGpu, what);
-          on = cuda_ipc::sideStream(onGpu, what);
+          lent = std::make_unique<cuda_ipc::CurrentDevice>(onGpu, what());
+          on = cuda_ipc::sideStream(onGpu, what());
         }
         if (copiesOnDevice) {
-          cuda_ipc::waitForPeerEvent(r.header.batchEvent, on, what + " (the sender's event)");
+          cuda_ipc::waitForPeerEvent(r.header.batchEvent, on, what() + " (the sender's event)");
           r.touched = true;
         }
         if (r.earlier && (copiesOnDevice || last)) {
-          r.earlier->event->awaitOn(on, what + " (an earlier batch's copies of the same send batch)");
+          r.earlier->event->awaitOn(on, what() + " (an earlier batch's copies of the same send batch)");
           r.earlier.reset();
         }
         for (size_t i = 0; i < take; ++i) {
@@ -479,7 +484,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           if (sent.kind == MemoryKind::Cuda) {
             char* from = cuda_ipc::openPeerMemory(sent);
             try {
-              cuda_ipc::copyOnStream(into, from, sent.size, on, what);
+              cuda_ipc::copyOnStream(into, from, sent.size, on, what());
             } catch (const Error& e) {
               // Which import CUDA refused: the sender's memory as this process opened it.
               throw Error(e.code(), std::string(e.what()) + " (copying from the sender's GPU memory: " +
@@ -497,7 +502,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           if (r.header.batchEvent.ownerPid) {  // the sender's direction moves GPU bytes: it waits for this event
             if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
             const cuda_ipc::EventHandle done =
-                eventOf(receiveEvents_[in.peer], onGpu).record(on, what + " (its receive event)");
+                eventOf(receiveEvents_[in.peer], onGpu).record(on, what() + " (its receive event)");
             Connection& c = s.connection(in.peer, r.post);
             c.write(c.attach(r.post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
           }
@@ -521,7 +526,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         // After the answer, so that the sender raises the mismatch itself (a wait that sees the
         // poison and its answer takes the answer); its next call on the pair fails.
         if (!whole && !s.poisoned()) {
-          s.poison(what + " failed on a send batch that is received over several batches, or in a batch that "
+          s.poison(what() + " failed on a send batch that is received over several batches, or in a batch that "
                           "receives several of the peer's: the pair can no longer match its messages");
           poisonedHere = true;
         }
