@@ -3,12 +3,13 @@
 //
 // The protocol, per direction (this rank -> peer), one sender's batch at a time:
 //   sender    writes a manifest (how many messages, and a MemoryHandle for each) into shared
-//             memory of its own, posts the manifest's handle (Connection::postSend) and signals
-//             SendReady;
+//             memory of its own (a small host message is copied there too, and its handle names
+//             the copy: point_to_point.cpp, kInlineMessageBytes), posts the manifest's handle
+//             (Connection::postSend) and signals SendReady;
 //   receiver  on SendReady reads the manifest, compares each message with its own next receive
-//             from that peer (size, memory kind), reads it straight from the sender's buffer
-//             (mapped shm, a cma copy or a tcp get), and once every message of the manifest is
-//             received answers with a status and signals RecvDone;
+//             from that peer (size, memory kind), reads it where its handle says (mapped shm, a
+//             cma copy from the sender's buffer or a tcp get), and once every message of the
+//             manifest is received answers with a status and signals RecvDone;
 //   sender    on RecvDone reads the status: received, failed to copy, or what did not match.
 // Messages match in order per direction, not batch to batch (as NCCL matches across groups): a
 // receiver's batch that wants fewer messages than the manifest holds leaves the rest to its next
