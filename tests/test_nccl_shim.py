@@ -232,11 +232,11 @@ def test_a_send_without_its_receive_times_out_and_poisons(programs, tmp_path, n,
 
 
 @pytest.mark.parametrize("mode,n", [("collectives", 1), ("collectives", 3), ("collectives", 4),
-                                    ("nothread", 1), ("nothread", 3)] +
+                                    ("nothread", 1), ("nothread", 3), ("fork", 1), ("fork", 2)] +
                          [(mode, n) for mode in ("inprogress", "errors", "sendmismatch", "abort", "groupabort") for n in (3, 4)])
 def test_non_blocking_communicators(programs, tmp_path, mode, n, no_new_shm):
     # calls return ncclInProgress and ncclCommGetAsyncError is polled (nonblocking_check.c; the
-    # modes other than collectives and nothread need peers); a short timeout makes a call that blocked (the
+    # modes other than collectives, nothread and fork need peers); a short timeout makes a call that blocked (the
     # others enter only after it returned) fail fast
     p = run_check(programs, tmp_path, n, mode, program="nonblocking_check", FORESTCC_TIMEOUT="30")
     assert_ok(p, mode, n)

@@ -18,6 +18,9 @@
  *                                        leaves the communicator usable
  *   nonblocking_check groupabort <dir>   (2+ ranks) ncclCommAbort of one communicator of rank 0's
  *                                        group on two ends the group's call on both
+ *   nonblocking_check fork <dir>         a call kept a thread for the next (call_threads.hpp); a
+ *                                        child of fork() has none of it: its own 1-rank
+ *                                        non-blocking communicator's call still runs
  *   nonblocking_check initabort <dir>    (2+ ranks) ncclCommAbort of inits whose peers never come:
  *                                        rank 0 as the root of a 2-rank job nobody joins, rank 1
  *                                        joining one whose root never starts; each abort returns
@@ -26,6 +29,7 @@
  *                                        communicator that never grows: its abort returns too
  */
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "check_common.h"
 
@@ -253,6 +257,40 @@ static size_t mappedBytes(void) {
 /* A call whose thread cannot be started (the address space capped a little above what is mapped,
  * so a thread's stack does not fit): the call returns an error at once, the communicator does not
  * stay ncclInProgress, and the next call (the cap lifted) runs. */
+static ncclComm_t aloneNonBlocking(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  CHECK(ncclGetUniqueId(&id));
+  ncclResult_t r = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+  if (r != ncclSuccess && r != ncclInProgress) FAIL("a 1-rank init returned %d", r);
+  if (pollToEnd(comm, "the 1-rank init") != ncclSuccess) FAIL("the 1-rank init failed");
+  return comm;
+}
+
+static void modeFork(ncclComm_t comm) {
+  float x[4] = {1, 2, 3, 4};
+  NONBLOCKING(comm, ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL)); /* its thread is kept */
+  fflush(NULL);
+  const pid_t child = fork();
+  if (child == 0) {
+    ncclComm_t alone = aloneNonBlocking();
+    float y[2] = {5, 6};
+    NONBLOCKING(alone, ncclAllReduce(y, y, 2, ncclFloat32, ncclSum, alone, NULL));
+    if (y[0] != 5 || y[1] != 6) FAIL("the child's all_reduce gave %g %g", y[0], y[1]);
+    fflush(NULL);
+    _exit(failures ? 1 : 0); /* the parent's communicator is the parent's to end */
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    FAIL("the child of fork() failed (status %d)", status);
+  NONBLOCKING(comm, ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(ncclCommDestroy(comm));
+}
+
+/* The mode's first call on a call thread: no kept thread (call_threads.hpp) is idle to take it,
+ * so it needs a new one, which the cap refuses. */
 static void modeNoThread(ncclComm_t comm) {
   float x[4] = {1, 1, 1, 1};
   struct rlimit old, capped;
@@ -335,6 +373,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "groupabort") && many) modeGroupAbort(argv[2]);
   else if (!strcmp(mode, "initabort") && many) modeInitAbort(argv[2]);
   else if (!strcmp(mode, "nothread")) modeNoThread(nonBlockingComm(argv[2]));
+  else if (!strcmp(mode, "fork")) modeFork(nonBlockingComm(argv[2]));
   else if (!strcmp(mode, "sendmismatch") && many) modeSendMismatch(nonBlockingComm(argv[2]), argv[2]);
   else {
     fprintf(stderr, "unknown mode %s (or too few ranks for it)\n", mode);

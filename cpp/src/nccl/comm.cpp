@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "forestcc/error.hpp"
+#include "nccl/call_threads.hpp"
 #include "nccl/forwarding.hpp"
 #include "nccl/result.hpp"
 
@@ -19,7 +20,9 @@ thread_local const ncclComm* connectingHere = nullptr;        // the communicato
 }
 
 Background::~Background() {
-  if (thread_.joinable()) thread_.join();
+  // Its call thread touches it until the group ended (a kept thread, not joined).
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ended_ || !started_; });
 }
 
 void Background::start(const std::vector<ncclComm*>& members, std::function<void()> work) {
@@ -31,6 +34,7 @@ void Background::start(const std::vector<ncclComm*>& members, std::function<void
     std::lock_guard<std::mutex> lock(mu_);
     members_ = members;
     holds_ = std::move(holds);
+    started_ = true;
   }
   // The members go before the group counts as ended (a waiter may free a communicator as soon
   // as it has), and leave members_ before their holds go (abortMembers must not reach a freed one).
@@ -47,12 +51,13 @@ void Background::start(const std::vector<ncclComm*>& members, std::function<void
     cv_.notify_all();
   };
   try {
-    thread_ = std::thread([this, letGo, work = std::move(work)]() mutable {
+    runOnCallThread([this, letGo, work = std::move(work)]() mutable {
       runningBackground = this;
       {
         std::function<void()> body = std::move(work);
         body();  // catches what it throws (runInBackground)
       }
+      runningBackground = nullptr;  // the thread is kept for other calls
       letGo();
     });
   } catch (const std::system_error& e) {

@@ -26,8 +26,9 @@ namespace forestcc::nccl {
 struct PairedComm;
 
 // A group of a non-blocking communicator (config.blocking = 0) running natively on a thread of
-// its own (groups.cpp, launch): ncclCommGetAsyncError of each of its communicators says
-// ncclInProgress until it ended. Owned by those communicators; the last one to let go joins it.
+// its own (a call thread, call_threads.hpp; groups.cpp, launch): ncclCommGetAsyncError of each of
+// its communicators says ncclInProgress until it ended. Owned by those communicators; the last
+// one to let go waits for it to end.
 class Background {
  public:
   ~Background();
@@ -44,9 +45,9 @@ class Background {
   static bool abortedHere();
 
  private:
-  std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
+  bool started_ = false;  // start() ran (a group never started is not waited for)
   bool ended_ = false;
   std::atomic<bool> aborted_{false};
   std::vector<ncclComm*> members_;            // guarded by mu_; emptied before the holds go

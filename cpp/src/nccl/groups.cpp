@@ -9,9 +9,9 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "nccl/call_threads.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
 #include "nccl/forwarding.hpp"
@@ -105,13 +105,11 @@ ncclResult_t startDeferredInits() {
     }
   }
   parents.swap(waited);
-  std::vector<std::thread> threads;
-  threads.reserve(parents.size());
   size_t started = 0;
   try {
-    for (; started < parents.size(); ++started) threads.emplace_back(runParent, parents[started]);
+    runAtOnce(parents.size(), [&](size_t i) { runParent(parents[i]); }, &started);
   } catch (const std::system_error& e) {
-    // No thread for the rest: they fail now rather than wait for peers that may be this thread's.
+    // No thread for the rest: they fail rather than wait for peers that may be this thread's.
     for (size_t i = 0; i < tasks.size(); ++i)
       if (std::find(parents.begin() + started, parents.end(), tasks[i].parent) != parents.end()) {
         done[i] = ncclSystemError;
@@ -119,7 +117,6 @@ ncclResult_t startDeferredInits() {
           tasks[i].made->noteError(ncclSystemError, std::string("ncclGroupEnd: could not start a thread: ") + e.what(), true);
       }
   }
-  for (auto& t : threads) t.join();
   for (ncclResult_t r : done) {
     if (r == ncclInProgress) inProgress = true;
     else if (r != ncclSuccess && result == ncclSuccess) result = r;
@@ -193,24 +190,13 @@ void runEachComm(const std::vector<ncclComm*>& comms,
   if (comms.size() == 1) return runOnComm(*comms[0], byComm[comms[0]]);
 
   std::vector<std::exception_ptr> errors(comms.size());
-  std::vector<std::thread> threads;
-  try {
-    for (size_t i = 0; i < comms.size(); ++i) {
-      threads.emplace_back([&, i] {
-        try {
-          runOnComm(*comms[i], byComm[comms[i]]);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
+  runAtOnce(comms.size(), [&](size_t i) {
+    try {
+      runOnComm(*comms[i], byComm.at(comms[i]));
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-  } catch (...) {
-    // A thread that could not start: those started still use this frame (joined, never left
-    // joinable, which would terminate the process).
-    for (auto& t : threads) t.join();
-    throw;
-  }
-  for (auto& t : threads) t.join();
+  });
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
