@@ -252,6 +252,49 @@ static void modeMismatch(const char* dir) {
   expectParentWorks(world, "the refused shrink");
 }
 
+/* Inside a group on a non-blocking parent (a split of `world`), a shrink and a grow whose own
+ * arguments are refused: ncclGroupEnd returns the refusal (not ncclInProgress) and the parent
+ * stays usable. Then, on a 1-rank communicator of this rank's own, a grow inside a group whose
+ * invitation ncclCommGetUniqueId replaces before ncclGroupEnd: refused there, never a grow that
+ * waits for new ranks on an invitation nobody holds. */
+static void refusalsInAGroup(ncclComm_t world) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nb = NULL, out = NULL;
+  ncclResult_t r = ncclCommSplit(world, 0, rank, &nb, &config);
+  if (r != ncclSuccess && r != ncclInProgress) FAIL("the non-blocking split returned %d", r);
+  if (pollToEnd(nb, "the non-blocking split") != ncclSuccess) FAIL("the non-blocking split failed");
+  CHECK(ncclGroupStart());
+  CHECK(ncclCommShrink(nb, NULL, 0, &out, NULL, 7)); /* refused at the group's end, on every rank */
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidArgument, "shrinkFlags is 7");
+  if (out != NULL) FAIL("a refused shrink in a group left its output set");
+  CHECK(ncclGroupStart());
+  CHECK(ncclCommGrow(nb, nranks, NULL, -1, &out, NULL));
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidArgument, "expected more than");
+  if (out != NULL) FAIL("a refused grow in a group left its output set");
+  ncclResult_t state = ncclInProgress;
+  CHECK(ncclCommGetAsyncError(nb, &state));
+  if (state != ncclSuccess) FAIL("the parent of refused calls in a group is in state %d: %s", state, ncclGetLastError(nb));
+  double v = rank + 1;
+  r = ncclAllReduce(&v, &v, 1, ncclFloat64, ncclSum, nb, NULL);
+  if (r != ncclSuccess && r != ncclInProgress) FAIL("the parent's all_reduce returned %d", r);
+  if (pollToEnd(nb, "the parent's all_reduce") != ncclSuccess || v != sumOfRanks(0, nranks - 1))
+    FAIL("the parent's all_reduce after the refusals gave %g", v);
+  CHECK(ncclCommDestroy(nb));
+
+  ncclUniqueId own, invitation, replaced;
+  ncclComm_t alone = NULL;
+  CHECK(ncclGetUniqueId(&own));
+  CHECK(ncclCommInitRank(&alone, 1, own, 0));
+  CHECK(ncclCommGetUniqueId(alone, &invitation));
+  CHECK(ncclGroupStart());
+  CHECK(ncclCommGrow(alone, 2, &invitation, -1, &out, NULL));
+  CHECK(ncclCommGetUniqueId(alone, &replaced));
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "replaced by ncclCommGetUniqueId");
+  if (out) CHECK(ncclCommDestroy(out));
+  CHECK(ncclCommDestroy(alone));
+}
+
 static void modeErrors(const char* dir) {
   ncclComm_t world = worldComm(dir);
   ncclComm_t shrunk = (ncclComm_t)0x1;
@@ -292,6 +335,7 @@ static void modeErrors(const char* dir) {
   EXPECT_ERROR(ncclCommGrow(world, nranks + 1, NULL, -1, &shrunk, NULL), ncclInvalidUsage,
                "no existing rank passed the id");
   if (shrunk != NULL) FAIL("a refused grow left its output set");
+  refusalsInAGroup(world);
   expectParentWorks(world, "the refusals");
 }
 

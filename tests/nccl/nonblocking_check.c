@@ -26,7 +26,10 @@
  *                                        joining one whose root never starts; each abort returns
  *                                        (run with a FORESTCC_TIMEOUT far above the test's own);
  *                                        then rank 1 as a new rank of a grow of rank 0's 1-rank
- *                                        communicator that never grows: its abort returns too
+ *                                        communicator that never grows: its abort returns too;
+ *                                        and rank 0 as the coordinator of a non-blocking grow of
+ *                                        a 1-rank communicator that rank 1 asks with a wrong size
+ *                                        only: the parent's abort returns
  */
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -212,6 +215,34 @@ static void modeInitAbort(const char* dir) {
     if (state != ncclInProgress) FAIL("a grow nobody answers is in state %d, not ncclInProgress", state);
     CHECK(ncclCommAbort(grown)); /* ends the wait for the answer: does not wait it out */
     touch(dir, "rank1.growaborted");
+  }
+
+  /* The coordinator's side: rank 0's non-blocking grow of a 1-rank communicator of its own waits
+   * in the background for a new rank; rank 1 asks with a wrong size, is refused (so the wait has
+   * begun), and never asks again; ncclCommAbort of the parent ends that wait. */
+  if (rank == 0) {
+    ncclUniqueId own, invitation;
+    ncclComm_t alone = NULL, bigger = NULL;
+    CHECK(ncclGetUniqueId(&own));
+    r = ncclCommInitRankConfig(&alone, 1, own, 0, &config);
+    if (r != ncclSuccess && r != ncclInProgress) FAIL("a 1-rank init returned %d", r);
+    if (pollToEnd(alone, "the 1-rank init") != ncclSuccess) FAIL("the 1-rank init failed");
+    CHECK(ncclCommGetUniqueId(alone, &invitation));
+    r = ncclCommGrow(alone, 2, &invitation, -1, &bigger, &config);
+    if (r != ncclInProgress) FAIL("a grow no new rank completes returned %d, not ncclInProgress", r);
+    writeId(dir, "coordinated.id", &invitation);
+    waitFor(dir, "rank1.refused");
+    CHECK(ncclCommAbort(alone)); /* ends the wait for the new rank: does not wait it out */
+    if (bigger) {
+      if (pollToEnd(bigger, "the aborted grow's communicator") == ncclSuccess) FAIL("the aborted grow made a communicator");
+      CHECK(ncclCommAbort(bigger));
+    }
+  } else if (rank == 1) {
+    ncclUniqueId invitation;
+    ncclComm_t wrong = NULL;
+    shareId(dir, "coordinated.id", &invitation, 0);
+    EXPECT_ERROR(ncclCommGrow(NULL, 3, &invitation, 1, &wrong, NULL), ncclInvalidUsage, "number of ranks");
+    touch(dir, "rank1.refused");
   }
 }
 

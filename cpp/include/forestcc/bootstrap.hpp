@@ -63,9 +63,9 @@ void releaseUniqueId(const UniqueId& id);
 //
 // The host: answers ranks [firstNew, nranks) once each with `job`; throws Timeout at the
 // deadline naming the ranks that never asked, InvalidUsage when this process did not make the
-// invitation (or already answered it).
+// invitation (or already answered it), Aborted once `cancel` (optional) is set.
 void answerInvitation(const UniqueId& invitation, const UniqueId& job, int firstNew, int nranks,
-                      double timeoutSeconds);
+                      double timeoutSeconds, const std::atomic<bool>* cancel = nullptr);
 // A new rank: returns the job's id; throws InvalidUsage with the host's reason when refused,
 // Timeout when no answer came in time, Aborted once `cancel` (optional) is set.
 UniqueId acceptInvitation(const UniqueId& invitation, int rank, int nranks, double timeoutSeconds,

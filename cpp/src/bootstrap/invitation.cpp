@@ -27,7 +27,8 @@ uint32_t check(const Hello& h, uint64_t magic, int firstNew, int nranks, const s
 
 }  // namespace
 
-void answerInvitation(const UniqueId& invitation, const UniqueId& job, int firstNew, int nranks, double timeoutSeconds) {
+void answerInvitation(const UniqueId& invitation, const UniqueId& job, int firstNew, int nranks, double timeoutSeconds,
+                      const std::atomic<bool>* cancel) {
   Socket listener = RootSockets::instance().take(invitation.magic());
   if (!listener.valid())
     throw Error(ErrorCode::InvalidUsage, "this process did not make the invitation " + invitation.address() +
@@ -35,7 +36,7 @@ void answerInvitation(const UniqueId& invitation, const UniqueId& job, int first
                                              "passed to ncclCommGrow only by the rank that made it");
   std::vector<bool> answered(nranks, false);
   int left = nranks - firstNew;
-  const Deadline deadline = Deadline::in(timeoutSeconds);
+  const Deadline deadline = Deadline::in(timeoutSeconds, cancel);
   while (left > 0) {
     Socket guest;
     try {

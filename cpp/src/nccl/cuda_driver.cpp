@@ -104,12 +104,25 @@ const Driver& usable(const char* call) {
 // and forestcc's runner, use), made current for the call and popped after: a thread that never
 // used CUDA (a non-blocking communicator's call thread) has no context, and the caller's own
 // current context must be left as it was.
+constexpr int kMaxDevices = 64;
+
+// `device`'s primary context, retained once and kept: the program's own use of the device keeps
+// it alive anyway.
+Context primary(const Driver& d, int device) {
+  if (device < 0 || device >= kMaxDevices)
+    throw NcclError(ncclInvalidArgument, "CUDA device " + std::to_string(device) + " is out of range");
+  static std::mutex mu;
+  static Context contexts[kMaxDevices] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (!contexts[device])
+    if (int e = d.primaryCtxRetain(&contexts[device], device)) fail(d, "cuDevicePrimaryCtxRetain", e);
+  return contexts[device];
+}
+
 class InDevice {
  public:
   InDevice(const Driver& d, int device) : d_(d) {
-    if (device < 0 || device >= kMaxDevices) throw NcclError(ncclInvalidArgument, "CUDA device " + std::to_string(device) + " is out of range");
-    Context ctx = primary(d, device);
-    if (int e = d.ctxPush(ctx)) fail(d, "cuCtxPushCurrent", e);
+    if (int e = d.ctxPush(primary(d, device))) fail(d, "cuCtxPushCurrent", e);
   }
   ~InDevice() {
     Context popped = nullptr;
@@ -117,16 +130,6 @@ class InDevice {
   }
 
  private:
-  static constexpr int kMaxDevices = 64;
-  // Retained once per device and kept: the program's own use of the device keeps it alive anyway.
-  static Context primary(const Driver& d, int device) {
-    static std::mutex mu;
-    static Context contexts[kMaxDevices] = {};
-    std::lock_guard<std::mutex> lock(mu);
-    if (!contexts[device])
-      if (int e = d.primaryCtxRetain(&contexts[device], device)) fail(d, "cuDevicePrimaryCtxRetain", e);
-    return contexts[device];
-  }
   const Driver& d_;
 };
 
@@ -135,6 +138,20 @@ unsigned long long address(const void* p) { return reinterpret_cast<unsigned lon
 }  // namespace
 
 void lookForTheDriver() { loadIfPresent(); }
+
+OnDevice::OnDevice(int device) {
+  if (device < 0) return;
+  const Driver& d = driver();
+  if (!d.complete) return;
+  if (int e = d.ctxPush(primary(d, device))) fail(d, "cuCtxPushCurrent", e);
+  pushed_ = true;
+}
+
+OnDevice::~OnDevice() {
+  if (!pushed_) return;
+  Context popped = nullptr;
+  driver().ctxPop(&popped);
+}
 
 int deviceOf(const void* p) {
   if (!p) return -1;

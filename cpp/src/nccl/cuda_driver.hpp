@@ -27,6 +27,21 @@ bool runtimeCanStart();
 // enqueued on `stream` so far has finished; returns when the copy is done. `device`: a device
 // whose primary context is made current if the thread has none.
 void copyAfterStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, int device);
+// Makes `device`'s primary context the calling thread's current one while it lives (the thread's
+// own is current again after), so that a call on GPU memory runs on its buffers' device whatever
+// thread runs it: a kept call thread carries the device of its last job, and the caller's current
+// device may be another, as NCCL allows. Nothing for device < 0 or while the driver is not loaded.
+class OnDevice {
+ public:
+  explicit OnDevice(int device);
+  ~OnDevice();
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 // Enqueues a copy of `bytes` between GPU buffers on `stream` and returns.
 void copyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, int device);
 

@@ -36,7 +36,7 @@ ncclResult_t makeFromParent(ncclComm* parent, const char* call, const CommConfig
                             Agreement agree, ncclComm_t* newcomm) {
   if (insideGroup()) {
     ncclComm* made = makesOne ? pending(parent, config) : nullptr;
-    deferTask(parent, made, [agree = std::move(agree), made, call]() -> ncclResult_t {
+    deferTask(parent, made, config.blocking, [agree = std::move(agree), made, call]() -> ncclResult_t {
       const std::optional<Place> place = agree();
       return place ? join(made, *place, call) : ncclSuccess;
     });

@@ -13,6 +13,7 @@
 
 #include "nccl/call_threads.hpp"
 #include "nccl/comm.hpp"
+#include "nccl/cuda_driver.hpp"
 #include "nccl/data_types.hpp"
 #include "nccl/forwarding.hpp"
 #include "nccl/groups.hpp"
@@ -31,16 +32,31 @@ struct GroupState {
   struct Task {
     ncclComm* parent;
     ncclComm* made;
+    bool blocking;  // the call's config
     std::function<ncclResult_t()> run;
   };
   std::vector<Task> tasks;  // deferTask
 };
 thread_local GroupState group;
 
-// One deferred task: its result, a failure of it also its new communicator's state.
-ncclResult_t runDeferredTask(const GroupState::Task& t) {
-  const ncclResult_t r = guarded(t.made, "ncclGroupEnd", [&] { return t.run(); });
-  if (t.made && r != ncclSuccess && r != ncclInProgress) t.made->noteError(r, t.made->lastError(), true);
+// One deferred task: its result, a failure of it also its new communicator's state; `why` (may be
+// null) gets a failure's text (the process-wide last error may be another thread's by then).
+ncclResult_t runDeferredTask(const GroupState::Task& t, std::string* why = nullptr) {
+  std::string text;
+  const ncclResult_t r = guarded(t.made, "ncclGroupEnd", [&] {
+    try {
+      return t.run();
+    } catch (const std::exception& e) {
+      text = std::string("ncclGroupEnd: ") + e.what();
+      throw;
+    }
+  });
+  if (r == ncclSuccess || r == ncclInProgress) return r;
+  if (t.made) {
+    if (text.empty()) text = t.made->lastError();  // a join that failed recorded it there
+    t.made->noteError(r, text, true);
+  }
+  if (why) *why = text;
   return r;
 }
 
@@ -65,9 +81,9 @@ ncclResult_t startDeferredInits() {
     for (size_t i = 0; i < tasks.size(); ++i)
       if (tasks[i].parent == parent) runTask(i);
   };
-  // A non-blocking parent whose splits all make non-blocking communicators runs them in the
-  // background (runInBackground, the new ones following it), so ncclGroupEnd need not wait for
-  // the other ranks: it returns ncclInProgress.
+  // A non-blocking parent whose tasks are all non-blocking runs them in the background
+  // (runInBackground, the new ones following it), so ncclGroupEnd need not wait for the other
+  // ranks: it returns ncclInProgress.
   std::vector<ncclComm*> waited;
   for (ncclComm* parent : parents) {
     std::vector<GroupState::Task> mine;
@@ -76,10 +92,8 @@ ncclResult_t startDeferredInits() {
     for (const GroupState::Task& t : tasks)
       if (t.parent == parent) {
         mine.push_back(t);
-        if (t.made) {
-          made.push_back(t.made);
-          nonBlocking = nonBlocking && !t.made->config.blocking;
-        }
+        nonBlocking = nonBlocking && !t.blocking;
+        if (t.made) made.push_back(t.made);
       }
     if (!nonBlocking) {
       waited.push_back(parent);
@@ -90,8 +104,9 @@ ncclResult_t startDeferredInits() {
         ncclResult_t first = ncclSuccess;
         std::string why;
         for (const GroupState::Task& t : mine) {
-          const ncclResult_t r = runDeferredTask(t);  // ncclInProgress: the new one joins on its thread
-          if (r != ncclSuccess && r != ncclInProgress && first == ncclSuccess) first = r, why = ncclGetLastError(t.made);
+          std::string text;
+          const ncclResult_t r = runDeferredTask(t, &text);  // ncclInProgress: the new one joins on its thread
+          if (r != ncclSuccess && r != ncclInProgress && first == ncclSuccess) first = r, why = text;
         }
         if (first != ncclSuccess) throw NcclError(first, why);
       }, made);
@@ -132,8 +147,16 @@ ncclResult_t startDeferredInits() {
   return result == ncclSuccess && inProgress ? ncclInProgress : result;
 }
 
-// One communicator's share of a group, on this thread.
+// The device of a share's GPU buffers (checkOperation: one per communicator), -1 for host memory.
+int deviceOf(const std::vector<const Operation*>& ops) {
+  for (const Operation* op : ops)
+    if (op->device >= 0) return op->device;
+  return -1;
+}
+
+// One communicator's share of a group, on this thread (on its buffers' device).
 void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
+  cuda::OnDevice on(deviceOf(ops));
   std::vector<const Operation*> p2p;
   for (const Operation* op : ops) {
     if (pointToPoint(op->kind))
@@ -161,6 +184,7 @@ void runGroup(const std::vector<Operation>& ops) {
   if (ops.size() == 1) {  // a call outside a group: the common case, without the bookkeeping below
     ncclComm::Use use(ops[0].comm, "ncclGroupEnd");
     try {
+      cuda::OnDevice on(ops[0].device);
       return runNatively(ops[0]);
     } catch (const Error& e) {
       noteFailure({ops[0].comm}, e);
@@ -255,8 +279,8 @@ bool insideGroup() { return group.depth > 0; }
 
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
 
-void deferTask(ncclComm* parent, ncclComm* made, std::function<ncclResult_t()> task) {
-  group.tasks.push_back({parent, made, std::move(task)});
+void deferTask(ncclComm* parent, ncclComm* made, bool blocking, std::function<ncclResult_t()> task) {
+  group.tasks.push_back({parent, made, blocking, std::move(task)});
 }
 
 ncclResult_t submit(Operation op, const char* call) {

@@ -16,11 +16,12 @@ void deferInit(ncclComm* comm);
 // Keeps `task` (the agreement and join of a split, shrink or grow on `parent`: from_parent.hpp)
 // for the outermost ncclGroupEnd of this thread, which runs the tasks of each parent in call order
 // on a thread of their own, the parents at once (an agreement waits for the other ranks' calls,
-// which may be this thread's too), and waits for them: their first failure is the group's. A non-blocking parent whose
-// tasks make only non-blocking communicators runs them in the background instead (ncclGroupEnd
-// then says ncclInProgress). `made` (may be null) is the communicator the task makes: a failure
-// of the task is its state too.
-void deferTask(ncclComm* parent, ncclComm* made, std::function<ncclResult_t()> task);
+// which may be this thread's too), and waits for them: their first failure is the group's. A
+// non-blocking parent whose tasks are all non-blocking (`blocking`: the config of the call; a
+// refused call's is the default, blocking, so that ncclGroupEnd returns its error) runs them in
+// the background instead (ncclGroupEnd then says ncclInProgress). `made` (may be null) is the
+// communicator the task makes: a failure of the task is its state too.
+void deferTask(ncclComm* parent, ncclComm* made, bool blocking, std::function<ncclResult_t()> task);
 
 // A call of non-blocking communicators: runs `work` on a Background after their previous one
 // ended and returns ncclInProgress; ncclCommGetAsyncError of each says ncclInProgress until it

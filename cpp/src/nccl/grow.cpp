@@ -155,10 +155,14 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
       refusal = e.what();
     }
     const bool passesId = uniqueId != nullptr;
+    // The invitation this call was checked against: inside a group, another grow of the parent or
+    // an ncclCommGetUniqueId may answer or replace it before this grow's agreement runs.
+    const std::optional<forestcc::UniqueId> invitation =
+        passesId && refusal.empty() ? comm->growInvitation : std::optional<forestcc::UniqueId>();
     // A refusal makes no communicator (its config is the default, blocking).
     return forestcc::nccl::makeFromParent(
         comm, "ncclCommGrow", cfg, refusal.empty(),
-        [comm, nRanks, passesId, refusal, timeout]() -> std::optional<forestcc::nccl::Place> {
+        [comm, nRanks, passesId, refusal, timeout, invitation]() -> std::optional<forestcc::nccl::Place> {
           ncclComm::Use use(comm, "ncclCommGrow");
           forestcc::nccl::Place place;
           place.rank = comm->rank;
@@ -166,10 +170,14 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
           int coordinator = -1;
           place.id = agreeOnGrow(*comm, nRanks, passesId, refusal, coordinator);
           if (coordinator == comm->rank) {
-            const forestcc::UniqueId invitation = *comm->growInvitation;
-            comm->growInvitation.reset();  // an invitation is answered once
             try {
-              forestcc::answerInvitation(invitation, place.id, comm->size, nRanks, timeout);  // takes its socket
+              if (!invitation || !comm->growInvitation || comm->growInvitation->bytes != invitation->bytes)
+                forestcc::nccl::refuse("the id passed to ncclCommGrow was answered by an earlier ncclCommGrow or "
+                                       "replaced by ncclCommGetUniqueId before this grow ran (ncclGroupEnd)");
+              comm->growInvitation.reset();  // an invitation is answered once
+              // takes its socket; ncclCommAbort of the parent ends the wait for the new ranks
+              forestcc::answerInvitation(*invitation, place.id, comm->size, nRanks, timeout,
+                                         comm->connectCancel().get());
             } catch (...) {
               if (comm->rank == 0) forestcc::releaseUniqueId(place.id);  // never joined here
               throw;
