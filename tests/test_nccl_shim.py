@@ -121,6 +121,8 @@ def test_soname_and_exports():
     dynamic = subprocess.run(["readelf", "-d", "-W", str(SHIM)], capture_output=True, text=True,
                              timeout=60).stdout
     assert "Library soname: [libnccl.so.2]" in dynamic, dynamic
+    # never unloaded: idle kept threads (call_threads.hpp) wait inside it
+    assert re.search(r"FLAGS_1\)\s+Flags:.*\bNODELETE\b", dynamic), dynamic
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(SHIM)], capture_output=True,
                              text=True, timeout=60).stdout
     exported = {line.split()[-1] for line in symbols.splitlines() if line.strip()}
