@@ -1,5 +1,6 @@
 """forestcc-run: environment, labels, whole-line output, failure handling, Ctrl-C, a killed
 launcher, usage errors, the shared-memory sweep."""
+import ast
 import os
 import signal
 import subprocess
@@ -201,6 +202,25 @@ def test_usage_errors(args, message):
     assert p.returncode == 2 and message in p.stderr, p.stderr
 
 
+def test_bind_core_puts_each_rank_on_its_own_cpu():
+    # rank r on CPU r of the launcher's own (all of a rank's threads: the mask is inherited);
+    # without --bind each rank may run on all of them
+    cpus = sorted(os.sched_getaffinity(0))
+    n = min(2, len(cpus))
+    code = "import os; print('CPUS', os.environ['FORESTCC_RANK'], sorted(os.sched_getaffinity(0)))"
+    for bind, want in (("core", {r: [cpus[r]] for r in range(n)}), ("none", {r: cpus for r in range(n)})):
+        p = subprocess.run([*LAUNCHER, "-n", str(n), "--bind", bind, "--", sys.executable, "-c", code],
+                           env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        got = {int(line.split()[1]): ast.literal_eval(line.split(" ", 2)[2]) for line in p.stdout.splitlines()}
+        assert got == want, (bind, p.stdout)
+    # more ranks than CPUs: refused, naming both counts
+    p = subprocess.run([*LAUNCHER, "-n", str(len(cpus) + 1), "--bind", "core", "true"],
+                       capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 2, p.stderr
+    assert f"--bind core: {len(cpus) + 1} ranks on this machine but forestcc-run may use only {len(cpus)} CPUs" in p.stderr
+
+
 def test_program_that_cannot_start():
     p = subprocess.run([*LAUNCHER, "-n", "1", "/nonexistent/program"], capture_output=True,
                        text=True, timeout=JOB_TIMEOUT)
@@ -289,6 +309,7 @@ def test_ssh_command_line(tmp_path):
     (["--hosts", "a", "--launcher", "cluster", "true"], "--launcher cluster needs --cluster"),
     (["--hosts", "a", "--cluster", "fccnothere", "true"], "no emulated cluster 'fccnothere'"),
     (["--hosts", "a", "--port", "70000", "true"], "--port must be between 1 and 65535"),
+    (["--hosts", "a", "--ssh", "true", "--bind", "core", "true"], "with ssh the ranks run elsewhere"),
 ])
 def test_usage_errors_across_hosts(args, message):
     env = {k: v for k, v in os.environ.items() if k != "FORESTCC_CLUSTER"}

@@ -104,6 +104,12 @@ killed when its ssh connection ends. ssh must log in without a password (BatchMo
     p.add_argument("--grace", type=float, default=5.0,
                    help="seconds (>= 0) between SIGTERM and SIGKILL when stopping ranks "
                         "(default 5)")
+    p.add_argument("--bind", choices=("none", "core"), default="none",
+                   help="core: rank r runs on CPU r of forestcc-run's CPUs (os.sched_getaffinity; "
+                        "every rank on this machine, so not with ssh), all its threads included: "
+                        "steadier small-message times, but a rank's own threads then share its "
+                        "one CPU (no overlap of a queued call with the rank's work); "
+                        "none (default): the scheduler places them")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set an environment variable in every rank (repeatable; sent to "
                         "remote hosts too)")
@@ -210,6 +216,30 @@ def _die_with_launcher(launcher_pid: int, fd_limit: tuple[int, int]):
     return preexec
 
 
+def _bound(preexec, cpu: int):
+    """preexec_fn of a rank bound to `cpu` (--bind core): its threads, later ones included, run there."""
+    def run() -> None:
+        preexec()
+        os.sched_setaffinity(0, {cpu})
+
+    return run
+
+
+def _cpus_to_bind(parser: argparse.ArgumentParser, args: argparse.Namespace, placements, starter
+                  ) -> list[int] | None:
+    """--bind core: the CPU of each rank (by rank), from forestcc-run's own; None for --bind none."""
+    if args.bind == "none":
+        return None
+    if starter.remote:
+        parser.error("--bind core binds ranks on this machine; with ssh the ranks run elsewhere")
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(placements) > len(cpus):
+        parser.error(f"--bind core: {len(placements)} ranks on this machine but forestcc-run may use "
+                     f"only {len(cpus)} CPUs ({', '.join(map(str, cpus))}); use fewer ranks or "
+                     "--bind none")
+    return cpus[:len(placements)]
+
+
 def _raise_fd_limit(n: int) -> tuple[int, int]:
     """forestcc-run holds two pipes per rank; make room for them. Returns the limit as it was,
     which the ranks get back."""
@@ -224,10 +254,12 @@ def _raise_fd_limit(n: int) -> tuple[int, int]:
 
 
 class _Job:
-    def __init__(self, args: argparse.Namespace, placements: list[Placement], starter):
+    def __init__(self, args: argparse.Namespace, placements: list[Placement], starter,
+                 bound_cpus: list[int] | None = None):
         self.args = args
         self.placements = placements
         self.starter = starter
+        self.bound_cpus = bound_cpus  # --bind core: each rank's CPU, by rank
         self.procs: list[subprocess.Popen] = []
         self.relay: threading.Thread | None = None
         self.out_lock = threading.Lock()
@@ -291,6 +323,7 @@ class _Job:
             raise SystemExit(f"forestcc-run: cannot listen for the rendezvous on "
                              f"{self.placements[0].host or a.host}: {exc.strerror}") from None
         preexec = _die_with_launcher(os.getpid(), fd_limit)
+        cpus = self.bound_cpus
         forwarded = {item.partition("=")[0] for item in a.env}
         for pl in self.placements:
             env = dict(base)
@@ -306,7 +339,8 @@ class _Job:
             try:
                 proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, stdin=starter_stdin(self.starter),
-                                        start_new_session=True, preexec_fn=preexec)
+                                        start_new_session=True,
+                                        preexec_fn=_bound(preexec, cpus[pl.rank]) if cpus else preexec)
             except (OSError, subprocess.SubprocessError) as exc:
                 self.stop(signal.SIGKILL)
                 self.close_watchdog()
@@ -486,9 +520,10 @@ def main(argv: list[str] | None = None) -> None:
     if not args.cmd:
         parser.error("no command given")
     placements, starter = _plan(parser, args)
+    bound_cpus = _cpus_to_bind(parser, args, placements, starter)
     if not (math.isfinite(args.grace) and args.grace >= 0):
         parser.error(f"--grace must be a number of seconds >= 0, got {args.grace:g}")
-    job = _Job(args, placements, starter)
+    job = _Job(args, placements, starter, bound_cpus)
     job.catch_signals()
     job.start()
     try:
