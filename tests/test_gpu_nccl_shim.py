@@ -63,6 +63,14 @@ def test_device_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm)
     assert_ok(p, "collectives", 3)
 
 
+@pytest.mark.parametrize("n", [1, 3])
+def test_non_blocking_program_on_a_stand_in_driver(device_check, tmp_path, n, no_new_shm):
+    """Runs everywhere: device_check nonblocking's calls and references on host "GPU memory"."""
+    p = run_device_check(device_check, tmp_path, n, "nonblocking",
+                         LD_LIBRARY_PATH=str(device_check / "host-driver"))
+    assert_ok(p, "nonblocking", n)
+
+
 def test_realloc_program_on_a_stand_in_driver(device_check, tmp_path, no_new_shm):
     """Runs everywhere: device_check p2p-realloc's calls and references on host "GPU memory"."""
     p = run_device_check(device_check, tmp_path, 3, "p2p-realloc",
@@ -101,6 +109,13 @@ def test_perf_gpu_mode_on_a_stand_in_driver(device_check, tmp_path, no_new_shm):
 def test_perf_programs_on_gpu_memory(tmp_path, name):
     # perf/nccl linked against the shim (forestcc-config --nccl-perf), 2 ranks on the one GPU
     assert_perf_table(run_perf(tmp_path, 2, name))
+
+
+@gpu_only
+@pytest.mark.parametrize("n", [2, 3])
+def test_non_blocking_calls_on_gpu_memory(device_check, tmp_path, n):
+    # the calls run on kept call threads: each must still run on the buffers' device
+    assert_ok(run_device_check(device_check, tmp_path, n, "nonblocking"), "nonblocking", n)
 
 
 @gpu_only

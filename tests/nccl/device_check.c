@@ -18,6 +18,10 @@
  *   device_check p2p-realloc <dir>  send/recv rings on buffers allocated per size and freed after it
  *                                   (a peer's new allocation at a freed one's addresses), with an
  *                                   all_reduce of a buffer kept throughout between sizes
+ *   device_check nonblocking <dir>  a non-blocking communicator's all_reduce and send/recv ring on
+ *                                   GPU buffers, three rounds: each call returns ncclSuccess or
+ *                                   ncclInProgress and is polled to its end (the shim runs it on a
+ *                                   kept thread, with the buffers' device current)
  *   device_check abort <dir>        rank 0 calls an all_reduce the others never join; ncclCommAbort
  *                                   from another thread ends it with an error, never a hang
  *   device_check async-error <dir>  (2+ ranks, short FORESTCC_TIMEOUT) rank 1's kernel is held
@@ -557,6 +561,54 @@ static void* abortLater(void* arg) {
   return NULL;
 }
 
+static void pollOk(ncclComm_t comm, ncclResult_t r, const char* what) {
+  if (r != ncclSuccess && r != ncclInProgress) FAIL("%s returned %d: %s", what, r, ncclGetLastError(comm));
+  const ncclResult_t state = pollToEnd(comm, what);
+  if (state != ncclSuccess) FAIL("%s ended in %d: %s", what, state, ncclGetLastError(comm));
+}
+
+static void modeNonBlocking(const char* dir) {
+  startCuda();
+  ncclUniqueId id;
+  shareId(dir, "nonblocking.id", &id, rank == 0);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = NULL;
+  pollOk(comm, ncclCommInitRankConfig(&comm, nranks, id, rank, &config), "ncclCommInitRankConfig");
+  const size_t count = 1000;
+  float* host = malloc(count * sizeof(float));
+  float* from = malloc(count * sizeof(float));
+  void* x = gpuAlloc(count * sizeof(float));
+  void* in = gpuAlloc(count * sizeof(float));
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < count; ++i) host[i] = (float)(rank + 1) * (float)(i % 7 + round);
+    toGpu(x, host, count * sizeof(float));
+    pollOk(comm, ncclAllReduce(x, x, count, ncclFloat32, ncclSum, comm, stream), "ncclAllReduce");
+    syncStream();
+    fromGpu(host, x, count * sizeof(float));
+    const float ranks = nranks * (nranks + 1) / 2.0f;
+    for (size_t i = 0; i < count; ++i)
+      if (host[i] != ranks * (float)(i % 7 + round)) {
+        FAIL("round %d: all_reduce[%zu] is %g, want %g", round, i, host[i], ranks * (float)(i % 7 + round));
+        break;
+      }
+    /* a ring: x (the sum) goes to the next rank, whose sum it is too */
+    CHECK(ncclGroupStart());
+    CHECK(ncclSend(x, count, ncclFloat32, next, comm, stream));
+    CHECK(ncclRecv(in, count, ncclFloat32, prev, comm, stream));
+    pollOk(comm, ncclGroupEnd(), "the send/recv group");
+    syncStream();
+    fromGpu(from, in, count * sizeof(float));
+    if (memcmp(from, host, count * sizeof(float)) != 0) FAIL("round %d: the ring's message differs from the sum", round);
+  }
+  gpuFree(x);
+  gpuFree(in);
+  free(host);
+  free(from);
+  CHECK(ncclCommDestroy(comm));
+}
+
 static void modeAbort(const char* dir) {
   startCuda();
   abortComm = worldComm(dir);
@@ -632,6 +684,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "p2p")) modeP2p(argv[2]);
   else if (!strcmp(mode, "p2p-realloc")) modeP2pRealloc(argv[2]);
   else if (!strcmp(mode, "abort")) modeAbort(argv[2]);
+  else if (!strcmp(mode, "nonblocking")) modeNonBlocking(argv[2]);
   else if (!strcmp(mode, "async-error")) modeAsyncError(argv[2]);
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
