@@ -38,9 +38,9 @@ static_assert(sizeof(ManifestHeader) % alignof(MemoryHandle) == 0, "handles foll
 
 size_t manifestBytes(size_t messages) { return sizeof(ManifestHeader) + messages * sizeof(MemoryHandle); }
 
-// Small host messages travel in the sender's manifest space (shared memory): the sender copies
-// each there and its handle names the copy, which a same-node receiver reads with a
-// plain copy. Read from the sender's own buffer, each would cost the receiver a cma system call
+// Small host messages to a peer that maps this rank's shared memory (same node, shm transport)
+// travel in the sender's manifest space: the sender copies each there and its handle names the
+// copy, which the receiver reads with a plain copy. Read from the sender's own buffer, each would cost the receiver a cma system call
 // (about 2 us here, its ptrace checks included), dearer than copying the message twice up to
 // about 128 KiB (sendrecv_perf, 2 ranks: 4 KiB 4.7 -> 2.7 us, 64 KiB 8.3 -> 6.0, 128 KiB 12.2 ->
 // 9.5; at 256 KiB and above no better). A message already in forestcc's shared memory is read
@@ -100,6 +100,7 @@ struct Outgoing {
   uint64_t want = 0;  // the RecvDone count that answers this batch
   bool done = false;
   bool device = false;                // moves GPU bytes
+  bool mapsShm = false;               // the peer maps this rank's shared memory: inline copies pay
   ManifestHeader* header = nullptr;   // the posted manifest (the receiver answers in it)
   std::string describe() const {
     return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
@@ -318,9 +319,14 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
     // Post every manifest first: no peer then waits on this rank for anything but its copies.
     size_t total = 0, inlined = 0;
     bool sendsDevice = false;
-    for (const Outgoing& out : outgoing) {
+    for (Outgoing& out : outgoing) {
       total += manifestBytes(out.messages.size());
       sendsDevice |= out.device;
+      // A peer on another node (tcp) or without the shm transport reads an inline copy the way it
+      // would read the buffer: the copy would buy nothing.
+      s.link(out.peer);
+      for (const auto& c : s.connections[out.peer]) out.mapsShm |= c->transport() == TransportKind::Shm;
+      if (!out.mapsShm) continue;
       for (const SendMessage* m : out.messages)
         if (!onDevice(m->device) && m->bytes && m->bytes <= kInlineMessageBytes &&
             inlined + inlineBytes(m->bytes) <= kInlineBatchBytes)
@@ -348,7 +354,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         if (!onDevice(m.device)) {
           // keepAlive: offered (tcp) until the batch ends
           keepAlive.emplace_back();
-          const bool fits = m.bytes && m.bytes <= kInlineMessageBytes && inlineSpace + inlineBytes(m.bytes) <= inlineEnd;
+          const bool fits = out.mapsShm && m.bytes && m.bytes <= kInlineMessageBytes &&
+                            inlineSpace + inlineBytes(m.bytes) <= inlineEnd;
           if (!fits || m.bytes > kAlwaysInlineBytes) {
             handles[i] = s.describe(m.data, m.bytes, &keepAlive.back());
             if (!fits || handles[i].shmName[0] != '\0') continue;  // read where it is
