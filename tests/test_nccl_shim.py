@@ -117,6 +117,21 @@ def test_forestcc_config_prints_the_installed_shim():
     assert p.returncode == 0 and "--nccl-shim" in p.stdout and "LD_PRELOAD" in p.stdout
 
 
+@pytest.mark.parametrize("mode", [(), ("nonblocking",)])
+def test_the_overhead_program_runs(tmp_path, mode, no_new_shm):
+    # perf/nccl/overhead/shim_ar.c (the per-call figures of docs/nccl-shim.md), blocking and
+    # non-blocking, a few calls: it builds against the wheel's nccl.h and prints its one line
+    program = tmp_path / "shim_ar"
+    _compile("-O1", "-Wall", "-I", str(STUBS), "-I", str(WHEEL_HEADER_DIR),
+             str(HERE.parents[1] / "perf" / "nccl" / "overhead" / "shim_ar.c"), "-o", str(program),
+             f"-L{SHIM.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{SHIM.parent}")
+    p = subprocess.run([sys.executable, "-m", "forestcc.launcher", "-n", "2", str(program), "50", *mode],
+                       env=clean_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    want = r"shim nonblocking [0-9.]+ us" if mode else r"shim [0-9.]+ us"
+    assert re.fullmatch(want, p.stdout.strip()), p.stdout
+
+
 def test_soname_and_exports():
     dynamic = subprocess.run(["readelf", "-d", "-W", str(SHIM)], capture_output=True, text=True,
                              timeout=60).stdout
