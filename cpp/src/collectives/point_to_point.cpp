@@ -40,10 +40,10 @@ size_t manifestBytes(size_t messages) { return sizeof(ManifestHeader) + messages
 
 // Small host messages to a peer that maps this rank's shared memory (same node, shm transport)
 // travel in the sender's manifest space: the sender copies each there and its handle names the
-// copy, which the receiver reads with a plain copy. Read from the sender's own buffer, each would cost the receiver a cma system call
-// (about 2 us here, its ptrace checks included), dearer than copying the message twice up to
-// about 128 KiB (sendrecv_perf, 2 ranks: 4 KiB 4.7 -> 2.7 us, 64 KiB 8.3 -> 6.0, 128 KiB 12.2 ->
-// 9.5; at 256 KiB and above no better). A message already in forestcc's shared memory is read
+// copy, which the receiver reads with a plain copy. Read from the sender's own buffer, each would
+// cost the receiver a cma system call (its ptrace checks included), dearer than copying the
+// message twice up to about 128 KiB (sendrecv_perf, 2 ranks: 4 KiB 4.7 -> 2.7 us, 64 KiB 8.3 ->
+// 6.0, 128 KiB 12.2 -> 9.5; at 256 KiB and above no better). A message already in forestcc's shared memory is read
 // where it is, except up to kAlwaysInlineBytes, whose copy costs less than finding out. The
 // receiver cannot tell the difference. At most kInlineBatchBytes of a batch go this way (the
 // space is kept for the next batches).
@@ -100,7 +100,6 @@ struct Outgoing {
   uint64_t want = 0;  // the RecvDone count that answers this batch
   bool done = false;
   bool device = false;                // moves GPU bytes
-  bool mapsShm = false;               // the peer maps this rank's shared memory: inline copies pay
   ManifestHeader* header = nullptr;   // the posted manifest (the receiver answers in it)
   std::string describe() const {
     return describeMessages(messages.size(), [&](size_t i) { return messages[i]->bytes; });
@@ -247,9 +246,23 @@ struct PointToPoint::Reading {
 };
 
 PointToPoint::PointToPoint(std::shared_ptr<Communicator::State> state)
-    : state_(std::move(state)), sendsDone_(state_->size, 0), sendsReady_(state_->size, 0), reading_(state_->size) {}
+    : state_(std::move(state)),
+      sendsDone_(state_->size, 0),
+      sendsReady_(state_->size, 0),
+      mapsShm_(state_->size, -1),
+      reading_(state_->size) {}
 
 PointToPoint::~PointToPoint() = default;
+
+bool PointToPoint::mapsShm(int peer) {
+  if (mapsShm_[peer] < 0) {
+    Communicator::State& s = *state_;
+    s.link(peer);
+    mapsShm_[peer] = 0;
+    for (const auto& c : s.connections[peer]) mapsShm_[peer] |= c->transport() == TransportKind::Shm;
+  }
+  return mapsShm_[peer] == 1;
+}
 
 char* PointToPoint::manifestSpace(size_t bytes) {
   if (!manifests_ || manifests_->size() < bytes)
@@ -322,11 +335,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
     for (Outgoing& out : outgoing) {
       total += manifestBytes(out.messages.size());
       sendsDevice |= out.device;
-      // A peer on another node (tcp) or without the shm transport reads an inline copy the way it
-      // would read the buffer: the copy would buy nothing.
-      s.link(out.peer);
-      for (const auto& c : s.connections[out.peer]) out.mapsShm |= c->transport() == TransportKind::Shm;
-      if (!out.mapsShm) continue;
+      if (!mapsShm(out.peer)) continue;
       for (const SendMessage* m : out.messages)
         if (!onDevice(m->device) && m->bytes && m->bytes <= kInlineMessageBytes &&
             inlined + inlineBytes(m->bytes) <= kInlineBatchBytes)
@@ -354,7 +363,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         if (!onDevice(m.device)) {
           // keepAlive: offered (tcp) until the batch ends
           keepAlive.emplace_back();
-          const bool fits = out.mapsShm && m.bytes && m.bytes <= kInlineMessageBytes &&
+          const bool fits = mapsShm(out.peer) && m.bytes && m.bytes <= kInlineMessageBytes &&
                             inlineSpace + inlineBytes(m.bytes) <= inlineEnd;
           if (!fits || m.bytes > kAlwaysInlineBytes) {
             handles[i] = s.describe(m.data, m.bytes, &keepAlive.back());

@@ -100,9 +100,13 @@ class PointToPoint {
 
  private:
   char* manifestSpace(size_t bytes);
+  // Whether `peer` maps this rank's shared memory (a shm connection), so that small messages to
+  // it pay to travel inline (point_to_point.cpp); learned once per peer.
+  bool mapsShm(int peer);
 
   std::shared_ptr<Communicator::State> state_;
   std::vector<uint64_t> sendsDone_, sendsReady_;  // SendReady / RecvDone signals consumed, by peer
+  std::vector<int8_t> mapsShm_;                    // mapsShm, by peer: -1 not known yet
   // Where this rank's manifests live: shared memory, so a same-node receiver reads them with a
   // plain copy. Grown, never shrunk; touched only by batches with sends.
   std::unique_ptr<SharedAllocation> manifests_;

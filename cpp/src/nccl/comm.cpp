@@ -166,8 +166,7 @@ ncclResult_t ncclComm::start(std::function<void(ncclComm&)> connect, const char*
 
 void ncclComm::defer(std::function<void(ncclComm&)> connect, const char* call) {
   deferred_ = connector(std::move(connect), call);
-  std::lock_guard<std::mutex> lock(mu_);
-  asyncError_ = ncclInProgress;
+  markPending();
 }
 
 void ncclComm::markPending() {

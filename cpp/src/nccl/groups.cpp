@@ -60,6 +60,25 @@ ncclResult_t runDeferredTask(const GroupState::Task& t, std::string* why = nullp
   return r;
 }
 
+// A non-blocking parent's tasks, all non-blocking: in the background (runInBackground, the new
+// communicators following it), so ncclGroupEnd need not wait for the other ranks. Throws what
+// runInBackground throws (nothing then ran).
+void runTasksInBackground(ncclComm* parent, const std::vector<GroupState::Task>& mine) {
+  std::vector<ncclComm*> made;
+  for (const GroupState::Task& t : mine)
+    if (t.made) made.push_back(t.made);
+  runInBackground({parent}, "ncclGroupEnd", [mine] {
+    ncclResult_t first = ncclSuccess;
+    std::string why;
+    for (const GroupState::Task& t : mine) {
+      std::string text;
+      const ncclResult_t r = runDeferredTask(t, &text);  // ncclInProgress: the new one joins on its thread
+      if (r != ncclSuccess && r != ncclInProgress && first == ncclSuccess) first = r, why = text;
+    }
+    if (first != ncclSuccess) throw NcclError(first, why);
+  }, made);
+}
+
 // The group's deferred inits, all at once (each waits for the others' ranks): the first failure
 // of a blocking one, or ncclInProgress when a non-blocking one is still connecting.
 ncclResult_t startDeferredInits() {
@@ -76,40 +95,27 @@ ncclResult_t startDeferredInits() {
   for (const GroupState::Task& t : tasks)
     if (std::find(parents.begin(), parents.end(), t.parent) == parents.end()) parents.push_back(t.parent);
   std::vector<ncclResult_t> done(tasks.size(), ncclSuccess);
-  auto runTask = [&](size_t i) { done[i] = runDeferredTask(tasks[i]); };
   auto runParent = [&](ncclComm* parent) {
     for (size_t i = 0; i < tasks.size(); ++i)
-      if (tasks[i].parent == parent) runTask(i);
+      if (tasks[i].parent == parent) done[i] = runDeferredTask(tasks[i]);
   };
-  // A non-blocking parent whose tasks are all non-blocking runs them in the background
-  // (runInBackground, the new ones following it), so ncclGroupEnd need not wait for the other
-  // ranks: it returns ncclInProgress.
+  // Parents whose tasks are waited for here; the others' run in the background (ncclGroupEnd
+  // then says ncclInProgress).
   std::vector<ncclComm*> waited;
   for (ncclComm* parent : parents) {
     std::vector<GroupState::Task> mine;
-    std::vector<ncclComm*> made;
     bool nonBlocking = !parent->config.blocking;
     for (const GroupState::Task& t : tasks)
       if (t.parent == parent) {
         mine.push_back(t);
         nonBlocking = nonBlocking && !t.blocking;
-        if (t.made) made.push_back(t.made);
       }
     if (!nonBlocking) {
       waited.push_back(parent);
       continue;
     }
     try {
-      runInBackground({parent}, "ncclGroupEnd", [mine] {
-        ncclResult_t first = ncclSuccess;
-        std::string why;
-        for (const GroupState::Task& t : mine) {
-          std::string text;
-          const ncclResult_t r = runDeferredTask(t, &text);  // ncclInProgress: the new one joins on its thread
-          if (r != ncclSuccess && r != ncclInProgress && first == ncclSuccess) first = r, why = text;
-        }
-        if (first != ncclSuccess) throw NcclError(first, why);
-      }, made);
+      runTasksInBackground(parent, mine);
       inProgress = true;
     } catch (const std::exception& e) {
       for (size_t i = 0; i < tasks.size(); ++i)

@@ -17,7 +17,6 @@
 #include "nccl/comm.hpp"
 #include "nccl/cuda_driver.hpp"
 #include "nccl/from_parent.hpp"
-#include "nccl/groups.hpp"
 #include "nccl/init.hpp"
 #include "nccl/result.hpp"
 
@@ -114,18 +113,12 @@ extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniq
       if (!newcomm) badArgument("newcomm is NULL");
       if (!uniqueId) badArgument("uniqueId is NULL: a new rank (comm NULL) passes the id of ncclCommGetUniqueId");
       forestcc::nccl::checkRanks(nRanks, rank);
-      const forestcc::nccl::CommConfig cfg = forestcc::nccl::readConfig(config);
       const forestcc::UniqueId invitation = forestcc::nccl::toForestcc(*uniqueId);
-      const int device = forestcc::nccl::cuda::currentDevice();
-      if (cfg.blocking && !forestcc::nccl::insideGroup()) {
-        // Asked before the communicator is made, so a refusal ("may ask again") leaves nothing.
-        const forestcc::UniqueId job = forestcc::acceptInvitation(invitation, rank, nRanks, timeout);
-        return forestcc::nccl::initRank(newcomm, nRanks, job, rank, cfg, device, "ncclCommGrow");
-      }
-      // Non-blocking or inside a group: the question waits for the existing ranks' grow, so it is
-      // asked where the communicator joins (its thread, or at ncclGroupEnd beside their grow).
+      // The question waits for the existing ranks' grow, so it is asked where the communicator
+      // joins: before the call returns (blocking: a refusal then leaves nothing, and the rank may
+      // ask again), on its thread (non-blocking), or at ncclGroupEnd beside the others' grow.
       return forestcc::nccl::initWith(
-          newcomm, nRanks, rank, cfg, device,
+          newcomm, nRanks, rank, forestcc::nccl::readConfig(config), forestcc::nccl::cuda::currentDevice(),
           [invitation, rank, nRanks, timeout](ncclComm& c) {
             // ncclCommAbort ends the wait for the answer, as it ends a rendezvous
             const forestcc::UniqueId job =
