@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -58,16 +59,22 @@ void keptThread(std::function<void()> job) {
 
 void runOnCallThread(std::function<void()> job) {
   Pool& p = pool();
-  {
-    std::lock_guard<std::mutex> lock(p.mu);
-    // Each job handed over has an idle thread of its own to take it.
-    if (p.idle > p.jobs.size()) {
-      p.jobs.push_back(std::move(job));
-      p.wake.notify_one();
-      return;
+  // Out of memory (the queue's node, the thread's state) is one more way of not starting a
+  // thread: callers handle std::system_error alone, and the job has not run either way.
+  try {
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      // Each job handed over has an idle thread of its own to take it.
+      if (p.idle > p.jobs.size()) {
+        p.jobs.push_back(std::move(job));
+        p.wake.notify_one();
+        return;
+      }
     }
+    std::thread(keptThread, std::move(job)).detach();
+  } catch (const std::bad_alloc&) {
+    throw std::system_error(std::make_error_code(std::errc::not_enough_memory), "no memory to start a call thread");
   }
-  std::thread(keptThread, std::move(job)).detach();
 }
 
 void runAtOnce(size_t count, const std::function<void(size_t)>& job, size_t* started) {

@@ -10,8 +10,8 @@ namespace forestcc::nccl {
 
 // Runs `job` on a kept thread that is idle, or on a new one when none is (so jobs never wait for
 // each other: each may wait for peers that another job serves). A kept thread ends after 30 s
-// idle. `job` must not throw. Throws std::system_error when no thread can be started (the job
-// then did not run).
+// idle. `job` must not throw. Throws std::system_error when no thread can be started, for want
+// of memory too (the job then did not run).
 void runOnCallThread(std::function<void()> job);
 
 // Runs job(0) .. job(count - 1) at once, the last on this thread and the others on call threads,
