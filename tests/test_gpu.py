@@ -8,9 +8,11 @@ the CI (no GPU) keeps the program itself working. On a GPU machine run tools/gpu
 """
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
+import sys
 import warnings
 
 import pytest
@@ -96,6 +98,42 @@ def test_gpu_program_on_host_memory(no_new_shm):
     check_matrix(res, 3)
     res = run_job(2, "gpu_check.py", "features", "--lib", "numpy")
     assert res.returncode == 0 and len(res.lines("OK basic")) == 2, tail(res)
+
+
+def _collected(env_first: str | None) -> list[str]:
+    env = dict(os.environ)
+    env.pop("FORESTCC_TESTS_FIRST", None)
+    if env_first is not None:
+        env["FORESTCC_TESTS_FIRST"] = env_first
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          *sorted(glob.glob(os.path.join(here, "test_gpu*.py")))],
+                         capture_output=True, text=True, timeout=240, cwd=os.path.dirname(here), env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return [ln for ln in out.stdout.splitlines() if "::" in ln]
+
+
+def test_gpu_suite_runs_the_first_tests_first():
+    """tools/gpu-suite.sh runs the tests of never-run GPU code first (FORESTCC_TESTS_FIRST), so
+    the GPU machine's time box cuts what matters least; each piece of its default list must
+    still name a test (a renamed test would quietly lose its place)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "gpu-suite.sh")
+    lines = [ln for ln in open(script).read().splitlines() if ln.startswith("FIRST_DEFAULT")]
+    default = subprocess.run(["bash", "-c", "\n".join(lines) + '\necho "$FIRST_DEFAULT"'],
+                             capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    pieces = default.split(",")
+    assert len(pieces) >= 3, default
+    plain = _collected(None)
+    ordered = _collected(default)
+    assert sorted(plain) == sorted(ordered), "reordering lost or added tests"
+    for piece in pieces:
+        assert any(piece in t for t in plain), f"GPU_SUITE_FIRST's '{piece}' names no test"
+    # Each piece's tests in the piece's order, then the rest in collection order.
+    rank = [next((i for i, p in enumerate(pieces) if p in t), len(pieces)) for t in ordered]
+    assert rank == sorted(rank), ordered[:20]
+    rest = [t for t in ordered if rank[ordered.index(t)] == len(pieces)]
+    assert rest == [t for t in plain if t in rest]
+    assert ordered != plain  # the default moves something (else the check above proves nothing)
 
 
 # -- GPU ---------------------------------------------------------------------------------------

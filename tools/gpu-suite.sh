@@ -18,7 +18,10 @@
 # (SIGINT first, so pytest still prints its summary) within GPU_SUITE_BUDGET seconds in all
 # (default 530), and a failing phase does not stop the next. Knobs: GPU_SUITE_BUILD_S (200),
 # GPU_SUITE_BENCH_S (100), GPU_SUITE_PYTEST_ARGS (extra pytest arguments, e.g. "-k feature"),
-# GPU_SUITE_BENCH_ARGS (extra benchmark arguments, e.g. "-e 256M"), GPU_SUITE_ARCH (90).
+# GPU_SUITE_BENCH_ARGS (extra benchmark arguments, e.g. "-e 256M"), GPU_SUITE_ARCH (90),
+# GPU_SUITE_FIRST (comma-separated pieces of test ids run before the rest, in that order, so a
+# time box cuts what matters least; default: the tests of code that has not run on a GPU yet,
+# FIRST_DEFAULT below; "" keeps pytest's order).
 # Exit status: 0 when every phase run passed.
 #
 # Through the device tool (600 s per command): tests/test_gpu*.py took 322 s on an H100 with MPS
@@ -55,6 +58,11 @@ box() {
   echo "$cap"
 }
 declare -A STATUS
+# The GPU code written since the last GPU run (session 11's, perf/gpu/results-h100-2026-11-24-s11)
+# has run nowhere: its tests first. Whoever runs the suite on a GPU and sees these pass trims this.
+FIRST_DEFAULT="test_non_blocking_calls_on_gpu_memory,test_eager_plans_on_gpu,test_cuda_graph_capture_and_replay"
+FIRST_DEFAULT+=",test_gpu_p2p.py::test_feature,test_torch_collectives_on_the_shim,test_async_error_shows_a_failure_on_the_gpu"
+FIRST_DEFAULT+=",test_send_recv_on_buffers_freed_and_allocated_again,test_every_collective_dtype_op_and_layout"
 
 say "# forestcc GPU suite, $(date -u +%Y-%m-%dT%H:%M:%SZ), phases: ${PHASES[*]}, budget ${BUDGET} s"
 say "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
@@ -153,7 +161,9 @@ if want test; then
   say "== test (time box ${t} s)"
   s=$SECONDS
   # shellcheck disable=SC2086  # GPU_SUITE_PYTEST_ARGS is split on purpose
-  timeout -s INT -k 30 "$t" python3 -m pytest tests/test_gpu*.py -v -ra -p no:cacheprovider \
+  say "   first: ${GPU_SUITE_FIRST-$FIRST_DEFAULT}"
+  FORESTCC_TESTS_FIRST="${GPU_SUITE_FIRST-$FIRST_DEFAULT}" \
+    timeout -s INT -k 30 "$t" python3 -m pytest tests/test_gpu*.py -v -ra -p no:cacheprovider \
     --durations=20 ${GPU_SUITE_PYTEST_ARGS:-} >"$OUT/gpu-tests.txt" 2>&1
   rc=$?
   STATUS[test]="rc=$rc, $((SECONDS - s)) s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$OUT/gpu-tests.txt" | tail -1 | tr -d '=')"
