@@ -204,6 +204,7 @@ struct DeviceBackend {
   uint32_t* abortFlag;   // the launch's
   uint32_t* waits;       // this block's waits done per channel
   uint32_t episodes = 0;
+  uint32_t waitSlot = 0;  // which of wait()'s two outcome slots the block's next wait uses
   bool aborted = false;  // a meeting of the worker's blocks was abandoned
 
   __device__ bool abortRequested() const {
@@ -401,7 +402,13 @@ struct DeviceBackend {
 
   __device__ bool wait(int channel, Failure& f) {
     const DeviceChannel& ch = a.channels[channel];
-    __shared__ int outcome;  // 1 ready, 0 deadline, 2 aborted
+    // 1 ready, 0 deadline, 2 aborted. Thread 0 writes a wait's outcome before the wait's barrier,
+    // while a slow warp may still be reading the previous wait's: consecutive waits use the two
+    // slots in turn (every thread of the block makes the same waits), and by the wait after next
+    // every thread has passed the barrier that follows its read.
+    __shared__ int outcomes[2];
+    waitSlot ^= 1;
+    int& outcome = outcomes[waitSlot];
     if (threadIdx.x == 0) {
       const uint64_t want = *ch.expected + ++waits[channel];
       outcome = 1;
