@@ -144,11 +144,15 @@ def test_soname_and_exports():
     missing = [s for s in PYTORCH_IMPORTS + OTHER_NEEDS if s not in exported]
     assert not missing, f"the shim lacks {missing}"
     assert len(PYTORCH_IMPORTS) == 51
-    # every function NCCL's own header declares (p-prefixed profiler aliases aside)
+    # every function NCCL's own headers declare (p-prefixed profiler aliases aside): nccl.h, and
+    # the host side of the device API (nccl_device/host.h), whose calls take a communicator too
     header = (WHEEL_HEADER_DIR / "nccl.h").read_text()
-    declared = set(re.findall(r"^(?:ncclResult_t|const char\*|void)\s+(nccl\w+)\(", header, re.M))
-    assert len(declared) > 60
-    assert sorted(declared - exported) == []
+    declared = set(re.findall(r"^\s*(?:ncclResult_t|const char\*|void)\s+(nccl\w+)\(", header, re.M))
+    assert len(declared) > 60 and "ncclResetDebugInit" in declared
+    device_host = (WHEEL_HEADER_DIR / "nccl_device" / "host.h").read_text()
+    device_declared = set(re.findall(r"^NCCL_EXTERN_C\s+\w+\s+(nccl\w+)\(", device_host, re.M))
+    assert {"ncclCommQueryProperties", "ncclTeamWorld", "ncclLLA2ACalcSlots"} <= device_declared
+    assert sorted((declared | device_declared) - exported) == []
     # nothing but the NCCL API leaks out (the C++ internals stay local)
     assert all(s.startswith("nccl") for s in exported), sorted(s for s in exported
                                                                if not s.startswith("nccl"))
@@ -239,6 +243,50 @@ def test_the_batch_on_the_cpp_api(tmp_path, n, no_new_shm):
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     ok = sorted(line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line)
     assert ok == sorted(f"OK {r}" for r in range(n)), p.stdout[-4000:]
+
+
+def _cuda_include() -> Path | None:
+    """The CUDA toolkit's headers (NCCL's device-API header includes cuda.h), or None."""
+    nvcc = shutil.which("nvcc")
+    for root in ([Path(nvcc).resolve().parent.parent] if nvcc else []) + [
+            Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))]:
+        if (root / "include" / "cuda.h").exists():
+            return root / "include"
+    return None
+
+
+@pytest.fixture(scope="module")
+def device_api_check(tmp_path_factory) -> Path:
+    """tests/nccl/device_api_check.cpp against the wheel's nccl.h and nccl_device/host.h."""
+    cuda = _cuda_include()
+    if cuda is None:
+        pytest.skip("no CUDA toolkit headers (cuda.h), which NCCL's nccl_device/host.h includes")
+    out = tmp_path_factory.mktemp("device-api") / "device_api_check"
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    p = subprocess.run([cxx, "-O1", "-std=c++17", "-Wall", "-Wno-unused-function", f"-I{cuda}",
+                        f"-I{WHEEL_HEADER_DIR}", f"-I{HERE}", str(HERE / "device_api_check.cpp"), "-o",
+                        str(out), f"-L{SHIM.parent}", "-l:libnccl.so.2", f"-Wl,-rpath,{SHIM.parent}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-5000:]
+    return out.parent
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_device_api_host_calls_without_a_fallback(device_api_check, tmp_path, n, no_new_shm):
+    # NCCL's device API: "no device API" from ncclCommQueryProperties (programs then take their
+    # other path), the teams of such a communicator, and ncclInvalidUsage (or -1, or the empty
+    # team) with a message for what only a fallback NCCL could do
+    env = {"FORESTCC_NCCL_FALLBACK": str(tmp_path / "none.so")}
+    assert_ok(run_check(device_api_check, tmp_path, n, "native", "device_api_check", **env), "native", n)
+
+
+def test_device_api_calls_reach_the_fallback(device_api_check, tmp_path, no_new_shm):
+    # ncclLLA2ACalcSlots (NCCL's sizing rule, no communicator) answered by the wheel's NCCL
+    real = ctypes.CDLL(str(WHEEL_LIBRARY)).ncclLLA2ACalcSlots(1024, 16)
+    assert real > 0
+    p = run_check(device_api_check, tmp_path, 1, "fallback", "device_api_check", (str(real),),
+                  FORESTCC_NCCL_FALLBACK=str(WHEEL_LIBRARY))
+    assert_ok(p, "fallback", 1)
 
 
 @pytest.mark.parametrize("n", [3, 4])

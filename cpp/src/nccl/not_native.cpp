@@ -6,42 +6,18 @@
 #include <string>
 
 #include "nccl/comm.hpp"
+#include "nccl/forward_call.hpp"
 #include "nccl/forwarding.hpp"
 #include "nccl/result.hpp"
 
 using forestcc::nccl::badArgument;
 using forestcc::nccl::fallbackFunction;
+using forestcc::nccl::forwardPlain;
+using forestcc::nccl::forwardWithComm;
+using forestcc::nccl::fromFallback;
 using forestcc::nccl::guarded;
 using forestcc::nccl::refuse;
 
-namespace {
-
-// A failure of the fallback becomes ours, with its message, so ncclGetLastError tells it too.
-ncclResult_t fromFallback(ncclResult_t result) {
-  if (result != ncclSuccess && result != ncclInProgress)
-    throw forestcc::nccl::NcclError(result, std::string("the fallback NCCL failed: ") +
-                                                forestcc::nccl::fallbackLastError());
-  return result;
-}
-
-// Calls the fallback's `name` (of the same type as the shim's `Fn`) with the real communicator.
-template <class Fn, class... Args>
-ncclResult_t forwardWithComm(const char* name, ncclComm_t comm, Args... args) {
-  return guarded(comm, name, [&] {
-    ncclComm::Use use(comm, name);
-    ncclComm_t real = nullptr;
-    auto* fn = reinterpret_cast<Fn*>(fallbackFunction(name, comm, &real));
-    return fromFallback(fn(real, args...));
-  });
-}
-
-template <class Fn, class... Args>
-ncclResult_t forwardPlain(const char* name, Args... args) {
-  return guarded(nullptr, name,
-                 [&] { return fromFallback(reinterpret_cast<Fn*>(fallbackFunction(name))(args...)); });
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -118,27 +94,6 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclCo
   });
 }
 
-// Device communicators (nccl_device/host.h): the types are NCCL's own, passed through as pointers.
-ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm) {
-  using Fn = ncclResult_t(ncclComm_t, const void*, void*);
-  return forwardWithComm<Fn>("ncclDevCommCreate", comm, reqs, outDevComm);
-}
-
-ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm) {
-  using Fn = ncclResult_t(ncclComm_t, const void*);
-  return forwardWithComm<Fn>("ncclDevCommDestroy", comm, devComm);
-}
-
-ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr) {
-  return forwardPlain<ncclResult_t(ncclWindow_t, size_t, void**)>("ncclGetLsaMultimemDevicePointer", window, offset,
-                                                                  outPtr);
-}
-
-ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr) {
-  return forwardPlain<ncclResult_t(ncclWindow_t, size_t, int, void**)>("ncclGetPeerDevicePointer", window, offset,
-                                                                       peer, outPtr);
-}
-
 // forestcc's transports do not encrypt: plaintext is what they do, a key is refused.
 ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config) {
   return guarded(nullptr, "ncclSetEncryption", [&] {
@@ -188,6 +143,16 @@ void ncclParamDumpAll(void) {
   if (r != ncclSuccess)
     std::fprintf(stderr, "forestcc: ncclParamDumpAll: %s (forestcc's own knobs: forestcc config)\n",
                  ncclGetLastError(nullptr));
+}
+
+// Deprecated in NCCL ("reload the environment variables of logging"). forestcc's one logging
+// knob, FORESTCC_DEBUG, is read when a communicator is made, so there is nothing of its own to
+// reload: the fallback's logging is, when there is a fallback.
+void ncclResetDebugInit(void) {
+  guarded(nullptr, "ncclResetDebugInit", [&] {
+    reinterpret_cast<decltype(&ncclResetDebugInit)>(fallbackFunction("ncclResetDebugInit"))();
+    return ncclSuccess;
+  });
 }
 
 }  // extern "C"

@@ -368,6 +368,9 @@ ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
 ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
 ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
 void ncclParamDumpAll(void);
+/* Deprecated in NCCL: reloads the logging settings (the fallback's; forestcc reads its own,
+ * FORESTCC_DEBUG, when a communicator is made). */
+void ncclResetDebugInit(void);
 
 /* RCCL's spelling of ncclAlltoAll (NCCL >= 2.28 spells it with a lowercase "to"); both exist. */
 ncclResult_t ncclAllToAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
