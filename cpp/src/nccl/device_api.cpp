@@ -151,6 +151,28 @@ void checkTeam(const ncclComm& c, const Team& t, const char* arg) {
                 std::to_string(c.rank) + " of " + std::to_string(c.size) + ")");
 }
 
+// A team's member as a rank: the twin's answer when there is one, else native(comm, world) with
+// `world` the world rank of member `rank` of `team` (a team of this communicator: checked). A
+// failure is recorded (ncclGetLastError) and gives -1.
+template <class Native>
+int rankCall(const char* name, ncclComm_t comm, Team team, int rank, Native native) {
+  int out = -1;
+  guarded(comm, name, [&] {
+    ncclComm::Use use(comm, name);
+    if (ncclComm_t real = twinOf(comm)) {
+      ncclComm_t same = nullptr;
+      out = reinterpret_cast<int (*)(ncclComm_t, Team, int)>(fallbackFunction(name, comm, &same))(real, team, rank);
+      return ncclSuccess;
+    }
+    checkTeam(*comm, team, "team");
+    if (rank < 0 || rank >= team.nRanks)
+      badArgument("rank " + std::to_string(rank) + " is not a member of a team of " + std::to_string(team.nRanks));
+    out = native(*comm, comm->rank + (rank - team.rank) * team.stride);
+    return ncclSuccess;
+  });
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -246,47 +268,18 @@ Team ncclTeamCftMultimem(ncclComm_t comm) {
 
 // The world rank of member `rank` of `team` (-1, with the reason recorded, when it is none).
 int ncclTeamRankToWorld(ncclComm_t comm, Team team, int rank) {
-  int out = -1;
-  guarded(comm, "ncclTeamRankToWorld", [&] {
-    ncclComm::Use use(comm, "ncclTeamRankToWorld");
-    if (ncclComm_t real = twinOf(comm)) {
-      ncclComm_t same = nullptr;
-      out = reinterpret_cast<int (*)(ncclComm_t, Team, int)>(fallbackFunction("ncclTeamRankToWorld", comm, &same))(
-          real, team, rank);
-      return ncclSuccess;
-    }
-    checkTeam(*comm, team, "team");
-    if (rank < 0 || rank >= team.nRanks)
-      badArgument("rank " + std::to_string(rank) + " is not a member of a team of " + std::to_string(team.nRanks));
-    out = comm->rank + (rank - team.rank) * team.stride;
-    return ncclSuccess;
-  });
-  return out;
+  return rankCall("ncclTeamRankToWorld", comm, team, rank, [](const ncclComm&, int world) { return world; });
 }
 
 // The load/store-team rank of `team`'s member `rank`: with no device API only this rank is in its
 // load/store team, so only this rank has one (0).
 int ncclTeamRankToLsa(ncclComm_t comm, Team team, int rank) {
-  int out = -1;
-  guarded(comm, "ncclTeamRankToLsa", [&] {
-    ncclComm::Use use(comm, "ncclTeamRankToLsa");
-    if (ncclComm_t real = twinOf(comm)) {
-      ncclComm_t same = nullptr;
-      out = reinterpret_cast<int (*)(ncclComm_t, Team, int)>(fallbackFunction("ncclTeamRankToLsa", comm, &same))(
-          real, team, rank);
-      return ncclSuccess;
-    }
-    checkTeam(*comm, team, "team");
-    if (rank < 0 || rank >= team.nRanks)
-      badArgument("rank " + std::to_string(rank) + " is not a member of a team of " + std::to_string(team.nRanks));
-    const int world = comm->rank + (rank - team.rank) * team.stride;
-    if (world != comm->rank)
-      refuse("world rank " + std::to_string(world) + " is not in rank " + std::to_string(comm->rank) +
+  return rankCall("ncclTeamRankToLsa", comm, team, rank, [](const ncclComm& c, int world) {
+    if (world != c.rank)
+      refuse("world rank " + std::to_string(world) + " is not in rank " + std::to_string(c.rank) +
              "'s load/store team (with no device API, each rank's is itself alone)");
-    out = 0;
-    return ncclSuccess;
+    return 0;
   });
-  return out;
 }
 
 // Requirements of device-side resources: only a device communicator (the fallback's) uses them.
