@@ -60,9 +60,11 @@ box() {
 declare -A STATUS
 # The GPU code written since the last GPU run (session 11's, perf/gpu/results-h100-2026-11-24-s11)
 # has run nowhere: its tests first. Whoever runs the suite on a GPU and sees these pass trims this.
-FIRST_DEFAULT="test_non_blocking_calls_on_gpu_memory,test_eager_plans_on_gpu,test_cuda_graph_capture_and_replay"
-FIRST_DEFAULT+=",test_gpu_p2p.py::test_feature,test_torch_collectives_on_the_shim,test_async_error_shows_a_failure_on_the_gpu"
-FIRST_DEFAULT+=",test_send_recv_on_buffers_freed_and_allocated_again,test_every_collective_dtype_op_and_layout"
+# Grouped by file: test_gpu_nccl_shim.py builds its programs once per run of its tests in a row.
+FIRST_DEFAULT="test_eager_plans_on_gpu,test_cuda_graph_capture_and_replay"
+FIRST_DEFAULT+=",test_non_blocking_calls_on_gpu_memory,test_torch_collectives_on_the_shim"
+FIRST_DEFAULT+=",test_async_error_shows_a_failure_on_the_gpu,test_send_recv_on_buffers_freed_and_allocated_again"
+FIRST_DEFAULT+=",test_gpu_p2p.py::test_feature,test_every_collective_dtype_op_and_layout"
 
 say "# forestcc GPU suite, $(date -u +%Y-%m-%dT%H:%M:%SZ), phases: ${PHASES[*]}, budget ${BUDGET} s"
 say "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"

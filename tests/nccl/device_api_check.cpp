@@ -99,6 +99,15 @@ static void teams(ncclComm_t comm) {
     if (w != r) FAIL("ncclTeamRankToWorld(world, %d) = %d", r, w);
   }
   if (ncclTeamRankToWorld(comm, lsa, 0) != rank) FAIL("ncclTeamRankToWorld(lsa, 0) is not this rank");
+  /* a team of every other rank (the ranks of this rank's parity): stride 2 */
+  const ncclTeam_t parity = {(nranks - rank % 2 + 1) / 2, rank / 2, 2};
+  for (int k = 0; k < parity.nRanks; ++k) {
+    const int w = ncclTeamRankToWorld(comm, parity, k);
+    if (w != rank % 2 + 2 * k) FAIL("ncclTeamRankToWorld(stride-2 team, %d) = %d, expected %d", k, w, rank % 2 + 2 * k);
+  }
+  if (ncclTeamRankToLsa(comm, parity, rank / 2) != 0) FAIL("ncclTeamRankToLsa(stride-2 team, this rank) is not 0");
+  ncclTeam_t overflowing = {2147483647, -1, 1};
+  EXPECT_VALUE_ERROR(ncclTeamRankToWorld(comm, overflowing, 0), -1, "not a team of this communicator");
   if (ncclTeamRankToLsa(comm, world, rank) != 0) FAIL("ncclTeamRankToLsa(world, this rank) is not 0");
   if (nranks > 1) EXPECT_VALUE_ERROR(ncclTeamRankToLsa(comm, world, (rank + 1) % nranks), -1, "load/store team");
   EXPECT_VALUE_ERROR(ncclTeamRankToWorld(comm, world, nranks), -1, "not a member");

@@ -107,7 +107,11 @@ void runAtOnce(size_t count, const std::function<void(size_t)>& job, size_t* sta
   } catch (...) {
     if (started) *started = i;
     finish();  // the jobs started still use this frame
-    throw;
+    try {
+      throw;
+    } catch (const std::bad_alloc&) {  // building the job's std::function, before runOnCallThread
+      throw std::system_error(std::make_error_code(std::errc::not_enough_memory), "no memory to start a call thread");
+    }
   }
   if (started) *started = count;
   if (count > 0) job(count - 1);

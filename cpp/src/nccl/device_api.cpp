@@ -143,8 +143,9 @@ Team selfTeam(const ncclComm&) { return {1, 0, 1}; }
 // A team handed back to the shim: one of this communicator's (the rank inside it, and every
 // member a rank of the communicator).
 void checkTeam(const ncclComm& c, const Team& t, const char* arg) {
-  const long long last = static_cast<long long>(c.rank) + static_cast<long long>(t.nRanks - 1 - t.rank) * t.stride;
-  const long long first = static_cast<long long>(c.rank) - static_cast<long long>(t.rank) * t.stride;
+  // In 64 bits: a garbage team must not overflow before it is refused.
+  const long long last = c.rank + (static_cast<long long>(t.nRanks) - 1 - t.rank) * t.stride;
+  const long long first = c.rank - static_cast<long long>(t.rank) * t.stride;
   if (t.nRanks < 1 || t.rank < 0 || t.rank >= t.nRanks || t.stride < 1 || first < 0 || last >= c.size)
     badArgument(std::string(arg) + " {nRanks " + std::to_string(t.nRanks) + ", rank " + std::to_string(t.rank) +
                 ", stride " + std::to_string(t.stride) + "} is not a team of this communicator (rank " +
@@ -184,9 +185,15 @@ ncclResult_t ncclCommQueryProperties(ncclComm_t comm, CommProperties* props) {
       badArgument("props was not initialised with NCCL_COMM_PROPERTIES_INITIALIZER");
     ncclComm::Use use(comm, "ncclCommQueryProperties");
     if (ncclComm_t real = twinOf(comm)) {
-      ncclComm_t same = nullptr;
       using Fn = ncclResult_t(ncclComm_t, CommProperties*);
-      return fromFallback(reinterpret_cast<Fn*>(fallbackFunction("ncclCommQueryProperties", comm, &same))(real, props));
+      Fn* fn = nullptr;
+      try {
+        ncclComm_t same = nullptr;
+        fn = reinterpret_cast<Fn*>(fallbackFunction("ncclCommQueryProperties", comm, &same));
+      } catch (const forestcc::nccl::NcclError&) {
+        // a fallback from before ncclCommQueryProperties (NCCL 2.29): the native answer
+      }
+      if (fn) return fromFallback(fn(real, props));
     }
     nativeProperties(comm, props);
     return ncclSuccess;

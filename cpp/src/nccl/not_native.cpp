@@ -3,6 +3,7 @@
 // one; otherwise ncclInvalidUsage with the reason in ncclGetLastError. A few have an honest native
 // answer on host memory and give it.
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "nccl/comm.hpp"
@@ -148,11 +149,15 @@ void ncclParamDumpAll(void) {
 // Deprecated in NCCL ("reload the environment variables of logging"). forestcc's one logging
 // knob, FORESTCC_DEBUG, is read when a communicator is made, so there is nothing of its own to
 // reload: the fallback's logging is, when there is a fallback.
+// Without a fallback there is nothing to do, and nothing to report: ncclGetLastError keeps what
+// it said.
+#undef ncclResetDebugInit  // nccl.h's do-nothing macro where NCCL_OS_LINUX is not defined
+void ncclResetDebugInit(void);
 void ncclResetDebugInit(void) {
-  guarded(nullptr, "ncclResetDebugInit", [&] {
-    reinterpret_cast<decltype(&ncclResetDebugInit)>(fallbackFunction("ncclResetDebugInit"))();
-    return ncclSuccess;
-  });
+  try {
+    reinterpret_cast<void (*)(void)>(fallbackFunction("ncclResetDebugInit"))();
+  } catch (const std::exception&) {
+  }
 }
 
 }  // extern "C"

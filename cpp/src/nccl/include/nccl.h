@@ -369,8 +369,14 @@ ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* val
 ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
 void ncclParamDumpAll(void);
 /* Deprecated in NCCL: reloads the logging settings (the fallback's; forestcc reads its own,
- * FORESTCC_DEBUG, when a communicator is made). */
+ * FORESTCC_DEBUG, when a communicator is made). Declared as NCCL's header does: a function only
+ * where the build defines NCCL_OS_LINUX, else a macro that does nothing (the library exports the
+ * function either way). */
+#ifdef NCCL_OS_LINUX
 void ncclResetDebugInit(void);
+#else
+#define ncclResetDebugInit()
+#endif
 
 /* RCCL's spelling of ncclAlltoAll (NCCL >= 2.28 spells it with a lowercase "to"); both exist. */
 ncclResult_t ncclAllToAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
