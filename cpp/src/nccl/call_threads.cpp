@@ -55,13 +55,17 @@ void keptThread(std::function<void()> job) {
   }
 }
 
+// Out of memory (a queue node, a thread's state, a job's std::function) is one more way of not
+// starting a thread: callers handle std::system_error alone.
+[[noreturn]] void noMemoryForThread() {
+  throw std::system_error(std::make_error_code(std::errc::not_enough_memory), "no memory to start a call thread");
+}
+
 }  // namespace
 
 void runOnCallThread(std::function<void()> job) {
   Pool& p = pool();
-  // Out of memory (the queue's node, the thread's state) is one more way of not starting a
-  // thread: callers handle std::system_error alone, and the job has not run either way.
-  try {
+  try {  // the job has not run when this throws
     {
       std::lock_guard<std::mutex> lock(p.mu);
       // Each job handed over has an idle thread of its own to take it.
@@ -73,7 +77,7 @@ void runOnCallThread(std::function<void()> job) {
     }
     std::thread(keptThread, std::move(job)).detach();
   } catch (const std::bad_alloc&) {
-    throw std::system_error(std::make_error_code(std::errc::not_enough_memory), "no memory to start a call thread");
+    noMemoryForThread();
   }
 }
 
@@ -110,7 +114,7 @@ void runAtOnce(size_t count, const std::function<void(size_t)>& job, size_t* sta
     try {
       throw;
     } catch (const std::bad_alloc&) {  // building the job's std::function, before runOnCallThread
-      throw std::system_error(std::make_error_code(std::errc::not_enough_memory), "no memory to start a call thread");
+      noMemoryForThread();
     }
   }
   if (started) *started = count;

@@ -119,16 +119,16 @@ void nativeProperties(ncclComm_t comm, CommProperties* p) {
   static_assert(sizeof(mine.ginSupport) >= kGinMaxTypes, "one flag per GIN type");
 }
 
-// A team call: the twin's answer when there is one, else `native(comm)`, which throws when it
-// has none. A failure is recorded (ncclGetLastError) and gives the empty team.
-template <class Native>
-Team teamCall(const char* name, ncclComm_t comm, Native native) {
+// A team call: the twin's answer to (real, args...) when there is one, else `native(comm)`,
+// which throws when it has none. A failure is recorded (ncclGetLastError) and gives the empty team.
+template <class Native, class... Args>
+Team teamCall(const char* name, ncclComm_t comm, Native native, Args... args) {
   Team out = kNoTeam;
   guarded(comm, name, [&] {
     ncclComm::Use use(comm, name);
     if (ncclComm_t real = twinOf(comm)) {
       ncclComm_t same = nullptr;
-      out = reinterpret_cast<Team (*)(ncclComm_t)>(fallbackFunction(name, comm, &same))(real);
+      out = reinterpret_cast<Team (*)(ncclComm_t, Args...)>(fallbackFunction(name, comm, &same))(real, args...);
     } else {
       out = native(*comm);
     }
@@ -139,6 +139,9 @@ Team teamCall(const char* name, ncclComm_t comm, Native native) {
 
 Team worldTeam(const ncclComm& c) { return {c.size, c.rank, 1}; }
 Team selfTeam(const ncclComm&) { return {1, 0, 1}; }
+[[noreturn]] Team noFabricTeam(const ncclComm&) {
+  refuse("the communicator has no device API, so no collective-fabric team (a fallback NCCL would answer)");
+}
 
 // A team handed back to the shim: one of this communicator's (the rank inside it, and every
 // member a rank of the communicator).
@@ -256,22 +259,8 @@ Team ncclTeamWorld(ncclComm_t comm) { return teamCall("ncclTeamWorld", comm, wor
 Team ncclTeamLsa(ncclComm_t comm) { return teamCall("ncclTeamLsa", comm, selfTeam); }
 Team ncclTeamRail(ncclComm_t comm) { return teamCall("ncclTeamRail", comm, worldTeam); }
 
-Team ncclTeamCft(ncclComm_t comm, int mode) {
-  Team out = kNoTeam;
-  guarded(comm, "ncclTeamCft", [&] {
-    ncclComm::Use use(comm, "ncclTeamCft");
-    ncclComm_t real = nullptr;
-    out = reinterpret_cast<Team (*)(ncclComm_t, int)>(fallbackFunction("ncclTeamCft", comm, &real))(real, mode);
-    return ncclSuccess;
-  });
-  return out;
-}
-
-Team ncclTeamCftMultimem(ncclComm_t comm) {
-  return teamCall("ncclTeamCftMultimem", comm, [](const ncclComm&) -> Team {
-    refuse("the communicator has no device API, so no collective-fabric team (a fallback NCCL would answer)");
-  });
-}
+Team ncclTeamCft(ncclComm_t comm, int mode) { return teamCall("ncclTeamCft", comm, noFabricTeam, mode); }
+Team ncclTeamCftMultimem(ncclComm_t comm) { return teamCall("ncclTeamCftMultimem", comm, noFabricTeam); }
 
 // The world rank of member `rank` of `team` (-1, with the reason recorded, when it is none).
 int ncclTeamRankToWorld(ncclComm_t comm, Team team, int rank) {

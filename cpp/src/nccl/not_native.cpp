@@ -147,10 +147,9 @@ void ncclParamDumpAll(void) {
 }
 
 // Deprecated in NCCL ("reload the environment variables of logging"). forestcc's one logging
-// knob, FORESTCC_DEBUG, is read when a communicator is made, so there is nothing of its own to
-// reload: the fallback's logging is, when there is a fallback.
-// Without a fallback there is nothing to do, and nothing to report: ncclGetLastError keeps what
-// it said.
+// knob, FORESTCC_DEBUG, is read when a communicator is made, so only a fallback's logging has
+// anything to reload; without one there is nothing to do or report (ncclGetLastError keeps what
+// it said).
 #undef ncclResetDebugInit  // nccl.h's do-nothing macro where NCCL_OS_LINUX is not defined
 void ncclResetDebugInit(void);
 void ncclResetDebugInit(void) {
