@@ -130,6 +130,17 @@ def test_ranks_that_disagree_on_packets_raise(n):
         result.stdout[-3000:] + result.stderr[-3000:])
 
 
+@pytest.mark.parametrize("case", ["small", "large"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_ranks_whose_packet_settings_decide_alike_run(n, case):
+    # what the stamps compare is whether the call moves its data as packets: "auto" and "off"
+    # on host memory, or any settings for a call too large for packets, agree (with the setting
+    # in the stamp, this raised a MismatchError)
+    result = run_job(n, "packets_agreement.py", case)
+    assert sorted(ln.split()[1] for ln in result.lines("OK")) == [str(r) for r in range(n)], (
+        result.stdout[-3000:] + result.stderr[-3000:])
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_ranks_that_choose_different_algorithms_raise(n, tmp_path):
     rule = {"collective": "all_reduce", "min_ranks": 1, "max_ranks": 64, "min_bytes": 0,

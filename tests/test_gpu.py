@@ -266,10 +266,10 @@ def test_every_collective_dtype_op_and_layout(n, lib, options, no_new_shm):
 @pytest.mark.parametrize("packets", [gpu_param("on", id="packets"), gpu_param("off", id="signals")])
 def test_eager_plans_on_gpu(packets, no_new_shm):
     """algo="eager" (the GPU scratch banks) for every collective it serves, dtype, op and layout
-    on 3 ranks, its data as packets (FORESTCC_PACKETS=on, what auto means on GPU memory) or as
-    puts and signals (off); no call refused."""
+    on 3 ranks, its data as packets (rank 0 FORESTCC_PACKETS=on, the others auto: on GPU memory
+    both mean packets, so their stamps agree) or as puts and signals (off); no call refused."""
     res = run_job(3, "gpu_check.py", "matrix", "--lib", "torch", "--algos", "eager",
-                  env={"FORESTCC_PACKETS": packets}, timeout=MATRIX_TIMEOUT)
+                  "--packets-by-rank", "on,auto" if packets == "on" else packets, timeout=MATRIX_TIMEOUT)
     check_matrix(res, 3)
     assert not res.lines("UNSUPPORTED"), tail(res)
 

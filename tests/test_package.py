@@ -61,28 +61,6 @@ def test_empty_and_zeros(dtype):
         forestcc.empty((2, -1), dtype)
 
 
-def test_host_view_accepts_dlpack_and_buffers():
-    from forestcc.arrays import host_view
-    v = host_view(bytearray(10), writable=True)
-    assert v.nbytes == 10
-    arr = np.arange(6, dtype=np.float32)
-    assert host_view(arr).address == arr.ctypes.data
-
-    class DLPackOnly:  # a minimal DLPack producer (like a torch/JAX CPU tensor)
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, **kw):
-            return self.a.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
-    assert host_view(DLPackOnly(arr)).address == arr.ctypes.data
-    with pytest.raises(TypeError, match="GPU arrays"):
-        host_view(type("G", (), {"__cuda_array_interface__": {}})())
-
-
 def test_no_knob_is_read_outside_the_config_table():
     """Configuration comes from one table (DESIGN.md): a FORESTCC_ variable read with getenv or
     os.environ must be a row of it, or one of the launch variables forestcc-run sets."""

@@ -1,7 +1,6 @@
 /* reduce_scatter_perf: ncclReduceScatter (sum), nccl-tests' table. busbw = algbw * (n-1)/n. */
 #include "perf_common.h"
 
-static size_t one(size_t count, int n) { (void)n; return count; }
 static size_t all(size_t count, int n) { return count * n; }
 static double factor(int n) { return (double)(n - 1) / n; }
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from forestcc import _C
-from forestcc.arrays import host_view
 from forestcc.collectives import CollectivesMixin
 
 __all__ = ["init", "unique_id", "UniqueId", "Communicator", "MemoryChannel", "RegisteredMemory"]
@@ -120,10 +119,7 @@ class Communicator(CollectivesMixin):
         """Register an array (writable, C-contiguous) so peers can put into / get from it.
         Arrays from :func:`forestcc.empty` are mapped by peers; others are reached by single-copy
         cross-process access."""
-        view = host_view(array, name="array", writable=True)
-        mem = self._native.register_memory(view.address, view.nbytes)
-        mem._array = view.array  # the registration keeps the memory alive
-        return mem
+        return self._native.register_array(array)
 
     def connect(self, peer: int | Sequence[int], memory: Any,
                 tag: int = 0) -> MemoryChannel | list[MemoryChannel]:

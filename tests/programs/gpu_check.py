@@ -56,7 +56,12 @@ parser.add_argument("--large-dtypes", default="float32")
 parser.add_argument("--collectives", default="all")
 parser.add_argument("--victim", type=int, default=1)
 parser.add_argument("--when", default="now", choices=["now", "later"])
+parser.add_argument("--packets-by-rank", default="",
+                    help="FORESTCC_PACKETS of rank 0, 1, ... (comma-separated; the last for the rest)")
 args = parser.parse_args()
+if args.packets_by_rank:  # read when the communicator is made
+    settings = args.packets_by_rank.split(",")
+    os.environ["FORESTCC_PACKETS"] = settings[min(int(os.environ["FORESTCC_RANK"]), len(settings) - 1)]
 
 LIB = args.lib
 if LIB == "torch":

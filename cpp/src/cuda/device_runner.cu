@@ -458,6 +458,21 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
     }
   }
   Image& img = image(p);
+  // Thread blocks per worker: one for small calls (no meetings between blocks), more as the
+  // bytes grow, at most 64 blocks per rank (ranks share the GPU).
+  const uint64_t bytes = std::max(buffers.inputBytes, buffers.outputBytes);
+  uint32_t blocks = 1;
+  while (blocks < static_cast<uint32_t>(kMaxBlocksPerWorker) && bytes / (blocks * 2) >= (256u << 10) &&
+         img.workers * blocks * 2 <= 64)
+    blocks *= 2;
+  // Its launch scratch is grown before the call is published, like every other allocation: one
+  // refused during a capture then fails this rank alone, before peers count on its part.
+  const uint64_t region = launchScratchBytes(img.workers, blocks, img.channelCount);
+  if (img.workers) {
+    const char* before = launchScratch_.data;
+    grow(launchScratch_, region, capturing, "launch scratch");
+    if (before != launchScratch_.data) dirty_ = launchScratch_.size;  // fresh memory
+  }
 
   // Before this call takes its number: a wait that fails leaves the communicator as it was.
   const uint64_t next = ex_.sequence_ + 1;
@@ -521,13 +536,6 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   }
   if (img.workers == 0) return;  // nothing for this rank to do in this plan
 
-  // Thread blocks per worker: one for small calls (no meetings between blocks), more as the
-  // bytes grow, at most 64 blocks per rank (ranks share the GPU).
-  const uint64_t bytes = std::max(buffers.inputBytes, buffers.outputBytes);
-  uint32_t blocks = 1;
-  while (blocks < static_cast<uint32_t>(kMaxBlocksPerWorker) && bytes / (blocks * 2) >= (256u << 10) &&
-         img.workers * blocks * 2 <= 64)
-    blocks *= 2;
   args.ops = img.ops;
   args.opBegin = img.opBegin;
   args.channels = img.channels;
@@ -541,9 +549,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   // Every rank of an eager plan has a worker (it waits on every peer: executor.cpp), so every
   // rank's count of eager launches moves on alike.
   args.eagerCalls = eager ? reinterpret_cast<uint64_t*>(banks_.data + 2 * kBankStride) : nullptr;
-  const char* scratchBefore = launchScratch_.data;
-  const uint64_t region = launchScratchBytes(img.workers, blocks, img.channelCount);
-  args.launchScratch = reinterpret_cast<uint32_t*>(grow(launchScratch_, region, capturing, "launch scratch"));
+  args.launchScratch = reinterpret_cast<uint32_t*>(launchScratch_.data);
   args.hostAbort = mapped(hostAbort_);
   // A launch of one block per worker zeroes what it used, so the next one needs no memset (~5 us
   // on the GPU per call); other launches leave their region set, and the next launch clears all
@@ -551,7 +557,6 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
   // time: a replay runs whenever its owner says, so what the last launch left is unknown here. A
   // failed launch leaves its words set, so later launches of the communicator abort (it is
   // poisoned by then).
-  if (scratchBefore != launchScratch_.data) dirty_ = launchScratch_.size;  // fresh memory
   const uint64_t clearBytes = capturing || captured_ ? launchScratch_.size : dirty_ ? std::max(dirty_, region) : 0;
   args.leaveScratchZero = blocks == 1 && !capturing;
 

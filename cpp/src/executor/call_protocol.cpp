@@ -167,7 +167,11 @@ void Executor::checkStampValue(const Call& call, int peer, bool read, const Call
     const bool sameArguments = theirs.collective == mine.collective && theirs.variable == mine.variable &&
                                theirs.root == mine.root && theirs.dtype == mine.dtype && theirs.op == mine.op &&
                                theirs.count == mine.count;
-    if (sameArguments)
+    if (sameArguments && (theirs.planHash ^ mine.planHash) == kPacketsStampFold)
+      what += std::string(": ") + (mine.planHash == call.plan->stamp.planHash ? "that rank" : "this rank") +
+              " moves this call's data as packets, the other with signals: FORESTCC_PACKETS must be the same on "
+              "every rank";
+    else if (sameArguments)
       what += ": the ranks chose different algorithms or plans. algo=\"auto\" decides by each rank's buffers "
               "(forestcc.empty or ordinary memory, in place or not): give every rank the same kind and placement, "
               "or name the algorithm";

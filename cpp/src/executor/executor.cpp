@@ -163,10 +163,6 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
   out->banksMapped = std::all_of(out->channels.begin(), out->channels.end(), [](const ExecChannel& ch) {
     return !ch.link || (ch.banks[0].region.mapped && ch.banks[1].region.mapped);
   });
-  // Ranks that disagree on whether the calls of this plan use packets would not find each
-  // other's data: the setting (and whether host calls can) is part of what the stamps compare.
-  if (out->packetable)
-    out->stamp.planHash ^= 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(packets_) + 1 + 4 * out->banksMapped);
   compileScratchLayouts(p, s, *out, prefix);
   // After this rank's own checks, which name the op or the peer more precisely.
   checkSignalBalance(p, s.rank);
@@ -230,6 +226,11 @@ void Executor::numberCall(Call& call) {
   st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(call.buffers->dtype);
   st.op = plan::reduces(p.collective) ? static_cast<uint8_t>(call.buffers->op) : 0;
   st.variable = call.variable;
+  // Ranks that disagree on whether this call moves its data as packets would not find each
+  // other's data: the decision (FORESTCC_PACKETS, the memory kind, whether the banks are mapped,
+  // whether the packets fit) is part of what the stamps compare. The decision, not the setting:
+  // "on" and "auto" both mean packets on GPU memory, and no setting matters to a call too large.
+  if (call.geometry.packets) st.planHash ^= kPacketsStampFold;
 }
 
 void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {

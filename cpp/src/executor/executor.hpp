@@ -139,7 +139,8 @@ class Executor {
   // A call's pipelining slices (schedules/README.md, "Pipelining"); `minSliceFloor` raises the
   // plan's minimum slice (the GPU runner's).
   static uint32_t slicesOf(const CompiledPlan& p, const CallGeometry& g, uint64_t minSliceFloor = 0);
-  // Takes the next call number and fills the call's stamp.
+  // Takes the next call number and fills the call's stamp (after the geometry: whether the call
+  // uses packets is part of it).
   void numberCall(Call& call);
   struct WorkerThread;
   void runWorker(Call& call, int worker);

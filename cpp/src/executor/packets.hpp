@@ -26,6 +26,9 @@ constexpr uint64_t kPacketDataBytes = 8;
 // A wait op of a compiled plan whose sourceCount is this waits for packets: its dst and count
 // are the chunks the peer's matching put_signal writes (executor/packet_plan.cpp).
 constexpr uint8_t kPacketWait = 0xff;
+// A call that moves its data as packets has this folded into its stamp's plan hash (numberCall):
+// ranks that disagree on it would not find each other's data.
+constexpr uint64_t kPacketsStampFold = 0x9e3779b97f4a7c15ull;
 
 FORESTCC_HOST_DEVICE inline uint32_t packetFlag(uint64_t eagerCall) { return static_cast<uint32_t>(2 * eagerCall + 1); }
 // At least one: a put of no bytes still tells the peer that this rank is in the call (what an

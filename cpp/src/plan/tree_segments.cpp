@@ -42,7 +42,7 @@ Forest::Forest(const std::vector<TreeInput>& trees, int nranks, int64_t k, size_
     const TreeInput& tree = trees[t];
     int* begin = &kidsBegin_[t * (n_ + 1)];
     for (const auto& [p, c] : tree.arcs) ++begin[p + 1];
-    for (int v = 0; v < n_; ++v) begin[v + 1] += begin[v];
+    for (size_t v = 0; v < n_; ++v) begin[v + 1] += begin[v];
     std::vector<int> fill(begin, begin + n_);
     kids_[t].resize(tree.arcs.size());
     for (size_t i = 0; i < tree.arcs.size(); ++i) {

@@ -40,7 +40,8 @@ const char* kSupported =
   throw py::type_error(std::string(arg) + ": dtype " + what + " is not supported (supported: " + kSupported + ")");
 }
 
-DataType fromKind(char kind, size_t size, const char* arg, const std::string& name) {
+// anyType: the caller needs the bytes only (memory registration): an unsupported type is bytes.
+DataType fromKind(char kind, size_t size, const char* arg, const std::string& name, bool anyType) {
   if (kind == 'i' && size == 1) return DataType::Int8;
   if (kind == 'i' && size == 4) return DataType::Int32;
   if (kind == 'i' && size == 8) return DataType::Int64;
@@ -54,10 +55,11 @@ DataType fromKind(char kind, size_t size, const char* arg, const std::string& na
   if (name == "bfloat16" && size == 2) return DataType::BFloat16;
   if (name == "float8_e4m3fn" && size == 1) return DataType::Float8E4M3;
   if (name == "float8_e5m2" && size == 1) return DataType::Float8E5M2;
+  if (anyType) return DataType::Uint8;
   unsupported(arg, name);
 }
 
-ArrayView fromNumpy(const py::array& a, const char* arg) {
+ArrayView fromNumpy(const py::array& a, const char* arg, bool anyType) {
   ArrayView v;
   if (!(a.flags() & py::array::c_style))
     throw py::value_error(std::string(arg) + ": must be C-contiguous (pass a contiguous copy, e.g. numpy.ascontiguousarray)");
@@ -71,7 +73,8 @@ ArrayView fromNumpy(const py::array& a, const char* arg) {
   v.dtype = fromKind(kind, size, arg,
                      plain ? std::string()
                      : kind == 'V' || kind == 'b' || kind == 'c' || size <= 2 ? std::string(py::str(dt.attr("name")))
-                                                                             : std::string(1, kind) + std::to_string(size * 8));
+                                                                             : std::string(1, kind) + std::to_string(size * 8),
+                     anyType);
   v.data = const_cast<void*>(a.data());
   v.count = static_cast<size_t>(a.size());
   v.bytes = v.count * static_cast<size_t>(dt.itemsize());
@@ -80,12 +83,12 @@ ArrayView fromNumpy(const py::array& a, const char* arg) {
   return v;
 }
 
-ArrayView fromDlpack(py::handle obj, const char* arg) {
+ArrayView fromDlpack(py::handle obj, const char* arg, bool anyType) {
   py::object capsule;
   try {
     capsule = obj.attr("__dlpack__")();
   } catch (py::error_already_set& e) {
-    throw py::type_error(std::string(arg) + ": cannot export this " + std::string(py::str(obj.get_type().attr("__name__"))) +
+    throw py::type_error(std::string(arg) + ": cannot export this " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))) +
                          " through DLPack (" + e.what() + ")");
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
@@ -107,7 +110,7 @@ ArrayView fromDlpack(py::handle obj, const char* arg) {
                               : code == kDLBfloat ? "bfloat" : "code" + std::to_string(code)) + std::to_string(t.dtype.bits);
   const char kind = code == kDLInt ? 'i' : code == kDLUInt ? 'u' : code == kDLFloat ? 'f' : 'V';
   ArrayView v;
-  v.dtype = fromKind(kind, size, arg, name);
+  v.dtype = fromKind(kind, size, arg, name, anyType);
   size_t count = 1;
   for (int i = 0; i < t.ndim; ++i) count *= static_cast<size_t>(t.shape[i]);
   if (t.strides && count > 1) {
@@ -122,7 +125,7 @@ ArrayView fromDlpack(py::handle obj, const char* arg) {
   v.count = count;
   v.bytes = count * size;
   // JAX arrays are immutable: writing into one would change a value JAX believes constant.
-  std::string module = py::str(obj.get_type().attr("__module__"));
+  std::string module = py::str(py::type::handle_of(obj).attr("__module__"));
   v.writable = module.rfind("jax", 0) != 0 && module.rfind("jaxlib", 0) != 0;
   v.device = gpu ? t.device.device_id : -1;
   v.keep = py::make_tuple(obj, capsule);
@@ -144,7 +147,7 @@ PyObject* torchTensorType() {
   return type;
 }
 
-DataType torchDtype(py::handle dtype, const char* arg) {
+DataType torchDtype(py::handle dtype, const char* arg, bool anyType) {
   // torch's dtype objects are singletons: found by identity after the first call.
   static std::vector<std::pair<PyObject*, DataType>>* known = [] {
     auto* out = new std::vector<std::pair<PyObject*, DataType>>;
@@ -160,20 +163,21 @@ DataType torchDtype(py::handle dtype, const char* arg) {
   }();
   for (const auto& [object, type] : *known)
     if (object == dtype.ptr()) return type;
+  if (anyType) return DataType::Uint8;
   unsupported(arg, py::str(dtype));
 }
 
 // False: not a tensor this path reads (not torch, or on another device kind): the caller goes on.
-bool fromTorch(py::handle obj, const char* arg, ArrayView& v) {
+bool fromTorch(py::handle obj, const char* arg, bool anyType, ArrayView& v) {
   PyObject* tensor = torchTensorType();
   if (!tensor || PyObject_IsInstance(obj.ptr(), tensor) != 1) return false;
   const bool cuda = obj.attr("is_cuda").cast<bool>();
   if (!cuda && !obj.attr("is_cpu").cast<bool>()) return false;
   if (!obj.attr("is_contiguous")().cast<bool>())
     throw py::value_error(std::string(arg) + ": must be contiguous (pass a contiguous copy, e.g. .contiguous())");
-  v.dtype = torchDtype(obj.attr("dtype"), arg);
+  v.dtype = torchDtype(obj.attr("dtype"), arg, anyType);
   v.count = obj.attr("numel")().cast<size_t>();
-  v.bytes = v.count * elementSize(v.dtype);
+  v.bytes = v.count * (anyType ? obj.attr("element_size")().cast<size_t>() : elementSize(v.dtype));
   v.data = reinterpret_cast<void*>(obj.attr("data_ptr")().cast<uintptr_t>());
   v.device = cuda ? obj.attr("get_device")().cast<int>() : -1;
   v.writable = true;
@@ -184,7 +188,7 @@ bool fromTorch(py::handle obj, const char* arg, ArrayView& v) {
 // __cuda_array_interface__ (version 2 or 3): CuPy arrays, PyTorch CUDA tensors, Numba arrays.
 // Returns false when the object's interface refuses (PyTorch raises for bfloat16 and float8):
 // the caller then goes through DLPack.
-bool fromCudaInterface(py::handle obj, const char* arg, ArrayView& v) {
+bool fromCudaInterface(py::handle obj, const char* arg, bool anyType, ArrayView& v) {
   py::dict cai;
   try {
     cai = obj.attr("__cuda_array_interface__");
@@ -210,7 +214,7 @@ bool fromCudaInterface(py::handle obj, const char* arg, ArrayView& v) {
       expect *= extent;
     }
   }
-  v.dtype = fromKind(typestr[1], size, arg, typestr);
+  v.dtype = fromKind(typestr[1], size, arg, typestr, anyType);
   const py::tuple data = cai["data"];
   v.data = reinterpret_cast<void*>(data[0].cast<uintptr_t>());
   v.writable = !data[1].cast<bool>();
@@ -223,22 +227,29 @@ bool fromCudaInterface(py::handle obj, const char* arg, ArrayView& v) {
 
 }  // namespace
 
-ArrayView viewArray(py::handle obj, const char* arg, bool needWritable) {
+ArrayView viewArray(py::handle obj, const char* arg, bool needWritable, bool anyType) {
   ArrayView v;
   if (py::isinstance<py::array>(obj)) {
-    v = fromNumpy(py::reinterpret_borrow<py::array>(obj), arg);
+    v = fromNumpy(py::reinterpret_borrow<py::array>(obj), arg, anyType);
   } else if (obj.is_none()) {
     throw py::type_error(std::string(arg) + ": expected an array, got None");
-  } else if (fromTorch(obj, arg, v)) {
-  } else if (py::hasattr(obj, "__cuda_array_interface__") && fromCudaInterface(obj, arg, v)) {
+  } else if (fromTorch(obj, arg, anyType, v)) {
+  } else if (py::hasattr(obj, "__cuda_array_interface__") && fromCudaInterface(obj, arg, anyType, v)) {
   } else if (py::hasattr(obj, "__dlpack__") && !PyObject_CheckBuffer(obj.ptr())) {
-    v = fromDlpack(obj, arg);
+    v = fromDlpack(obj, arg, anyType);
   } else if (PyObject_CheckBuffer(obj.ptr())) {
-    py::object arr = py::module_::import("numpy").attr("asarray")(py::memoryview(py::reinterpret_borrow<py::object>(obj)));
-    v = fromNumpy(arr.cast<py::array>(), arg);
+    try {
+      py::object arr = py::module_::import("numpy").attr("asarray")(py::memoryview(py::reinterpret_borrow<py::object>(obj)));
+      v = fromNumpy(arr.cast<py::array>(), arg, anyType);
+    } catch (py::error_already_set& e) {
+      // JAX exports bfloat16 and float8 arrays through DLPack only (its buffer protocol raises
+      // BufferError for them).
+      if (!e.matches(PyExc_BufferError) || !py::hasattr(obj, "__dlpack__")) throw;
+      v = fromDlpack(obj, arg, anyType);
+    }
   } else {
     throw py::type_error(std::string(arg) + ": expected an array (numpy, PyTorch, JAX, or any object with the "
-                         "buffer protocol or DLPack), got " + std::string(py::str(obj.get_type().attr("__name__"))));
+                         "buffer protocol or DLPack), got " + std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
   if (needWritable && !v.writable)
     throw py::value_error(std::string(arg) + ": is read-only but forestcc must write the result into it"

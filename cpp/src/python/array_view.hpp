@@ -22,6 +22,8 @@ struct ArrayView {
   pybind11::object keep;  // keeps the memory (and a DLPack capsule) alive
 };
 
-ArrayView viewArray(pybind11::handle obj, const char* arg, bool needWritable);
+// anyType: the caller needs the memory only (registration), so any element type is accepted
+// (as uint8 when forestcc does not reduce it); count is then in elements of the array's own type.
+ArrayView viewArray(pybind11::handle obj, const char* arg, bool needWritable, bool anyType = false);
 
 }  // namespace forestcc::python

@@ -50,7 +50,7 @@ ReduceOp parseOp(py::handle obj) {
 long long integerArg(py::handle obj, const std::string& arg) {
   if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
     throw py::type_error(arg + ": expected an integer, got " + std::string(py::repr(obj)) + " (" +
-                         std::string(py::str(obj.get_type().attr("__name__"))) + ")");
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))) + ")");
   py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
   if (!index) throw py::error_already_set();
   int overflow = 0;
@@ -62,7 +62,7 @@ long long integerArg(py::handle obj, const std::string& arg) {
 // True/False, or a numpy bool.
 bool flagArg(py::handle obj, const char* arg) {
   if (!PyBool_Check(obj.ptr())) {
-    const py::handle type = obj.get_type();
+    const py::handle type = py::type::handle_of(obj);
     if (py::str(type.attr("__module__")).cast<std::string>() == "numpy" &&
         py::str(type.attr("__name__")).cast<std::string>().rfind("bool", 0) == 0)
       return PyObject_IsTrue(obj.ptr()) == 1;
@@ -78,7 +78,7 @@ std::vector<uint64_t> splits(py::handle obj, const char* arg) {
   if (obj.is_none()) throw py::type_error(std::string(arg) + ": all_to_all_v needs the split sizes");
   if (!PySequence_Check(obj.ptr()) && !py::hasattr(obj, "__iter__"))
     throw py::type_error(std::string(arg) + ": expected a sequence of integers, got " +
-                         std::string(py::str(obj.get_type().attr("__name__"))));
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   std::vector<uint64_t> out;
   for (auto item : py::iter(obj)) {
     const std::string which = std::string(arg) + "[" + std::to_string(out.size()) + "]";

@@ -1,6 +1,7 @@
 #include "forestcc/communicator.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
+#include "python/array_view.hpp"
 #include "python/module.hpp"
 
 #include <pybind11/stl.h>
@@ -37,6 +38,19 @@ void bindCommunicator(py::module_& m) {
       .def("register_memory", [](Communicator& c, uintptr_t address, size_t nbytes) {
         return c.registerMemory(reinterpret_cast<void*>(address), nbytes);
       }, py::arg("address"), py::arg("nbytes"))
+      // An array's memory, seen as collectives see arrays (viewArray), any element type.
+      .def("register_array", [](Communicator& c, py::handle array) {
+        const ArrayView v = viewArray(array, "array", false, true);
+        if (v.device >= 0)
+          throw py::type_error("array: GPU memory cannot be registered for memory channels (their transports, "
+                               "shm, cma and tcp, move host memory); pass host memory");
+        if (!v.writable)
+          throw py::value_error("array: is read-only, but peers may put into registered memory (JAX arrays are "
+                                "immutable: register a writable copy, e.g. numpy.array(x))");
+        py::object mem = py::cast(c.registerMemory(v.data, v.bytes));
+        mem.attr("_array") = v.keep;  // the registration keeps the memory alive
+        return mem;
+      }, py::arg("array"))
       .def("connect", py::overload_cast<const std::vector<int>&, const RegisteredMemory&, uint64_t>(&Communicator::connect),
            py::arg("peers"), py::arg("memory"), py::arg("tag") = 0, R())
       .def("abort", &Communicator::abort, py::arg("reason"))
