@@ -66,8 +66,15 @@ if N > 1:
     comm.send_recv(sends=[(as_jax(values(R, COUNT, "float32")), (R + 1) % N)], recvs=[(out, (R - 1) % N)])
     check("send_recv", out, values((R - 1) % N, COUNT, "float32"))
 
+# A JAX GPU array's __cuda_array_interface__ may call it writable; JAX arrays are immutable
+# whatever they export. No GPU here: a stand-in of JAX's array class by module, whose pointer is
+# never touched because the refusal comes first.
+JaxGpuArray = type("ArrayImpl", (), {"__module__": "jaxlib.xla_extension", "__cuda_array_interface__": {
+    "typestr": "<f4", "shape": (8,), "data": (1 << 40, False), "version": 3}})
+
 # what would write into a JAX array is refused on every rank alike, before anything is sent
-for name, call in (("all_reduce", lambda: comm.all_reduce(as_jax(values(R, 8, "float32")))),
+for name, call in (("all_reduce on the GPU", lambda: comm.all_reduce(JaxGpuArray())),
+                   ("all_reduce", lambda: comm.all_reduce(as_jax(values(R, 8, "float32")))),
                    ("broadcast", lambda: comm.broadcast(as_jax(values(R, 8, "float32")), root=0)),
                    ("all_gather out", lambda: comm.all_gather(as_jax(values(R, 8 * N, "float32")),
                                                               as_jax(values(R, 8, "float32"))))):

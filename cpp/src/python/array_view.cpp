@@ -83,6 +83,13 @@ ArrayView fromNumpy(const py::array& a, const char* arg, bool anyType) {
   return v;
 }
 
+// JAX arrays are immutable: writing into one would change a value JAX believes constant. What
+// they export does not always say so (DLPack has no read-only flag before version 1.0).
+bool isJaxArray(py::handle obj) {
+  const std::string module = py::str(py::type::handle_of(obj).attr("__module__"));
+  return module.rfind("jax", 0) == 0;  // jax and jaxlib
+}
+
 ArrayView fromDlpack(py::handle obj, const char* arg, bool anyType) {
   py::object capsule;
   try {
@@ -124,9 +131,7 @@ ArrayView fromDlpack(py::handle obj, const char* arg, bool anyType) {
   v.data = static_cast<char*>(t.data) + t.byte_offset;
   v.count = count;
   v.bytes = count * size;
-  // JAX arrays are immutable: writing into one would change a value JAX believes constant.
-  std::string module = py::str(py::type::handle_of(obj).attr("__module__"));
-  v.writable = module.rfind("jax", 0) != 0 && module.rfind("jaxlib", 0) != 0;
+  v.writable = !isJaxArray(obj);
   v.device = gpu ? t.device.device_id : -1;
   v.keep = py::make_tuple(obj, capsule);
   return v;
@@ -235,6 +240,7 @@ ArrayView viewArray(py::handle obj, const char* arg, bool needWritable, bool any
     throw py::type_error(std::string(arg) + ": expected an array, got None");
   } else if (fromTorch(obj, arg, anyType, v)) {
   } else if (py::hasattr(obj, "__cuda_array_interface__") && fromCudaInterface(obj, arg, anyType, v)) {
+    if (v.writable && isJaxArray(obj)) v.writable = false;  // JAX GPU arrays
   } else if (py::hasattr(obj, "__dlpack__") && !PyObject_CheckBuffer(obj.ptr())) {
     v = fromDlpack(obj, arg, anyType);
   } else if (PyObject_CheckBuffer(obj.ptr())) {
