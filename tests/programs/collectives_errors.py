@@ -27,6 +27,14 @@ refuses(ValueError, ["x", "contiguous"], comm.all_reduce, np.arange(16, dtype=np
 refuses(TypeError, ["x", "int16", "not supported"], comm.all_reduce, np.arange(4, dtype=np.int16))
 refuses(TypeError, ["x", "complex"], comm.all_reduce, np.zeros(4, dtype=np.complex64))
 refuses(TypeError, ["x", "expected an array"], comm.all_reduce, "not an array")
+# the other byte order: its bytes would be read, and an output's written, as other numbers
+swapped = np.dtype(np.float32).newbyteorder("S")
+refuses(TypeError, ["x", "byte order", swapped.str], comm.all_reduce, x.astype(swapped))
+refuses(TypeError, ["out", "byte order"], comm.all_reduce, x, out=np.empty(8, swapped))
+refuses(TypeError, ["out", "byte order"], comm.all_gather, np.empty(8 * N, np.dtype(np.int32).newbyteorder("S")),
+        np.arange(8, dtype=np.int32))
+refuses(TypeError, ["x", "byte order"], comm.all_gather, np.empty(8 * N, np.int32),
+        np.arange(8, dtype=np.dtype(np.int32).newbyteorder("S")))
 refuses(ValueError, ["op", "unknown reduction", "bogus"], comm.all_reduce, x.copy(), op="bogus")
 refuses(ValueError, ["out", "has 7 elements", "expected 8"], comm.all_reduce, x, out=np.empty(7, np.float32))
 refuses(TypeError, ["out", "float64", "float32"], comm.all_reduce, x, out=np.empty(8, np.float64))

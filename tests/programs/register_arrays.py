@@ -1,5 +1,5 @@
 """Memory registration of framework arrays, any element type: a PyTorch bfloat16 CPU tensor, a
-numpy bool and complex64 array, a bytearray and a DLPack-only producer are registered, and a
+numpy bool, complex64 and big-endian array, a bytearray and a DLPack-only producer are registered, and a
 put into each from the previous rank in a ring (itself on one rank) lands there byte for byte. What cannot be registered
 is refused naming the argument: a JAX array (immutable), a read-only numpy array, GPU memory.
 Prints "OK <rank>"."""
@@ -30,6 +30,7 @@ arrays = {  # each: the object registered, and a numpy view of its bytes
     "torch bfloat16": (t := torch.zeros(40, dtype=torch.bfloat16), t.view(torch.uint8).numpy()),
     "numpy bool": (b := np.zeros(33, bool), b.view(np.uint8)),
     "numpy complex64": (c := np.zeros(9, np.complex64), c.view(np.uint8)),
+    "numpy big-endian": (e := np.zeros(10, ">i4"), e.view(np.uint8)),  # bytes: any order
     "bytearray": (ba := bytearray(50), np.frombuffer(ba, np.uint8)),
     "DLPack only": (DLPackOnly(backing), backing.view(np.uint8)),
 }

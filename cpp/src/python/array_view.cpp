@@ -33,6 +33,8 @@ constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAManaged = 13;
 constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4;
 constexpr uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12;  // DLPack 1.1 (PyTorch exports them)
 
+constexpr bool kLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
 const char* kSupported =
     "int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2";
 
@@ -66,6 +68,14 @@ ArrayView fromNumpy(const py::array& a, const char* arg, bool anyType) {
   py::dtype dt = a.dtype();
   const char kind = dt.kind();
   const size_t size = static_cast<size_t>(dt.itemsize());
+  // Collectives reduce and deliver data in this machine's byte order: a swapped array's bytes would be
+  // read as other numbers (and an output's written as other numbers), a silent wrong answer.
+  // Registration (anyType) moves bytes only.
+  const char order = dt.byteorder();
+  if (!anyType && size > 1 && order != '=' && order != '|' && order != (kLittleEndian ? '<' : '>'))
+    throw py::type_error(std::string(arg) + ": dtype " + std::string(py::str(dt.attr("str"))) +
+                         " is not in this machine's byte order; pass a copy in native order, e.g. "
+                         "x.astype(x.dtype.newbyteorder('='))");
   // The common numeric kinds need no name (building one costs more than the rest of a small call).
   // 2-byte and 1-byte floats do: ml_dtypes' bfloat16 and float8_e4m3fn are kind 'V', but its
   // float8_e5m2 is kind 'f'.
