@@ -182,6 +182,17 @@ def test_feature(feature, n, lib):
     assert len(ok) == n, tail(res)
 
 
+@pytest.mark.timeout(JOB_TIMEOUT + 60)
+@pytest.mark.parametrize("n", [gpu_param(3, id="3")])
+def test_jax_gpu_arrays(n, no_new_shm):
+    """JAX arrays on the GPU as inputs (immutable; bfloat16 and fp8 through DLPack, each JAX
+    allocation opened by peers through CUDA IPC) of every collective that reads them, the results
+    in PyTorch CUDA tensors, against numpy; calls that would write into a JAX array refused. The
+    same program runs on CPU in tests/test_framework_arrays.py."""
+    res = run_job(n, "jax_arrays.py", "--gpu", timeout=JOB_TIMEOUT)
+    assert res.returncode == 0 and len(res.lines("OK")) == n, tail(res)
+
+
 @pytest.mark.timeout(JOB_TIMEOUT * 2 + 60)
 @pytest.mark.parametrize("n", [gpu_param(2, id="2"), gpu_param(3, id="3")])
 def test_cuda_graph_capture_and_replay(n):

@@ -64,6 +64,7 @@ declare -A STATUS
 FIRST_DEFAULT="test_eager_plans_on_gpu,test_cuda_graph_capture_and_replay"
 FIRST_DEFAULT+=",test_non_blocking_calls_on_gpu_memory,test_torch_collectives_on_the_shim"
 FIRST_DEFAULT+=",test_async_error_shows_a_failure_on_the_gpu,test_send_recv_on_buffers_freed_and_allocated_again"
+FIRST_DEFAULT+=",test_jax_gpu_arrays"
 FIRST_DEFAULT+=",test_gpu_p2p.py::test_feature,test_every_collective_dtype_op_and_layout"
 
 say "# forestcc GPU suite, $(date -u +%Y-%m-%dT%H:%M:%SZ), phases: ${PHASES[*]}, budget ${BUDGET} s"
@@ -76,7 +77,7 @@ say "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git di
   python3 - <<'EOF' 2>&1
 import platform
 print("python", platform.python_version())
-for name in ("numpy", "torch", "cupy", "ml_dtypes", "pytest"):
+for name in ("numpy", "torch", "cupy", "jax", "ml_dtypes", "pytest"):
     try:
         module = __import__(name)
         print(name, module.__version__)
