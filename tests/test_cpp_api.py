@@ -62,3 +62,13 @@ def test_a_plan_file_runs_from_cpp(tmp_path, no_new_shm):
     p = run_example(3, "--algo", str(wrong))
     assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
     assert str(wrong) in p.stderr or "ring_all_reduce_2" in p.stderr, p.stderr[-3000:]
+
+
+def test_count_whose_bytes_wrap_is_refused(no_new_shm):
+    # 2**62 + 1 floats are 4 bytes modulo 2**64: without the check the call moved 4 bytes and
+    # returned, the example's "not refused" line and exit 1
+    p = run_example(2, "--huge-count")
+    assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "x: 4611686018427387905 elements of float32 is more memory than a process can address" in p.stderr, (
+        p.stderr[-3000:])
+

@@ -4,6 +4,7 @@
 //
 //   forestcc-run -n 4 forestcc-example-all-reduce            # prints "OK <rank>" on every rank
 //   forestcc-run -n 2 forestcc-example-all-reduce --bad-root # shows a refused argument
+//   forestcc-run -n 2 forestcc-example-all-reduce --huge-count  # a count no memory holds, refused
 //   forestcc-run -n 4 forestcc-example-all-reduce --algo ring_ar.json  # all_reduce by a plan file
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,7 @@ void expect(bool ok, const char* what, int rank, size_t index, double got, doubl
 
 int main(int argc, char** argv) {
   const bool badRoot = argc > 1 && std::strcmp(argv[1], "--bad-root") == 0;
+  const bool hugeCount = argc > 1 && std::strcmp(argv[1], "--huge-count") == 0;
   // all_reduce's algorithm: "auto", a built-in name or a plan file (in place, for this job's ranks)
   const char* algo = argc > 2 && std::strcmp(argv[1], "--algo") == 0 ? argv[2] : "auto";
   try {
@@ -44,6 +46,14 @@ int main(int argc, char** argv) {
       std::vector<float> x(4, 1.0f);
       coll.broadcast(Tensor(x.data(), x.size(), DataType::Float32), n);
       std::fprintf(stderr, "rank %d: broadcast to root %d was not refused\n", rank, n);
+      return 1;
+    }
+    if (hugeCount) {
+      // 2**62 + 1 floats: their bytes wrap around 64 bits to 4, which would pass for a small buffer.
+      std::vector<float> x(4, 1.0f);
+      const Tensor huge(x.data(), (size_t(1) << 62) + 1, DataType::Float32);
+      coll.allReduce(huge, huge, forestcc::ReduceOp::Sum);
+      std::fprintf(stderr, "rank %d: an all_reduce of 2**62 + 1 floats was not refused\n", rank);
       return 1;
     }
 

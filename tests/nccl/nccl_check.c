@@ -572,6 +572,16 @@ static void modeErrors(const char* dir) {
   EXPECT_ERROR(ncclSend(x, 4, ncclFloat32, nranks, comm, NULL), ncclInvalidArgument, "peer");
   EXPECT_ERROR(ncclRecv(y, 4, ncclFloat32, -1, comm, NULL), ncclInvalidArgument, "peer -1");
   EXPECT_ERROR(ncclSend(x, 4, ncclFloat32, rank, comm, NULL), ncclInvalidUsage, "this rank itself");
+  /* counts whose bytes wrap around 64 bits (they would move 4 bytes, or none, and succeed) */
+  const size_t wraps = ((size_t)1 << 62) + 1; /* 4 bytes past 2**64 as int32 */
+  EXPECT_ERROR(ncclAllReduce(x, y, wraps, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument, "more memory");
+  EXPECT_ERROR(ncclBroadcast(x, y, wraps, ncclInt32, 0, comm, NULL), ncclInvalidArgument, "more memory");
+  EXPECT_ERROR(ncclAllGather(x, y, (size_t)1 << 63, ncclInt8, comm, NULL), ncclInvalidArgument,
+               nranks > 1 ? "ranks is more memory" : "more memory"); /* count times ranks wraps */
+  EXPECT_ERROR(ncclReduceScatter(x, y, wraps, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument, "more memory");
+  EXPECT_ERROR(ncclAlltoAll(x, y, wraps, ncclInt32, comm, NULL), ncclInvalidArgument, "more memory");
+  if (nranks > 1)
+    EXPECT_ERROR(ncclSend(x, wraps, ncclInt32, (rank + 1) % nranks, comm, NULL), ncclInvalidArgument, "more memory");
 
   /* operators */
   ncclRedOp_t op;

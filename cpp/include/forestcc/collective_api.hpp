@@ -37,6 +37,15 @@ namespace collectives {
 class Engine;
 }
 
+// The largest buffer a call takes, in bytes: more than any address space holds (2**57, x86-64's
+// and AArch64's largest user space). A count whose byte size wraps around 64 bits would otherwise
+// pass as a small buffer and move the wrong data: such a count is refused.
+constexpr uint64_t kMaxBufferBytes = uint64_t(1) << 57;
+inline bool fitsInMemory(uint64_t count, size_t elementBytes) {
+  uint64_t bytes;
+  return !__builtin_mul_overflow(count, uint64_t(elementBytes), &bytes) && bytes < kMaxBufferBytes;
+}
+
 // One buffer argument: `count` elements of `dtype` at `data` (contiguous). Tensor::absent() is a
 // buffer a rank does not pass (gather's output and scatter's input away from the root).
 struct Tensor {

@@ -22,6 +22,20 @@ std::string elements(uint64_t n) { return std::to_string(n) + (n == 1 ? " elemen
   invalid(std::string(arg) + ": has " + elements(got) + ", expected " + elements(want) + " (" + because + ")", rank);
 }
 
+void checkFits(const Tensor& t, const char* arg, int rank) {
+  if (!fitsInMemory(t.count, elementSize(t.dtype)))
+    invalid(std::string(arg) + ": " + elements(t.count) + " of " + name(t.dtype) +
+                " is more memory than a process can address", rank);
+}
+
+// a * b, or a refusal naming what was multiplied when it would wrap around 64 bits.
+uint64_t blocksOf(uint64_t block, uint64_t blocks, const char* what, int rank) {
+  uint64_t total;
+  if (__builtin_mul_overflow(block, blocks, &total))
+    invalid(std::string(what) + " times " + std::to_string(blocks) + " ranks is more than 2**64", rank);
+  return total;
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   const char* a0 = static_cast<const char*>(a.data);
   const char* b0 = static_cast<const char*>(b.data);
@@ -80,6 +94,8 @@ void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {
                 : t.output != Blocks::None && !hasOut ? Engine::StandIn::Output
                                                       : Engine::StandIn::None;
   if (!hasX && !hasOut) return;  // a barrier
+  if (hasX) checkFits(r.x, "x", rank);
+  if (hasOut) checkFits(r.out, "out", rank);
 
   if (hasX && hasOut && r.x.dtype != r.out.dtype)
     throw Error(ErrorCode::InvalidType, std::string("out: dtype ") + name(r.out.dtype) + " does not match x's " +
@@ -127,7 +143,7 @@ void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {
       }
     } else {
       const Tensor& other = refIsX ? r.out : r.x;
-      const uint64_t want = sameBlocks ? ref.count : ref.count * n;
+      const uint64_t want = sameBlocks ? ref.count : blocksOf(ref.count, n, refIsX ? "x's size" : "out's size", rank);
       if (other.count != want)
         sizeError(refIsX ? "out" : "x", other.count, want,
                   sameBlocks ? std::string("the size of x")
@@ -140,11 +156,11 @@ void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {
     b.count = ref.count;  // one buffer (a rank away from the root): it defines the call
   }
   b.dtype = ref.dtype;
-  const size_t block = static_cast<size_t>(b.count) * elementSize(b.dtype);
+  const size_t block = static_cast<size_t>(b.count) * elementSize(b.dtype);  // the present buffer fits
   b.input = const_cast<void*>(r.x.data);
-  b.inputBytes = hasX ? r.x.bytes() : block * static_cast<size_t>(plan::blocks(t.input, nranks));
+  b.inputBytes = hasX ? r.x.bytes() : blocksOf(block, plan::blocks(t.input, nranks), "the root's block", rank);
   b.output = const_cast<void*>(r.out.data);
-  b.outputBytes = hasOut ? r.out.bytes() : block * static_cast<size_t>(plan::blocks(t.output, nranks));
+  b.outputBytes = hasOut ? r.out.bytes() : blocksOf(block, plan::blocks(t.output, nranks), "the root's block", rank);
   if (!hasX) b.input = nullptr;
   if (!hasOut) b.output = nullptr;
 }

@@ -34,19 +34,22 @@ bool rootedKind(OpKind k) {
   return k == OpKind::Broadcast || k == OpKind::Reduce || k == OpKind::Gather || k == OpKind::Scatter;
 }
 
-// Elements of the send and receive buffers on this rank (0 where the rank passes none).
+// Elements of the send and receive buffers on this rank (0 where the rank passes none); a count
+// times the ranks that wraps around 64 bits is SIZE_MAX, which checkOperation refuses.
 void bufferCounts(const Operation& op, size_t* in, size_t* out) {
   const size_t n = static_cast<size_t>(op.comm->size), c = op.count;
+  size_t cn;
+  if (__builtin_mul_overflow(c, n, &cn)) cn = SIZE_MAX;
   const bool root = op.comm->rank == op.root;
   switch (op.kind) {
     case OpKind::AllReduce: *in = c; *out = c; return;
     case OpKind::Broadcast: *in = root ? c : 0; *out = c; return;
     case OpKind::Reduce: *in = c; *out = root ? c : 0; return;
-    case OpKind::AllGather: *in = c; *out = c * n; return;
-    case OpKind::ReduceScatter: *in = c * n; *out = c; return;
-    case OpKind::AlltoAll: *in = c * n; *out = c * n; return;
-    case OpKind::Gather: *in = c; *out = root ? c * n : 0; return;
-    case OpKind::Scatter: *in = root ? c * n : 0; *out = c; return;
+    case OpKind::AllGather: *in = c; *out = cn; return;
+    case OpKind::ReduceScatter: *in = cn; *out = c; return;
+    case OpKind::AlltoAll: *in = cn; *out = cn; return;
+    case OpKind::Gather: *in = c; *out = root ? cn : 0; return;
+    case OpKind::Scatter: *in = root ? cn : 0; *out = c; return;
     case OpKind::Send: *in = c; *out = 0; return;
     case OpKind::Recv: *in = 0; *out = c; return;
   }
@@ -153,7 +156,6 @@ int checkOperation(const Operation& op, const char* call) {
   if (op.comm->finalized()) refuse("the communicator was finalized (ncclCommFinalize)");
   if (op.comm->pending()) badArgument(kStillBeingMade);
   const TypeInfo info = typeInfo(op.type, call);
-  (void)info;
   const int n = op.comm->size;
   if (rootedKind(op.kind) && (op.root < 0 || op.root >= n))
     badArgument("root " + std::to_string(op.root) + " is out of range (0.." + std::to_string(n - 1) + ")");
@@ -162,6 +164,11 @@ int checkOperation(const Operation& op, const char* call) {
   if (reduces(op.kind)) op.comm->redOps.resolve(op.op, op.type, call);  // throws for an unknown op
   size_t in = 0, out = 0;
   bufferCounts(op, &in, &out);
+  // Its bytes would wrap around 64 bits and move the wrong amount of data.
+  if (!fitsInMemory(in, info.size) || !fitsInMemory(out, info.size))
+    badArgument("count " + std::to_string(op.count) + " of " + std::to_string(info.size) + "-byte elements" +
+                (in == SIZE_MAX || out == SIZE_MAX ? " times " + std::to_string(n) + " ranks" : std::string()) +
+                " is more memory than a process can address");
   if (in && !op.send) badArgument("sendbuff is NULL with " + std::to_string(in) + " elements to send");
   if (out && !op.recv) badArgument("recvbuff is NULL with " + std::to_string(out) + " elements to receive");
   // Both buffers on one side: forestcc runs a call on the host or on the GPU, not across.
