@@ -93,3 +93,23 @@ def test_bad_arguments_name_the_argument(no_new_shm):
         result = run_job(n, "bad_arguments.py")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         assert len(result.lines("OK")) == n, result.stdout
+
+
+@pytest.mark.parametrize("case", ["python", "api", "async", "plan"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_call_one_rank_refused_fails_on_every_rank(n, case, no_new_shm):
+    # Rank 1's call is refused (its error raised there) and it goes on to its next call. Without
+    # the refusal taking the call's number, that next call met the others' first and both
+    # returned (the others' with data of two different calls). The long timeout makes a hang a
+    # failure of the test, not a pass.
+    result = run_job(n, "refused_call.py", case, env={"FORESTCC_TIMEOUT": "300"})
+    out = result.stdout[-4000:] + result.stderr[-3000:]
+    first = {int(ln.split()[1]): ln for ln in result.lines("FIRST")}
+    second = {int(ln.split()[1]): ln for ln in result.lines("SECOND")}
+    assert sorted(first) == sorted(second) == list(range(n)), out
+    assert first[1].split()[2] in ("ValueError", "TypeError"), out  # its own argument error
+    for r in range(n):
+        if r != 1:
+            assert first[r].split()[2] in ("MismatchError", "AbortedError"), out
+            assert "rank 1 refused its part of this call" in first[r], out  # here, or as a peer reported it
+        assert second[r].split()[2] in ("MismatchError", "AbortedError"), out

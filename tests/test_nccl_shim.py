@@ -186,7 +186,7 @@ def test_every_prototype_matches_the_wheel(tmp_path):
 # ---- native on host memory -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [1, 3, 4])
-@pytest.mark.parametrize("mode", ["collectives", "groups", "split", "comms", "abort", "errors"])
+@pytest.mark.parametrize("mode", ["collectives", "groups", "split", "comms", "abort", "errors", "inplace"])
 def test_nccl_program(programs, tmp_path, mode, n, no_new_shm):
     # the error paths of NCCL-only APIs are those without a fallback, whatever is installed
     env = {"FORESTCC_NCCL_FALLBACK": str(tmp_path / "none.so")} if mode == "errors" else {}
@@ -358,9 +358,21 @@ def test_a_shrink_a_survivor_left_fails_and_the_next_works(programs, tmp_path, n
     assert_ok(p, "shrinkfail", n)
 
 
+@pytest.mark.parametrize("mode", ["mismatch", "premulmismatch"])
 @pytest.mark.parametrize("n", [3, 4])
-def test_ranks_that_disagree_get_an_error(programs, tmp_path, n, no_new_shm):
-    assert_ok(run_check(programs, tmp_path, n, "mismatch"), "mismatch", n)
+def test_ranks_that_disagree_get_an_error(programs, tmp_path, n, mode, no_new_shm):
+    # a count (mismatch), or PreMulSum against Sum (premulmismatch: both sum, of scaled inputs on
+    # one rank only, which returned success with a mixed result before its stamp said so)
+    assert_ok(run_check(programs, tmp_path, n, mode), mode, n)
+
+
+@pytest.mark.parametrize("mode", ["refused", "refusedgroup"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_call_one_rank_refused_fails_on_every_rank(programs, tmp_path, n, mode, no_new_shm):
+    # rank 1's call is refused and it goes on: without the refusal in the call's place its next
+    # all_reduce met the others' first and both returned ncclSuccess with mixed data (the long
+    # timeout makes a hang a failure, not a pass)
+    assert_ok(run_check(programs, tmp_path, n, mode, FORESTCC_TIMEOUT="300"), mode, n)
 
 
 def test_ld_preload_replaces_the_real_nccl(programs, tmp_path, no_new_shm):

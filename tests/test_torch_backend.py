@@ -77,6 +77,22 @@ def test_mismatch_and_timeout_raise_on_every_rank(no_new_shm):
     assert "rank 1 failed to pass monitored_barrier" in monitored, monitored
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_call_the_backend_refused_on_one_rank_fails_on_every_rank(n, no_new_shm):
+    # without the refusal in the call's place, rank 1's second all_gather met the others' first
+    # and both returned (theirs with rank 1's second input)
+    res = run_job(n, "torch_failures.py", "refused", env={"FORESTCC_TIMEOUT": "300"})
+    out = res.stdout[-4000:] + res.stderr[-3000:]
+    first = {int(ln.split()[1]): ln for ln in res.lines("FIRST")}
+    second = {int(ln.split()[1]): ln for ln in res.lines("SECOND")}
+    assert sorted(first) == sorted(second) == list(range(n)), out
+    assert "output has" in first[1], out  # its own argument error
+    for r in range(n):
+        if r != 1:
+            assert "rank 1 refused its part of this call" in first[r], out
+        assert "returned" not in second[r], out
+
+
 def test_dead_rank_becomes_an_error_not_a_hang():
     # Without a launcher (which would stop rank 0 at once), rank 0 must notice by itself.
     r0, r1 = collect(spawn_ranks("torchrun", 2, "torch_failures.py", "dead_rank"))

@@ -780,6 +780,85 @@ static void modeMismatch(const char* dir) {
   CHECK(ncclCommAbort(comm));
 }
 
+/* Rank 0 sums scaled inputs (PreMulSum), the others plain ones: an error on every rank (the sum
+ * of a PreMulSum is a call of its own in the stamps), never a success with a mixed result. */
+static void modePremulMismatch(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  int a[8] = {1, 1, 1, 1, 1, 1, 1, 1}, two = 2;
+  ncclRedOp_t op = ncclSum;
+  if (rank == 0) CHECK(ncclRedOpCreatePreMulSum(&op, &two, ncclInt32, ncclScalarHostImmediate, comm));
+  ncclResult_t r = ncclAllReduce(a, a, 8, ncclInt32, op, comm, NULL);
+  if (r == ncclSuccess) FAIL("PreMulSum on rank 0 against Sum elsewhere returned success (a[0] = %d)", a[0]);
+  if (!strstr(ncclGetLastError(comm), "premul_sum")) FAIL("the error does not name the PreMulSum: %s",
+                                                          ncclGetLastError(comm));
+  CHECK(ncclCommAbort(comm));
+}
+
+/* NCCL's in-place forms of the rooted collectives, every root: Reduce with sendbuff == recvbuff
+ * on every rank (as PyTorch's reduce calls it), Gather with the root's sendbuff its block of
+ * recvbuff, Scatter with the root's recvbuff its block of sendbuff. */
+static void modeInPlace(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  enum { C = 5 };
+  int* all = calloc((size_t)nranks * C, sizeof(int));
+  for (int root = 0; root < nranks; ++root) {
+    int a[C];
+    for (int i = 0; i < C; ++i) a[i] = rank * 100 + i;
+    CHECK(ncclReduce(a, a, C, ncclInt32, ncclSum, root, comm, NULL));
+    if (rank == root)
+      for (int i = 0; i < C; ++i)
+        if (a[i] != 100 * nranks * (nranks - 1) / 2 + nranks * i) FAIL("in-place reduce to %d: a[%d] = %d", root, i, a[i]);
+    for (int i = 0; i < C; ++i) a[i] = rank * 100 + i;  /* a non-root's sendbuff is its input: unchanged */
+    for (int r = 0; r < nranks; ++r)
+      for (int i = 0; i < C; ++i) all[r * C + i] = r == rank ? rank * 100 + i : -1;
+    if (rank == root) CHECK(ncclGather(all + root * C, all, C, ncclInt32, root, comm, NULL));
+    else CHECK(ncclGather(a, NULL, C, ncclInt32, root, comm, NULL));
+    if (rank == root)
+      for (int k = 0; k < nranks * C; ++k)
+        if (all[k] != (k / C) * 100 + k % C) FAIL("in-place gather to %d: all[%d] = %d", root, k, all[k]);
+    for (int k = 0; k < nranks * C; ++k) all[k] = rank == root ? 1000 + k : -1;
+    int got[C];
+    if (rank == root) CHECK(ncclScatter(all, all + root * C, C, ncclInt32, root, comm, NULL));
+    else CHECK(ncclScatter(NULL, got, C, ncclInt32, root, comm, NULL));
+    for (int i = 0; i < C; ++i) {
+      const int v = rank == root ? all[root * C + i] : got[i];
+      if (v != 1000 + rank * C + i) FAIL("in-place scatter from %d: element %d = %d", root, i, v);
+    }
+  }
+  free(all);
+  CHECK(ncclCommDestroy(comm));
+}
+
+/* Rank 1's call is refused (a NULL recvbuff; in a group, a bad datatype beside a valid call) and
+ * it goes on to its next all_reduce. The refusal takes the call's place (schedules/README.md,
+ * "Refused calls"): every other rank's call fails naming rank 1, and so does every next call,
+ * never ncclSuccess with the data of two different calls. */
+static void modeRefused(const char* dir, int inGroup) {
+  ncclComm_t comm = worldComm(dir);
+  int a[8], b[8];
+  for (int it = 0; it < 2; ++it) {
+    for (int i = 0; i < 8; ++i) a[i] = (it + 1) * 1000 + rank * 10 + i;
+    ncclResult_t r;
+    if (rank == 1 && it == 0 && inGroup) {
+      CHECK(ncclGroupStart());
+      CHECK(ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, NULL));
+      ncclAllReduce(a, b, 8, (ncclDataType_t)77, ncclSum, comm, NULL); /* refused: the group runs nothing */
+      r = ncclGroupEnd();
+    } else if (inGroup) {
+      CHECK(ncclGroupStart());
+      CHECK(ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, NULL));
+      CHECK(ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, NULL));
+      r = ncclGroupEnd();
+    } else {
+      r = ncclAllReduce(a, rank == 1 && it == 0 ? NULL : b, 8, ncclInt32, ncclSum, comm, NULL);
+    }
+    if (r == ncclSuccess) FAIL("call %d returned ncclSuccess after rank 1's refusal (b[0] = %d)", it, b[0]);
+    if (it == 0 && rank != 1 && !strstr(ncclGetLastError(comm), "rank 1 refused its part of this call"))
+      FAIL("call 0 failed for another reason: %s", ncclGetLastError(comm));
+  }
+  CHECK(ncclCommAbort(comm));
+}
+
 int main(int argc, char** argv) {
   const char* mode = startProgram(argc, argv);
   if (!strcmp(mode, "collectives")) modeCollectives(argv[2]);
@@ -788,6 +867,10 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "comms")) modeComms(argv[2]);
   else if (!strcmp(mode, "abort")) modeAbort(argv[2]);
   else if (!strcmp(mode, "errors")) modeErrors(argv[2]);
+  else if (!strcmp(mode, "inplace")) modeInPlace(argv[2]);
+  else if (!strcmp(mode, "premulmismatch")) modePremulMismatch(argv[2]);
+  else if (!strcmp(mode, "refused")) modeRefused(argv[2], 0);
+  else if (!strcmp(mode, "refusedgroup")) modeRefused(argv[2], 1);
   else if (!strcmp(mode, "forced")) modeForced(argv[2]);
   else if (!strcmp(mode, "mismatch")) modeMismatch(argv[2]);
   else if (!strcmp(mode, "forwarded")) modeForwarded(argv[2]);

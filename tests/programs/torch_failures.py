@@ -10,6 +10,12 @@ argv: CASE
              "POISONED" and "MONITORED" lines.
   dead_rank  the last rank is SIGKILLed after a first all_reduce; the others' next all_reduce
              raises DistBackendError naming it. Prints "ERROR ...".
+  refused    rank 1's all_gather_into_tensor is refused by the backend's own checks (an output
+             of the wrong size); it catches the error and goes on to the next all_gather. The
+             refusal takes the call's place: the others' first all_gather raises naming rank 1,
+             and every rank's second raises, rather than rank 1's second meeting their first
+             (the same call: both would return, with data of two different calls).
+             Prints "FIRST <rank> ..." and "SECOND <rank> ..." ("... returned" when no error).
 """
 import os
 import signal
@@ -84,6 +90,17 @@ elif case == "dead_rank":
     except dist.DistBackendError as e:
         report("ERROR", e)
     os._exit(0)  # the group's peers are gone: nothing to tear down with them
+elif case == "refused":
+    x = torch.full((4,), float(R))
+    out = torch.empty(4 * N + (1 if R == 1 else 0))  # rank 1's is refused by the backend
+    for tag, call in (("FIRST", lambda: dist.all_gather_into_tensor(out, x)),
+                      ("SECOND", lambda: dist.all_gather_into_tensor(torch.empty(4 * N), x + 10))):
+        try:
+            call()
+            print(tag, R, "returned", flush=True)
+        except RuntimeError as e:
+            print(tag, R, type(e).__name__, str(e).replace("\n", " ")[:500], flush=True)
+    os._exit(0)  # the group is poisoned: nothing to tear down with the peers
 else:
     raise SystemExit(f"unknown case {case}")
 dist.destroy_process_group()

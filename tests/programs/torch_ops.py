@@ -169,6 +169,35 @@ def all_reduce_layouts():
 
 
 @case
+def one_element_strides_and_parameters():
+    # a one-element tensor with a stride other than 1 (a column slice: torch calls it contiguous,
+    # and reshape keeps the stride, which a byte view refused), and non-contiguous parameters
+    # (leaves that need grad, which a result copied back with autograd on refused)
+    def col(v):
+        m = torch.zeros(4, 4)
+        m[0, 0] = v
+        return m[0:1, 0]
+
+    def run(g):
+        b = col(R + 10.0)
+        dist.broadcast(b, 0, group=g)
+        outs = [torch.zeros(1) for _ in range(N)]
+        dist.all_gather(outs, col(R + 10.0), group=g)
+        y = col(-1.0)
+        dist.scatter(y, [torch.full((1,), 20.0 + p) for p in range(N)] if R == 0 else None, src=0, group=g)
+        return [b, *outs, y]
+    f, gl = both(run)
+    same("broadcast / all_gather / scatter of one-element strided tensors", f, gl)
+    w = torch.nn.Parameter(data(R, (3, 4), torch.float32).t())
+    dist.all_reduce(w, group=FCC)
+    same("all_reduce into a non-contiguous parameter", w.detach(),
+         sum(data(r, (3, 4), torch.float32) for r in range(N)).t())
+    v = torch.nn.Parameter(data(R, (4, 3), torch.float32).t())
+    dist.broadcast(v, 0, group=FCC)
+    same("broadcast into a non-contiguous parameter", v.detach(), data(0, (4, 3), torch.float32).t())
+
+
+@case
 def all_reduce_async_and_future():
     t = data(R, (1000,), torch.float32)
     work = dist.all_reduce(t, async_op=True, group=FCC)

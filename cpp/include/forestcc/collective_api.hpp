@@ -86,6 +86,10 @@ struct CallOptions {
   // on GPU memory return once enqueued, as NCCL's do; their errors are raised by the next call,
   // Collectives::synchronize() or their Work's wait().
   void* stream = nullptr;
+  // A reduction whose inputs the caller scaled per rank (NCCL's and PyTorch's PREMUL_SUM, a sum
+  // of scaled inputs): its call stamp says so, so a rank that sums plainly is a mismatch rather
+  // than a mixed result.
+  bool preMultiplied = false;
 };
 
 // Completion of an asynchronous call.
@@ -166,6 +170,12 @@ class Collectives {
   WorkPtr gather(Tensor x, Tensor out, int64_t root, const CallOptions& options = {});
   WorkPtr scatter(Tensor x, Tensor out, int64_t root, const CallOptions& options = {});
   WorkPtr barrier(const CallOptions& options = {});
+  // For a layer above this API whose own checks refuse a collective before calling it (the
+  // Python bindings, the NCCL shim): this rank will not take part in its next collective. The
+  // refusal takes the call's place among this rank's collectives, so peers that entered the call
+  // raise a MismatchError naming this rank instead of meeting its next call (schedules/README.md,
+  // "Refused calls"). The calls above do this themselves for the errors they raise.
+  void refuseCall() noexcept;
   // Rendezvous point-to-point: a send completes when the receiver has copied the data. GPU
   // memory (device >= 0): enqueued on `stream` as sendRecv says.
   WorkPtr send(const void* data, size_t bytes, int64_t peer, bool async = false, int device = -1,

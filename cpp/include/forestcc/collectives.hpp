@@ -41,6 +41,7 @@ struct CallBuffers {
   uint64_t count = 0;
   DataType dtype = DataType::Float32;
   ReduceOp op = ReduceOp::Sum;
+  bool preMultiplied = false;       // CallOptions::preMultiplied (a reduction's stamp says it)
   std::vector<uint64_t> inCounts;   // all_to_all_v only
   std::vector<uint64_t> outCounts;  // all_to_all_v only
 };

@@ -85,6 +85,7 @@ void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {
   out.root = t.rooted ? checkRank(r.root, "root", nranks) : -1;
   CallBuffers& b = out.buffers;
   b.op = t.reduces ? r.op : ReduceOp::Sum;
+  b.preMultiplied = t.reduces && r.options.preMultiplied;
   const bool isRoot = rank == out.root;
   const bool hasX = t.input != Blocks::None && !(t.rootOnly == RootOnly::Input && !isRoot);
   const bool hasOut = t.output != Blocks::None && !(t.rootOnly == RootOnly::Output && !isRoot);

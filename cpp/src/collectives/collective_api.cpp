@@ -5,6 +5,7 @@
 #include "collectives/call_checks.hpp"
 #include "collectives/engine.hpp"
 #include "collectives/generators.hpp"
+#include "core/on_error.hpp"
 #include "forestcc/error.hpp"
 #include "transport/shm/shm_segment.hpp"
 
@@ -94,7 +95,11 @@ int Collectives::size() const { return engine_->size(); }
 Communicator& Collectives::communicator() { return engine_->comm(); }
 collectives::Engine& Collectives::engine() { return *engine_; }
 
+void Collectives::refuseCall() noexcept { engine_->refuse(); }
+
 Collectives::WorkPtr Collectives::call(const CallRequest& r) {
+  // An error before the engine has the call refuses it: peers that entered it raise then.
+  OnError refusal([this] { refuseCall(); });
   CheckedCall call;
   collectives::checkCall(r, engine_->rank(), engine_->size(), call);
   const std::shared_ptr<const CompiledPlan>* keep = nullptr;
@@ -107,6 +112,7 @@ Collectives::WorkPtr Collectives::call(const CallRequest& r) {
                     ": pass both on the GPU or both on the host",
                 engine_->rank());
   const CompiledPlan& p = choosePlan(*engine_, r, call, gpu, &keep);
+  refusal.dismiss();  // the executor refuses what fails from here before the call's number
   if (gpu) return engine_->runOnDevice(p, call.buffers, call.standIn, r.options);
   if (!r.options.async) {
     engine_->run(p, call.buffers, call.standIn);

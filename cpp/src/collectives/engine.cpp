@@ -202,6 +202,14 @@ void Engine::synchronizeDevice() {
   synchronizeSendRecv();
 }
 
+void Engine::refuse() noexcept {
+  try {
+    collectives_.submit([this] { executor_.refuseCall(); });
+  } catch (...) {
+    // No memory for the job: the peers find this rank at their timeout, as they would without.
+  }
+}
+
 void Engine::drain() {
   collectives_.drain();
   sends_.drain();

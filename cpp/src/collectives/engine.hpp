@@ -110,6 +110,9 @@ class Engine {
                                StandIn standIn = StandIn::None);
   // Waits for every queued call.
   void drain();
+  // The caller's next collective is refused (Executor::refuseCall), in call order: queued behind
+  // earlier calls, without waiting for them. Never throws.
+  void refuse() noexcept;
   // A call on GPU memory: enqueued on options.stream after every queued host call, returning at
   // once (a Work that waits for the GPU when options.async).
   std::shared_ptr<Work> runOnDevice(const CompiledPlan& p, const CallBuffers& b, StandIn standIn,

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/on_error.hpp"
 #include "core/state.hpp"
 #include "core/wait.hpp"
 #include "cuda/device_launch.hpp"
@@ -401,6 +402,8 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
     if (oldest) reap(true, oldest);
   }
   checkCaptured();
+  // From here to the waits before its number, an error is this rank's own: the call is refused.
+  OnError refusal([this] { ex_.refuseCall(); });
   auto refuse = [&](const std::string& why) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(s.rank) + "plan '" + p.name + "' on GPU memory: " + why, s.rank);
   };
@@ -474,6 +477,7 @@ void CudaRunner::enqueue(const CompiledPlan& p, const CallBuffers& given, int st
     if (before != launchScratch_.data) dirty_ = launchScratch_.size;  // fresh memory
   }
 
+  refusal.dismiss();
   // Before this call takes its number: a wait that fails leaves the communicator as it was.
   const uint64_t next = ex_.sequence_ + 1;
   if (next % kStampWindow == 0) ex_.awaitStampWindow(next);

@@ -3,6 +3,7 @@
 // their connection to it before they touch its memory, after each wait that a signal of it ended,
 // and while such a wait blocks. Any difference is a MismatchError on every rank of the call.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -24,6 +25,7 @@ bool sameCall(const CallStamp& a, const CallStamp& b) {
 
 // "all_reduce(count=1000, dtype=float32, op=sum, plan=forestcc.builtin.direct#3f2a...)".
 std::string describeCall(const CallStamp& st) {
+  if (st.collective == kRefusedCall) return "a refused call";
   const auto c = static_cast<plan::Collective>(st.collective);
   std::ostringstream o;
   o << (st.variable ? "all_to_all_v" : plan::name(c)) << "(";
@@ -31,11 +33,34 @@ std::string describeCall(const CallStamp& st) {
     if (!st.variable) o << "count=" << st.count << ", ";
     o << "dtype=" << name(static_cast<DataType>(st.dtype)) << ", ";
   }
-  if (plan::reduces(c)) o << "op=" << name(static_cast<ReduceOp>(st.op)) << ", ";
+  if (plan::reduces(c))
+    o << "op=" << (st.op & kPreMultipliedOp ? "premul_" : "") << name(static_cast<ReduceOp>(st.op & ~kPreMultipliedOp))
+      << ", ";
   if (plan::rooted(c)) o << "root=" << st.root << ", ";
   o << "plan=" << std::string(st.family, strnlen(st.family, kPlanFamilyChars)) << "#" << std::hex
     << (st.planHash >> 32) << ")";
   return o.str();
+}
+
+void Executor::refuseCall() noexcept {
+  Communicator::State& s = *state_;
+  try {
+    if (s.poisoned()) return;  // the peers learn of that
+    const uint64_t next = sequence_ + 1;
+    if (next % kStampWindow == 0) awaitStampWindow(next);
+    CallStamp st{};
+    st.sequence = ++sequence_;
+    st.collective = kRefusedCall;
+    std::snprintf(st.family, sizeof st.family, "refused");
+    CallMailbox& mb = s.mailbox();
+    writeStamp(mb.byCall[st.sequence % kStampHistory], st);
+    __atomic_store_n(&mb.sequence, st.sequence, __ATOMIC_RELEASE);
+    ringPeerDoorbells();
+    s.published();
+  } catch (...) {
+    // The caller raises the refusal's own error; a peer that waits for this rank then finds it
+    // at its timeout, as it would without this.
+  }
 }
 
 void Executor::publish(Call& call) {
@@ -104,6 +129,9 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   if (v.sequence == call.sequence) return v;
   Connection& link = state_->link(peer);
   const uint64_t theirs = link.peerSequence();
+  static const Where kBeforeTouching{nullptr, 0, 0, nullptr, 0, "before touching its memory"};
+  // Past this call, it may have refused it (or called another): its stamp of this call says.
+  if (theirs > call.sequence) checkStamp(call, peer, kBeforeTouching);
   if (theirs != call.sequence)
     throw Error(ErrorCode::Internal,
                 rankPrefix(state_->rank) + "plan '" + call.plan->name + "' reaches rank " + std::to_string(peer) +
@@ -111,7 +139,6 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
                     ", this rank at #" + std::to_string(call.sequence) +
                     "): the plan breaks the entry rule, or the ranks call collectives in different orders",
                 state_->rank, peer);
-  static const Where kBeforeTouching{nullptr, 0, 0, nullptr, 0, "before touching its memory"};
   checkStamp(call, peer, kBeforeTouching);
   v.checked = call.sequence;
   for (int b = 0; b < plan::kBufferCount; ++b) {
@@ -159,9 +186,14 @@ void Executor::checkStampValue(const Call& call, int peer, bool read, const Call
                                                          : std::string("two or more calls ahead")) +
            "): the ranks call collectives in different orders or numbers";
   } else if (theirs.sequence < mine.sequence) {
-    what = them + " has not entered this call (it is at collective #" + std::to_string(theirs.sequence) +
+    // Where it is: its last call's number (the stamp read is this call's slot, maybe unwritten).
+    what = them + " has not entered this call (it is at collective #" + std::to_string(state_->link(peer).peerSequence()) +
            ") but its signal arrived: an earlier call left a signal behind, or the ranks call collectives in "
            "different orders";
+  } else if (theirs.collective == kRefusedCall) {
+    what = them + " refused its part of this call (an error in its arguments or its plan, which it raised there) "
+                  "and went on without it: a rank that catches a collective's error must not go on with the next "
+                  "call, whose data would meet this one's";
   } else {
     what = them + " called " + describeCall(theirs) + " where this rank called " + describeCall(mine);
     const bool sameArguments = theirs.collective == mine.collective && theirs.variable == mine.variable &&

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/on_error.hpp"
 #include "core/wait.hpp"
 #include "executor/cpu_backend.hpp"
 #include "executor/device_runner.hpp"
@@ -224,7 +225,9 @@ void Executor::numberCall(Call& call) {
   st.count = call.geometry.count;
   // Only what the call uses: a barrier has no data, only reductions have an operator.
   st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(call.buffers->dtype);
-  st.op = plan::reduces(p.collective) ? static_cast<uint8_t>(call.buffers->op) : 0;
+  st.op = plan::reduces(p.collective)
+              ? static_cast<uint8_t>(static_cast<uint8_t>(call.buffers->op) | (call.buffers->preMultiplied ? kPreMultipliedOp : 0))
+              : 0;
   st.variable = call.variable;
   // Ranks that disagree on whether this call moves its data as packets would not find each
   // other's data: the decision (FORESTCC_PACKETS, the memory kind, whether the banks are mapped,
@@ -237,6 +240,11 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   Communicator::State& s = *state_;
   Call call;
   beginCall(call, p, buffers);
+  // Before this call takes its number and bank: a wait that fails here (a timeout, Ctrl-C)
+  // leaves the communicator as it was, and a retried call waits here again.
+  if ((sequence_ + 1) % kStampWindow == 0) awaitStampWindow(sequence_ + 1);
+  // From here to its number, an error is this rank's own: the call is refused.
+  OnError refusal([this] { refuseCall(); });
   CallGeometry& g = call.geometry;
   std::vector<uint64_t> offsets[2];
   if (call.variable) {
@@ -261,9 +269,6 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   const uint64_t blockBytes = g.count * g.elem;
   // all_to_all_v's scratch blocks are sized by other ranks' counts: after publishing (layOutScratch).
   const uint64_t scratchBytes = call.variable ? 0 : (p.scratchChunks + g.k - 1) / g.k * blockBytes;
-  // Before this call takes its number and bank: a wait that fails here (a timeout, Ctrl-C)
-  // leaves the communicator as it was, and a retried call waits here again.
-  if ((sequence_ + 1) % kStampWindow == 0) awaitStampWindow(sequence_ + 1);
   if (p.scratchBanks == 2) {
     // Checked before anything is published: every rank has the same count and fails alike.
     if (scratchBytes > kScratchBankBytes)
@@ -293,6 +298,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   const uint64_t own = p.inPlace ? std::max(buffers.inputBytes, buffers.outputBytes) : buffers.inputBytes + buffers.outputBytes;
   call.streaming = own * s.localRanks.size() >= streamingBytes_;
   numberCall(call);
+  refusal.dismiss();
   const CallStamp& st = call.stamp;
 
   const int workers = static_cast<int>(p.workers.size());

@@ -127,6 +127,13 @@ class Executor {
   // asynchronous Work of such a call waits for.
   std::function<bool(bool)> deviceCompletion();
 
+  // This rank will not take part in its next call: an error in the call's arguments or plan was
+  // raised before the call took its number. The refusal takes the number and is published as
+  // the call's stamp (kRefusedCall), so peers that entered the call raise a MismatchError naming
+  // this rank, rather than meeting this rank's next call in its place (schedules/README.md,
+  // "Refused calls"). Never throws: the caller raises the refusal's own error.
+  void refuseCall() noexcept;
+
   struct Call;
 
  private:

@@ -150,7 +150,7 @@ struct ncclComm {
   std::unique_ptr<forestcc::nccl::PairedComm> paired;  // the fallback's communicator, when forwarding
   int device = -1;  // ncclCommCuDevice: the CUDA device at init, -1 without CUDA
   // GPU memory lent to calls on GPU memory (device_scratch.hpp): a Reduce's output away from the
-  // root, a PreMulSum's scaled input.
+  // root or an in-place form's staged buffer, a PreMulSum's scaled input.
   forestcc::nccl::DeviceScratch reduceScratch, premulScratch;
   bool suspended = false;  // ncclCommSuspend (reported by ncclCommMemStats)
   uint64_t splits = 0;   // ncclCommSplit calls so far (tags their messages)

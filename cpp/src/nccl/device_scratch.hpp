@@ -1,6 +1,7 @@
 // GPU memory the shim lends a call on GPU memory where NCCL's arguments leave forestcc without a
 // buffer: a Reduce's output away from the root (forestcc's reduce passes partial results through
-// every rank's output) and a PreMulSum's scaled input. Peers map it (cuMemAlloc memory, CUDA IPC).
+// every rank's output), an in-place form's staged input or discarded output (execute.cpp, lent)
+// and a PreMulSum's scaled input. Peers map it (cuMemAlloc memory, CUDA IPC).
 //
 // Reused from call to call without waiting: the calls of one communicator run in call order on the
 // GPU, also across streams (docs/gpu.md), so a call's kernel never overlaps the previous one's.

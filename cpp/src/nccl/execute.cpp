@@ -72,28 +72,50 @@ struct Placement {
   }
 };
 
+// Memory the shim lends a call where NCCL's arguments leave forestcc without a buffer of its own
+// (a Reduce's output away from the root, an in-place form's staged input or discarded output):
+// this thread's host buffer (host calls run before they return), or the communicator's GPU
+// scratch (device_scratch.hpp). A call uses one at a time.
+void* lent(ncclComm& comm, size_t bytes, const Placement& at) {
+  thread_local std::vector<uint8_t> host;
+  if (at.device >= 0) return comm.reduceScratch.get(bytes, at.device);
+  host.resize(bytes);
+  return host.data();
+}
+
+// A copy of `bytes` at `src` in lent memory (on GPU memory, on the call's stream): what an
+// in-place form of NCCL's reads where forestcc's collective is out of place. Ranks must agree on
+// a call's placement (it is part of the plan), and NCCL's in-place forms are the root's alone.
+const void* stagedCopy(ncclComm& comm, const void* src, size_t bytes, const Placement& at) {
+  void* copy = lent(comm, bytes, at);
+  if (at.device >= 0)
+    cuda::copyOnStream(copy, src, bytes, at.stream, at.device);
+  else
+    std::memcpy(copy, src, bytes);
+  return copy;
+}
+
 // A reducing collective with `op` on buffers of forestcc type `t` (the staged or the caller's).
+// `preMultiplied`: a PreMulSum's sum of scaled inputs (CallOptions::preMultiplied).
 Collectives::WorkPtr runReduce(ncclComm& comm, OpKind kind, const void* in, void* out, size_t inCount,
-                               size_t outCount, DataType t, ReduceOp op, int root, bool isRoot, const Placement& at) {
+                               size_t outCount, DataType t, ReduceOp op, int root, bool isRoot, const Placement& at,
+                               bool preMultiplied = false) {
   Collectives& coll = comm.collectives();
+  CallOptions options = at.options();
+  options.preMultiplied = preMultiplied;
   switch (kind) {
-    case OpKind::AllReduce: return coll.allReduce(at.tensor(in, inCount, t), at.tensor(out, outCount, t), op, at.options());
+    case OpKind::AllReduce: return coll.allReduce(at.tensor(in, inCount, t), at.tensor(out, outCount, t), op, options);
     case OpKind::ReduceScatter:
-      return coll.reduceScatter(at.tensor(in, inCount, t), at.tensor(out, outCount, t), op, at.options());
+      return coll.reduceScatter(at.tensor(in, inCount, t), at.tensor(out, outCount, t), op, options);
     case OpKind::Reduce: {
       // forestcc's reduce takes an output on every rank (a rank's partial result may pass through
-      // it); NCCL lets ranks other than the root pass none, so they lend scratch.
-      if (isRoot) return coll.reduce(at.tensor(in, inCount, t), at.tensor(out, outCount, t), root, op, at.options());
-      void* scratch;
+      // it); NCCL lets ranks other than the root pass none, so they lend memory, and every rank
+      // runs out of place: an in-place root's input is staged (PyTorch's reduce is in place).
       const size_t bytes = inCount * elementSize(t);
-      thread_local std::vector<uint8_t> hostScratch;
-      if (at.device >= 0) {
-        scratch = comm.reduceScratch.get(bytes, at.device);
-      } else {
-        hostScratch.resize(bytes);
-        scratch = hostScratch.data();
-      }
-      return coll.reduce(at.tensor(in, inCount, t), at.tensor(scratch, inCount, t), root, op, at.options());
+      if (!isRoot)
+        return coll.reduce(at.tensor(in, inCount, t), at.tensor(lent(comm, bytes, at), inCount, t), root, op, options);
+      if (in == out && bytes) in = stagedCopy(comm, in, bytes, at);
+      return coll.reduce(at.tensor(in, inCount, t), at.tensor(out, outCount, t), root, op, options);
     }
     default: throw NcclError(ncclInternalError, "runReduce: not a reduction");
   }
@@ -128,7 +150,7 @@ Collectives::WorkPtr runPreMulSum(ncclComm& comm, const Operation& op, const Res
     std::vector<uint8_t> scaled(bytes);
     scaleElements(op.send, scaled.data(), inCount, op.type, factor.data());
     return runReduce(comm, op.kind, scaled.data(), op.recv, inCount, outCount, info.type, ReduceOp::Sum, op.root,
-                     isRoot, at);
+                     isRoot, at, true);
   }
   comm.collectives().synchronize();
   std::vector<uint8_t> host(bytes);
@@ -137,7 +159,8 @@ Collectives::WorkPtr runPreMulSum(ncclComm& comm, const Operation& op, const Res
   scaleElements(host.data(), host.data(), inCount, op.type, factor.data());
   void* staged = comm.premulScratch.get(bytes, at.device);
   cuda::copyAfterStream(staged, host.data(), bytes, at.stream, at.device);
-  return runReduce(comm, op.kind, staged, op.recv, inCount, outCount, info.type, ReduceOp::Sum, op.root, isRoot, at);
+  return runReduce(comm, op.kind, staged, op.recv, inCount, outCount, info.type, ReduceOp::Sum, op.root, isRoot, at,
+                   true);
 }
 
 // The device of a buffer the rank passes (`elements` > 0), -1 for host memory, or none (-2).
@@ -218,14 +241,28 @@ void runNatively(const Operation& op) {
       case OpKind::AlltoAll:
         work = coll.allToAll(at.tensor(op.send, inCount, t), at.tensor(op.recv, outCount, t), at.options());
         break;
-      case OpKind::Gather:
-        work = coll.gather(at.tensor(op.send, inCount, t), isRoot ? at.tensor(op.recv, outCount, t) : Tensor::absent(),
+      case OpKind::Gather: {
+        // NCCL's in-place gather (the root's sendbuff is its block of recvbuff): forestcc's
+        // gather is out of place, so the root's block is staged and lands where it was.
+        const void* send = op.send;
+        const size_t bytes = op.count * info.size;
+        if (isRoot && bytes && send == static_cast<const char*>(op.recv) + static_cast<size_t>(op.root) * bytes)
+          send = stagedCopy(comm, send, bytes, at);
+        work = coll.gather(at.tensor(send, inCount, t), isRoot ? at.tensor(op.recv, outCount, t) : Tensor::absent(),
                            op.root, at.options());
         break;
-      case OpKind::Scatter:
-        work = coll.scatter(isRoot ? at.tensor(op.send, inCount, t) : Tensor::absent(),
-                            at.tensor(op.recv, outCount, t), op.root, at.options());
+      }
+      case OpKind::Scatter: {
+        // NCCL's in-place scatter (the root's recvbuff is its block of sendbuff): the root's block
+        // is already in place; forestcc's scatter, out of place, writes it into lent memory.
+        void* recv = op.recv;
+        const size_t bytes = op.count * info.size;
+        if (isRoot && bytes && recv == static_cast<const char*>(op.send) + static_cast<size_t>(op.root) * bytes)
+          recv = lent(comm, bytes, at);
+        work = coll.scatter(isRoot ? at.tensor(op.send, inCount, t) : Tensor::absent(), at.tensor(recv, outCount, t),
+                            op.root, at.options());
         break;
+      }
       // A batch of one (groups.cpp runs a group's as one batch): a message to oneself needs its
       // pair in the same group, which the batch says.
       case OpKind::Send:

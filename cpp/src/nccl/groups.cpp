@@ -28,6 +28,7 @@ struct GroupState {
   int depth = 0;
   std::vector<Operation> operations;
   std::string failure;  // the first call of the group that was refused: the group runs nothing
+  std::vector<Operation> refused;  // the group's refused calls (refuseCollectives)
   std::vector<ncclComm*> inits;  // communicators whose init waits for the group's end
   struct Task {
     ncclComm* parent;
@@ -235,7 +236,12 @@ void runEachComm(const std::vector<ncclComm*>& comms,
 // background (runInBackground), returning ncclInProgress.
 ncclResult_t launch(std::vector<Operation> ops, const char* call) {
   if (ops.empty()) return ncclSuccess;
-  checkBatches(ops);  // refused by the call itself, also where the group would run in the background
+  try {
+    checkBatches(ops);  // refused by the call itself, also where the group would run in the background
+  } catch (...) {
+    refuseCollectives(ops);
+    throw;
+  }
   bool allNonBlocking = true;
   for (const Operation& op : ops) {
     allNonBlocking = allNonBlocking && !op.comm->config.blocking;
@@ -281,6 +287,18 @@ ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* ca
   return ncclInProgress;
 }
 
+void refuseCollectives(const std::vector<Operation>& ops) {
+  std::vector<ncclComm*> done;
+  for (const Operation& op : ops) {
+    ncclComm* c = op.comm;
+    if (!c || pointToPoint(op.kind) || c->finalized() || c->pending() ||
+        std::find(done.begin(), done.end(), c) != done.end())
+      continue;
+    done.push_back(c);
+    c->collectives().refuseCall();
+  }
+}
+
 bool insideGroup() { return group.depth > 0; }
 
 void deferInit(ncclComm* comm) { group.inits.push_back(comm); }
@@ -293,7 +311,12 @@ ncclResult_t submit(Operation op, const char* call) {
   try {
     op.device = checkOperation(op, call);
   } catch (const std::exception& e) {
-    if (group.depth > 0 && group.failure.empty()) group.failure = std::string(call) + ": " + e.what();
+    if (group.depth > 0) {
+      if (group.failure.empty()) group.failure = std::string(call) + ": " + e.what();
+      group.refused.push_back(op);  // refused with the rest of the group at its end
+    } else {
+      refuseCollectives({op});
+    }
     throw;
   }
   if (group.depth > 0) {
@@ -320,8 +343,15 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     ops.swap(group.operations);
     std::string failure;
     failure.swap(group.failure);
+    std::vector<forestcc::nccl::Operation> refused;
+    refused.swap(group.refused);
     // Inits first, whatever else the group holds: a communicator never stays half made.
     const ncclResult_t inits = forestcc::nccl::startDeferredInits();
+    // The group's collectives do not run here: their communicators refuse a call each.
+    if (!failure.empty() || (inits != ncclSuccess && inits != ncclInProgress)) {
+      refused.insert(refused.end(), ops.begin(), ops.end());
+      forestcc::nccl::refuseCollectives(refused);
+    }
     if (!failure.empty())
       forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +
                              " operations because a call in it was refused (" + failure + ")");

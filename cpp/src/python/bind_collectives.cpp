@@ -10,6 +10,7 @@
 
 #include "collectives/engine.hpp"
 #include "collectives/generators.hpp"
+#include "core/on_error.hpp"
 #include "forestcc/collective_api.hpp"
 #include "python/array_view.hpp"
 #include "python/module.hpp"
@@ -155,6 +156,8 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
                           py::handle rootObj, py::handle algo, py::handle asyncObj, py::handle outSplits,
                           py::handle inSplits, py::handle result, py::handle stream) {
   refuseInsideSignalHandler("a collective call");
+  // An error before the call reaches the C++ API refuses it: peers that entered it raise then.
+  OnError refusal([&pe] { pe.api->refuseCall(); });
   const plan::CollectiveTraits& t = plan::traits(c);
   CallRequest req;
   req.collective = c;
@@ -194,6 +197,7 @@ py::object callCollective(PyEngine& pe, Collective c, bool variable, py::handle 
   else if (!stream.is_none())
     throw py::value_error("stream: given for a call on host memory (streams order calls on GPU memory only)");
   std::shared_ptr<Work> work;
+  refusal.dismiss();
   {
     py::gil_scoped_release r;
     work = pe.api->call(req);
@@ -402,6 +406,10 @@ void bindCollectives(py::module_& m) {
       .def("send_recv", [](PyEngine& pe, py::handle sends, py::handle recvs, py::handle asyncObj, py::handle stream) {
         return sendRecvBatch(pe, sends, recvs, asyncObj, stream);
       })
+      .def("refuse_call", [](PyEngine& pe) { pe.api->refuseCall(); },
+           "This rank will not take part in its next collective: a layer above (the torch backend) "
+           "refused it for its arguments. The refusal takes the call's place, so peers that entered "
+           "it raise MismatchError (schedules/README.md, \"Refused calls\").")
       .def("drain", [](PyEngine& pe) {
         py::gil_scoped_release r;
         pe.api->drain();

@@ -71,12 +71,17 @@ struct alignas(64) CallStamp {  // one cache line: a peer rewriting its next slo
   uint64_t planHash;
   uint64_t count;       // elements per block (0 for all_to_all_v, whose blocks differ)
   int32_t root;
-  uint8_t collective;   // plan::Collective
+  uint8_t collective;   // plan::Collective, or kRefusedCall
   uint8_t dtype;        // DataType
-  uint8_t op;           // ReduceOp
+  uint8_t op;           // ReduceOp, | kPreMultipliedOp for a sum of scaled inputs
   uint8_t variable;     // 1: all_to_all_v
   char family[kPlanFamilyChars];  // the plan's generator, for messages
 };
+// The collective of a refused call's stamp: the rank raised an error before its part of the call
+// began (its arguments, its plan) and published this in the call's place (Executor::refuseCall).
+constexpr uint8_t kRefusedCall = 0xff;
+// In a stamp's op: the reduction's inputs were scaled per rank (CallOptions::preMultiplied).
+constexpr uint8_t kPreMultipliedOp = 0x80;
 
 // Stamps of the last kStampHistory calls, by sequence mod kStampHistory. A rank may run ahead of
 // a peer (a non-root that only signals, say), but every kStampWindow calls it waits until every

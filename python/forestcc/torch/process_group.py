@@ -37,6 +37,31 @@ BACKEND_NAME = "forestcc"
 _COLLECTIVE, _SEND, _RECV = "collective", "send", "recv"
 _CPU = torch.device("cpu")
 
+# Per thread: how deep in collective methods it is, and whether the outermost one's call reached
+# forestcc (_run). A collective this layer refuses (its own argument checks) before that takes
+# the call's place in forestcc (Engine.refuse_call), so peers that entered it raise rather than
+# meet this rank's next collective (schedules/README.md, "Refused calls"). Point-to-point calls
+# have no call numbers and are not counted.
+_calls = threading.local()
+
+
+def _refusing(method: Callable) -> Callable:
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_calls, "depth", 0)
+        if depth == 0:
+            _calls.handed_on = False
+        _calls.depth = depth + 1
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            if depth == 0 and not _calls.handed_on and not self._shut_down:
+                self._comm._engine.refuse_call()
+            raise
+        finally:
+            _calls.depth = depth
+    call.__name__, call.__qualname__, call.__doc__ = method.__name__, method.__qualname__, method.__doc__
+    return call
+
 
 class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
     """The ranks of a torch process group, with a forestcc communicator of their own.
@@ -109,6 +134,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         On a CUDA ``device`` both are enqueued on torch's current stream instead."""
         if self._shut_down:
             raise dist.DistBackendError(f"forestcc {call}: the process group was shut down")
+        _calls.handed_on = True  # errors from here are forestcc's (it refuses its own)
         if device != _CPU:  # (cheaper than device.type; only CPU and CUDA tensors get here)
             return self._run_cuda(call, start, finish, stream, device)
         try:
@@ -289,6 +315,14 @@ def _check_tag(tag: int, call: str) -> None:
     if tag != 0:
         raise ArgumentError(f"forestcc {call}: tag must be 0 (forestcc matches the messages of two "
                             f"ranks in the order they are posted), got {tag}")
+
+
+# The collectives (not sends and receives): a call this layer refuses takes its place (_refusing).
+for _name in ("allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "reduce_scatter_single",
+              "_reduce_scatter_base", "reduce_scatter_single_coalesced", "broadcast", "allgather",
+              "allgather_coalesced", "all_gather_single", "_allgather_base", "all_gather_single_coalesced",
+              "gather", "scatter", "alltoall", "all_to_all_single", "alltoall_base", "barrier"):
+    setattr(ProcessGroupForestcc, _name, _refusing(getattr(ProcessGroupForestcc, _name)))
 
 
 def _no_handle(result: Any) -> list:

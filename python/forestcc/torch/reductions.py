@@ -92,6 +92,7 @@ class Reduction:
         """Copy a reduced buffer into ``dst`` unless it is ``dst``'s own memory."""
         if buf.numel() and dst.numel() and buf.data_ptr() == dst.data_ptr() and dst.is_contiguous():
             return
+        dst = dst.detach()  # a result, as gloo writes it: also into a parameter (a leaf that needs grad)
         if self.kind == "bytes":
             dst.copy_(buf.view(torch.bool).view(dst.shape))
         elif self.kind == "pairs":

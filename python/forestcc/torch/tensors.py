@@ -94,7 +94,12 @@ def as_bytes(t: torch.Tensor) -> torch.Tensor:
     t = t.detach()
     if t.is_complex():
         t = torch.view_as_real(t)
-    return t.reshape(-1).view(torch.uint8)
+    flat = t.reshape(-1)
+    if flat.numel() <= 1 and flat.stride(0) != 1:
+        # torch calls a one-element tensor contiguous whatever its stride (m[0:1, 0]), and
+        # keeps that stride through reshape; its bytes are one element all the same
+        flat = flat.as_strided((flat.numel(),), (1,))
+    return flat.view(torch.uint8)
 
 
 def byte_buffer(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -112,7 +117,7 @@ def copy_bytes_into(dst: torch.Tensor, src: torch.Tensor) -> None:
     else:
         tmp = torch.empty_like(dst, memory_format=torch.contiguous_format)
         as_bytes(tmp).copy_(src)
-        dst.copy_(tmp)
+        dst.detach().copy_(tmp)  # a result, as gloo writes it: also into a parameter (a leaf that needs grad)
 
 
 def new_bytes(n: int, device: torch.device) -> torch.Tensor:
