@@ -146,15 +146,27 @@ class Communicator(CollectivesMixin):
         """Collective: a new communicator of the ranks that passed the same ``color``, ranked
         by ``key`` (default: this rank), ties by rank. ``color=None`` takes no part and gets
         None. Like MPI_Comm_split."""
+        refusal = None
         if color is not None and (not isinstance(color, int) or color < 0):
-            raise ValueError(f"color: must be a non-negative integer or None, got {color!r}")
+            refusal = ValueError(f"color: must be a non-negative integer or None, got {color!r}")
         key = self.rank if key is None else key
-        if not isinstance(key, int):
-            raise ValueError(f"key: must be an integer, got {key!r}")
+        if refusal is None and not isinstance(key, int):
+            refusal = ValueError(f"key: must be an integer, got {key!r}")
         self._splits += 1
         tag = _SPLIT_TAG + self._splits
-        mine = f"{-1 if color is None else color} {key}".encode()
-        entries = [tuple(map(int, e.split())) for e in self.all_gather_bytes(mine)]
+        # A rank that refuses its arguments still takes part in the exchange, as a refusal: every
+        # rank then raises at once (rather than the others waiting out their timeout for it), and
+        # the ranks' counts of splits stay equal, so the communicator goes on working.
+        mine = b"refused" if refusal else f"{-1 if color is None else color} {key}".encode()
+        gathered = self.all_gather_bytes(mine)
+        if refusal:
+            raise refusal
+        refused = [r for r, e in enumerate(gathered) if e == b"refused"]
+        if refused:
+            raise ValueError(f"split: rank{'s' if len(refused) > 1 else ''} {', '.join(map(str, refused))} "
+                             f"refused {'their' if len(refused) > 1 else 'its'} arguments (its error says why); "
+                             f"no rank made the new communicator")
+        entries = [tuple(map(int, e.split())) for e in gathered]
         if color is None:
             return None
         members = sorted((k, r) for r, (c, k) in enumerate(entries) if c == color)

@@ -23,4 +23,16 @@ assert (b == sum(members)).all()
 out = np.empty(sub.size, dtype=np.int64)
 sub.all_gather(out, np.array([R], dtype=np.int64))
 assert out.tolist() == sorted(members, reverse=True), out
+
+# One rank refuses its arguments of a split (a key that is no integer): every rank raises at once,
+# naming it (it took part in the exchange as a refusal; the others waited out their timeout for it
+# before), and the world goes on working.
+try:
+    world.split(0, key=1.5 if R == N - 1 else R)
+    raise AssertionError(f"rank {R}: a split that rank {N - 1} refused returned")
+except ValueError as e:
+    assert ("key: must be an integer" in str(e)) if R == N - 1 else (f"rank {N - 1} refused" in str(e)), str(e)
+a[:] = R
+world.all_reduce(a)
+assert (a == sum(range(N))).all()
 print("OK")

@@ -1,5 +1,6 @@
 #include "collectives/call_checks.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "forestcc/error.hpp"
@@ -75,6 +76,42 @@ int checkRank(int64_t value, const char* arg, int nranks) {
     throw Error(ErrorCode::InvalidUsage, std::string(arg) + ": " + std::to_string(value) +
                                              " is out of range: must be a rank in [0, " + std::to_string(nranks) + ")");
   return static_cast<int>(value);
+}
+
+void checkBatchBuffers(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs, int rank) {
+  if (recvs.empty() || sends.size() + recvs.size() < 2) return;
+  struct Span {
+    uintptr_t begin, end;
+    bool recv;
+    size_t index;
+    std::string name() const { return std::string(recv ? "recvs[" : "sends[") + std::to_string(index) + "]"; }
+  };
+  std::vector<Span> spans;
+  spans.reserve(sends.size() + recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i)
+    if (sends[i].bytes) {
+      const auto p = reinterpret_cast<uintptr_t>(sends[i].data);
+      spans.push_back({p, p + sends[i].bytes, false, i});
+    }
+  for (size_t i = 0; i < recvs.size(); ++i)
+    if (recvs[i].bytes) {
+      const auto p = reinterpret_cast<uintptr_t>(recvs[i].data);
+      spans.push_back({p, p + recvs[i].bytes, true, i});
+    }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  // In order of their starts, a span overlaps an earlier one when it starts before the furthest
+  // end so far: of any span, for a receive; of a receive, for a send.
+  const Span* furthest = nullptr;
+  const Span* furthestRecv = nullptr;
+  for (const Span& s : spans) {
+    const Span* hit = s.recv ? furthest : furthestRecv;
+    if (hit && s.begin < hit->end)
+      invalid(s.name() + ": its buffer overlaps " + hit->name() + "'s in the same batch (a batch's messages move at "
+                         "once, in no set order); pass receive buffers that overlap no other buffer of the batch",
+              rank);
+    if (!furthest || s.end > furthest->end) furthest = &s;
+    if (s.recv && (!furthestRecv || s.end > furthestRecv->end)) furthestRecv = &s;
+  }
 }
 
 void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {

@@ -21,5 +21,9 @@ void checkCall(const CallRequest& request, int rank, int nranks, CheckedCall& ou
 
 // A rank argument (root, peer): "root: 5 is out of range: must be a rank in [0, 4)".
 int checkRank(int64_t value, const char* arg, int nranks);
+// A batch of sends and receives: no receive buffer overlaps another or a send buffer (the batch's
+// messages move at once, in no set order, so its data would depend on timing); sends may share
+// memory. InvalidUsage naming both messages otherwise.
+void checkBatchBuffers(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs, int rank);
 
 }  // namespace forestcc::collectives

@@ -214,6 +214,7 @@ Collectives::WorkPtr Collectives::sendRecv(std::vector<SendMessage> sends, std::
   };
   check(sends, "sends", "send");
   check(recvs, "recvs", "receive");
+  collectives::checkBatchBuffers(sends, recvs, rank());
   return engine_->sendRecv(std::move(sends), std::move(recvs), async, stream);
 }
 

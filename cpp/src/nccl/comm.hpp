@@ -17,6 +17,7 @@
 
 #include "forestcc/collective_api.hpp"
 #include "forestcc/communicator.hpp"
+#include "forestcc/memory.hpp"
 #include "nccl/include/nccl.h"
 #include "nccl/comm_config.hpp"
 #include "nccl/device_scratch.hpp"
@@ -152,6 +153,14 @@ struct ncclComm {
   // GPU memory lent to calls on GPU memory (device_scratch.hpp): a Reduce's output away from the
   // root or an in-place form's staged buffer, a PreMulSum's scaled input.
   forestcc::nccl::DeviceScratch reduceScratch, premulScratch;
+  // The host memory lent to calls on host memory (execute.cpp, lent): forestcc shared memory, so
+  // that it never changes what a call's memory kind is (the plan choice counts shared and private
+  // memory apart, and every rank must choose alike). Grown, never shrunk.
+  std::unique_ptr<forestcc::SharedAllocation> lentHost;
+  // The stream of the last call on GPU memory that ran natively (none yet: no value). A copy the
+  // shim enqueues itself before a call (execute.cpp, stagedCopy) is ordered after the previous
+  // call only on that stream; forestcc orders calls across streams from inside the call.
+  std::optional<void*> lastDeviceStream;
   bool suspended = false;  // ncclCommSuspend (reported by ncclCommMemStats)
   uint64_t splits = 0;   // ncclCommSplit calls so far (tags their messages)
   // ncclCommGetUniqueId's invitation for the next ncclCommGrow, on the rank that made it (grow.cpp).

@@ -1,6 +1,7 @@
 // One NCCL operation on forestcc's C++ collective API, on host or GPU memory. Most map one to one;
 // a PreMulSum operator reduces through a staging buffer (the scaled input). On GPU memory the call
 // is enqueued on the caller's stream and returns (forestcc's CUDA runner, docs/gpu.md).
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -74,19 +75,29 @@ struct Placement {
 
 // Memory the shim lends a call where NCCL's arguments leave forestcc without a buffer of its own
 // (a Reduce's output away from the root, an in-place form's staged input or discarded output):
-// this thread's host buffer (host calls run before they return), or the communicator's GPU
-// scratch (device_scratch.hpp). A call uses one at a time.
+// the communicator's shared host memory (comm.hpp, lentHost; host calls run before they return,
+// one at a time), or its GPU scratch (device_scratch.hpp). A call uses one at a time.
 void* lent(ncclComm& comm, size_t bytes, const Placement& at) {
-  thread_local std::vector<uint8_t> host;
   if (at.device >= 0) return comm.reduceScratch.get(bytes, at.device);
-  host.resize(bytes);
-  return host.data();
+  if (!comm.lentHost || comm.lentHost->size() < bytes) {
+    // Made before the old one goes, so the two never share an address (which a call's
+    // publication tells buffers apart by); peers keep their mapping of the old until they drop it.
+    const size_t size = std::max<size_t>({bytes, size_t(4096), comm.lentHost ? 2 * comm.lentHost->size() : 0});
+    auto grown = std::make_unique<SharedAllocation>(size);
+    comm.lentHost = std::move(grown);
+  }
+  return comm.lentHost->data();
 }
 
 // A copy of `bytes` at `src` in lent memory (on GPU memory, on the call's stream): what an
 // in-place form of NCCL's reads where forestcc's collective is out of place. Ranks must agree on
 // a call's placement (it is part of the plan), and NCCL's in-place forms are the root's alone.
 const void* stagedCopy(ncclComm& comm, const void* src, size_t bytes, const Placement& at) {
+  // The previous call may still use the lent GPU memory: on another stream than this copy's, only
+  // the GPU's finishing it orders the two (a rare case: a rooted in-place call after one on
+  // another stream).
+  if (at.device >= 0 && comm.lastDeviceStream && *comm.lastDeviceStream != static_cast<void*>(at.stream))
+    comm.collectives().synchronize();
   void* copy = lent(comm, bytes, at);
   if (at.device >= 0)
     cuda::copyOnStream(copy, src, bytes, at.stream, at.device);
@@ -270,6 +281,7 @@ void runNatively(const Operation& op) {
       default: throw NcclError(ncclInternalError, "runNatively: unhandled operation");
     }
   }
+  if (at.device >= 0) comm.lastDeviceStream = static_cast<void*>(at.stream);
   if (work) comm.noteDeviceWork(std::move(work));
 }
 

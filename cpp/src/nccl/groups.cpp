@@ -295,7 +295,14 @@ void refuseCollectives(const std::vector<Operation>& ops) {
         std::find(done.begin(), done.end(), c) != done.end())
       continue;
     done.push_back(c);
-    c->collectives().refuseCall();
+    try {
+      // As a call: after the communicator's call in the background (non-blocking config), once
+      // it is connected, and held meanwhile.
+      ncclComm::Use use(c, "a refused call");
+      c->collectives().refuseCall();
+    } catch (...) {
+      // Not usable (aborted, finalized, its init failed): none of its calls runs or is waited for.
+    }
   }
 }
 
@@ -373,6 +380,7 @@ extern "C" ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     if (--group.depth == 0) {
       group.operations.clear();
       group.failure.clear();
+      group.refused.clear();  // nothing of a simulated group runs, refused or not
       forestcc::nccl::startDeferredInits();  // a communicator made in the group must not stay half made
     }
     if (simInfo) simInfo->estimatedTime = NCCL_UNDEF_FLOAT;

@@ -134,9 +134,9 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
         On a CUDA ``device`` both are enqueued on torch's current stream instead."""
         if self._shut_down:
             raise dist.DistBackendError(f"forestcc {call}: the process group was shut down")
-        _calls.handed_on = True  # errors from here are forestcc's (it refuses its own)
         if device != _CPU:  # (cheaper than device.type; only CPU and CUDA tensors get here)
             return self._run_cuda(call, start, finish, stream, device)
+        _calls.handed_on = True  # errors from here are forestcc's (it refuses its own)
         try:
             handles = start(async_op)
         except BaseException as exc:
@@ -164,6 +164,7 @@ class ProcessGroupForestcc(collectives.CollectivesMixin, dist.ProcessGroup):
             raise ArgumentError(f"forestcc {call}: rank {self.rank()}'s group runs its CUDA calls "
                                 f"on {self._gpu} (its first CUDA tensor's), got a tensor on "
                                 f"{device}")
+        _calls.handed_on = True  # errors from here are forestcc's (it refuses its own)
         if stream != _COLLECTIVE:
             with self._lock:
                 if self._launcher is None:
