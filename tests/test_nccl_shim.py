@@ -366,7 +366,7 @@ def test_ranks_that_disagree_get_an_error(programs, tmp_path, n, mode, no_new_sh
     assert_ok(run_check(programs, tmp_path, n, mode), mode, n)
 
 
-@pytest.mark.parametrize("mode", ["refused", "refusedgroup"])
+@pytest.mark.parametrize("mode", ["refused", "refusedgroup", "refusedlate"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_a_call_one_rank_refused_fails_on_every_rank(programs, tmp_path, n, mode, no_new_shm):
     # rank 1's call is refused and it goes on: without the refusal in the call's place its next

@@ -794,6 +794,35 @@ static void modePremulMismatch(const char* dir) {
   CHECK(ncclCommAbort(comm));
 }
 
+/* Rank 1's call fails in the shim's own work after it was accepted (its PreMulSum operator is
+ * destroyed between the call in a group and ncclGroupEnd), and rank 1 goes on to its next
+ * all_reduce: the failure is a refusal too, so rank 0's first all_reduce fails naming rank 1
+ * instead of meeting rank 1's second (both plain sums of 8 int32: they would return, mixed). */
+static void modeRefusedLate(const char* dir) {
+  ncclComm_t comm = worldComm(dir);
+  int a[8], b[8], one = 1;
+  for (int i = 0; i < 8; ++i) a[i] = rank + i;
+  ncclResult_t r;
+  if (rank == 1) {
+    ncclRedOp_t op;
+    CHECK(ncclRedOpCreatePreMulSum(&op, &one, ncclInt32, ncclScalarHostImmediate, comm));
+    CHECK(ncclGroupStart());
+    CHECK(ncclAllReduce(a, b, 8, ncclInt32, op, comm, NULL));
+    CHECK(ncclRedOpDestroy(op, comm));
+    if (ncclGroupEnd() == ncclSuccess) FAIL("a group whose operator was destroyed returned success");
+    r = ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, NULL);
+    if (r == ncclSuccess) FAIL("the call after the refused one returned success (b[0] = %d)", b[0]);
+  } else {
+    r = ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, NULL);
+    if (r == ncclSuccess) FAIL("the call rank 1 refused returned success (b[0] = %d)", b[0]);
+    else if (!strstr(ncclGetLastError(comm), "rank 1 refused its part of this call") &&
+             !strstr(ncclGetLastError(comm), "this rank refused its part of collective"))
+      FAIL("it failed for another reason: %s", ncclGetLastError(comm));
+    if (ncclAllReduce(a, b, 8, ncclInt32, ncclSum, comm, NULL) == ncclSuccess) FAIL("the next call returned success");
+  }
+  CHECK(ncclCommAbort(comm));
+}
+
 /* NCCL's in-place forms of the rooted collectives, every root: Reduce with sendbuff == recvbuff
  * on every rank (as PyTorch's reduce calls it), Gather with the root's sendbuff its block of
  * recvbuff, Scatter with the root's recvbuff its block of sendbuff. */
@@ -872,6 +901,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "inplace")) modeInPlace(argv[2]);
   else if (!strcmp(mode, "premulmismatch")) modePremulMismatch(argv[2]);
   else if (!strcmp(mode, "refused")) modeRefused(argv[2], 0);
+  else if (!strcmp(mode, "refusedlate")) modeRefusedLate(argv[2]);
   else if (!strcmp(mode, "refusedgroup")) modeRefused(argv[2], 1);
   else if (!strcmp(mode, "forced")) modeForced(argv[2]);
   else if (!strcmp(mode, "mismatch")) modeMismatch(argv[2]);

@@ -176,6 +176,11 @@ class Collectives {
   // raise a MismatchError naming this rank instead of meeting its next call (schedules/README.md,
   // "Refused calls"). The calls above do this themselves for the errors they raise.
   void refuseCall() noexcept;
+  // Whether a collective of this thread reached these calls' checks since clearReached() (per
+  // thread): a layer above that refuses the calls its own work fails before that (the NCCL
+  // shim's staging) refuses only those that did not reach this API, which refuses its own.
+  static void clearReached();
+  static bool reached();
   // Rendezvous point-to-point: a send completes when the receiver has copied the data. GPU
   // memory (device >= 0): enqueued on `stream` as sendRecv says.
   WorkPtr send(const void* data, size_t bytes, int64_t peer, bool async = false, int device = -1,

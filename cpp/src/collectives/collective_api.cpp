@@ -97,7 +97,14 @@ collectives::Engine& Collectives::engine() { return *engine_; }
 
 void Collectives::refuseCall() noexcept { engine_->refuse(); }
 
+namespace {
+thread_local bool tReached = false;
+}  // namespace
+void Collectives::clearReached() { tReached = false; }
+bool Collectives::reached() { return tReached; }
+
 Collectives::WorkPtr Collectives::call(const CallRequest& r) {
+  tReached = true;
   // An error before the engine has the call refuses it: peers that entered it raise then.
   OnError refusal([this] { refuseCall(); });
   CheckedCall call;

@@ -218,6 +218,19 @@ int checkOperation(const Operation& op, const char* call) {
   return device < 0 ? -1 : device;
 }
 
+void runNativelyOrRefuse(const Operation& op) {
+  Collectives::clearReached();
+  try {
+    runNatively(op);
+  } catch (...) {
+    // The shim's own work before the collective (its lent memory, a staged copy, a PreMulSum's
+    // scaling, an operator destroyed since the call) failed: the call is refused, as the
+    // collective refuses what fails in its checks.
+    if (!pointToPoint(op.kind) && !Collectives::reached()) op.comm->collectives().refuseCall();
+    throw;
+  }
+}
+
 void runNatively(const Operation& op) {
   ncclComm& comm = *op.comm;
   Collectives& coll = comm.collectives();

@@ -169,7 +169,7 @@ void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
     if (pointToPoint(op->kind))
       p2p.push_back(op);
     else
-      runNatively(*op);
+      runNativelyOrRefuse(*op);
   }
   if (!p2p.empty()) runPointToPoint(comm, p2p);
 }
@@ -192,7 +192,7 @@ void runGroup(const std::vector<Operation>& ops) {
     ncclComm::Use use(ops[0].comm, "ncclGroupEnd");
     try {
       cuda::OnDevice on(ops[0].device);
-      return runNatively(ops[0]);
+      return runNativelyOrRefuse(ops[0]);
     } catch (const Error& e) {
       noteFailure({ops[0].comm}, e);
       throw;

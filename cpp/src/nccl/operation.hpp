@@ -46,6 +46,9 @@ bool pointToPoint(OpKind kind);
 int checkOperation(const Operation& op, const char* call);
 // Runs it on forestcc, on this thread (a send or recv alone: see groups.cpp for several).
 void runNatively(const Operation& op);
+// runNatively, refusing the call (Collectives::refuseCall) when it fails before the collective
+// was reached (schedules/README.md, "Refused calls").
+void runNativelyOrRefuse(const Operation& op);
 // Runs sends and receives of one communicator as one point-to-point batch (point_to_point.cpp).
 void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops);
 // Refuses a group whose sends and receives on one communicator mix host and GPU memory (a batch is
