@@ -212,8 +212,9 @@ void Executor::checkStampValue(const Call& call, int peer, bool read, const Call
              theirs.op == mine.op)
       what += " (do the ranks' counts and dtypes agree?)";
   }
-  // A peer may still be in the call this rank refused, or have sent into this one for it.
-  if (refused_) what += " (this rank refused its part of collective #" + std::to_string(refused_) + ")";
+  // A peer may still be in the call this rank just refused, or have sent into this one for it.
+  if (refused_ && refused_ + 2 >= mine.sequence)
+    what += " (this rank refused its part of collective #" + std::to_string(refused_) + ")";
   std::string message = rankPrefix(state_->rank) + "collective #" + std::to_string(mine.sequence) + " (" +
                         describeCall(mine) + "): " + what + " [" + where.describe() + "]";
   if (debug_) message += "\n" + stampTable(call);

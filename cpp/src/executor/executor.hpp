@@ -216,7 +216,7 @@ class Executor {
   const void* publishedScratch_ = nullptr;  // the scratch whose handle is in the mailbox (null: none)
   bool scratchPublished_ = false;           // the mailbox's scratch handle was written once
   uint64_t sequence_ = 0;
-  uint64_t refused_ = 0;  // the last call this rank refused (refuseCall), for mismatch messages
+  uint64_t refused_ = 0;  // the last call this rank refused (refuseCall), for the next calls' mismatch messages
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
