@@ -46,8 +46,7 @@ void Executor::refuseCall() noexcept {
   Communicator::State& s = *state_;
   try {
     if (s.poisoned()) return;  // the peers learn of that
-    const uint64_t next = sequence_ + 1;
-    if (next % kStampWindow == 0) awaitStampWindow(next);
+    awaitStampWindow(sequence_ + 1);
     CallStamp st{};
     st.sequence = ++sequence_;
     refused_ = st.sequence;
@@ -247,6 +246,7 @@ std::string Executor::stampTable(const Call& call) {
 }
 
 void Executor::awaitStampWindow(uint64_t sequence) {
+  if (sequence % kStampWindow) return;
   Communicator::State& s = *state_;
   const uint64_t floor = sequence - kStampWindow;
   for (int r = 0; r < s.size; ++r) {

@@ -225,9 +225,8 @@ void Executor::numberCall(Call& call) {
   st.count = call.geometry.count;
   // Only what the call uses: a barrier has no data, only reductions have an operator.
   st.dtype = p.collective == plan::Collective::Barrier ? 0 : static_cast<uint8_t>(call.buffers->dtype);
-  st.op = plan::reduces(p.collective)
-              ? static_cast<uint8_t>(static_cast<uint8_t>(call.buffers->op) | (call.buffers->preMultiplied ? kPreMultipliedOp : 0))
-              : 0;
+  const auto op = static_cast<uint8_t>(call.buffers->op);
+  st.op = plan::reduces(p.collective) ? static_cast<uint8_t>(op | (call.buffers->preMultiplied ? kPreMultipliedOp : 0)) : 0;
   st.variable = call.variable;
   // Ranks that disagree on whether this call moves its data as packets would not find each
   // other's data: the decision (FORESTCC_PACKETS, the memory kind, whether the banks are mapped,
@@ -242,7 +241,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   beginCall(call, p, buffers);
   // Before this call takes its number and bank: a wait that fails here (a timeout, Ctrl-C)
   // leaves the communicator as it was, and a retried call waits here again.
-  if ((sequence_ + 1) % kStampWindow == 0) awaitStampWindow(sequence_ + 1);
+  awaitStampWindow(sequence_ + 1);
   // From here to its number, an error is this rank's own: the call is refused.
   OnError refusal([this] { refuseCall(); });
   CallGeometry& g = call.geometry;

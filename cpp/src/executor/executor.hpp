@@ -177,11 +177,12 @@ class Executor {
   void blockInWait(Call& call, int worker, const ExecChannel& ch, const std::function<bool()>& ready,
                    const Failure& at, const char* awaited);
   Where whereOf(const Call& call, int worker, const Failure& at) const;
-  // Every kStampWindow calls: wait until every connected peer entered the call kStampWindow
-  // before this one, so no peer's stamp of a call is overwritten before this rank checked it.
+  // Before call `sequence` takes its number, every kStampWindow calls (others return at once):
+  // wait until every connected peer entered the call kStampWindow before it, so no peer's stamp of
+  // a call is overwritten before this rank checked it.
   void awaitStampWindow(uint64_t sequence);
   // Whether an eager call of `p` with `scratchBytes` of scratch moves its data as packets, on
-  // host memory or (`device`) GPU memory. The same on every rank: the setting is in the stamp.
+  // host memory or (`device`) GPU memory. Ranks must decide alike: the decision is in the stamp.
   bool usesPackets(const CompiledPlan& p, const CallGeometry& g, uint64_t scratchBytes, bool device) const;
   // Eager calls: every peer made this call with the same stamp.
   void checkEagerPeers(const Call& call);

@@ -152,8 +152,8 @@ struct ncclComm {
   int device = -1;  // ncclCommCuDevice: the CUDA device at init, -1 without CUDA
   // GPU memory lent to calls on GPU memory (device_scratch.hpp): a Reduce's output away from the
   // root or an in-place form's staged buffer, a PreMulSum's scaled input.
-  forestcc::nccl::DeviceScratch reduceScratch, premulScratch;
-  // The host memory lent to calls on host memory (execute.cpp, lent): forestcc shared memory, so
+  forestcc::nccl::DeviceScratch lentDevice, premulScratch;
+  // Its host counterpart for calls on host memory (execute.cpp, lent): forestcc shared memory, so
   // that it never changes what a call's memory kind is (the plan choice counts shared and private
   // memory apart, and every rank must choose alike). Grown, never shrunk.
   std::unique_ptr<forestcc::SharedAllocation> lentHost;

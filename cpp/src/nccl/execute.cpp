@@ -75,10 +75,10 @@ struct Placement {
 
 // Memory the shim lends a call where NCCL's arguments leave forestcc without a buffer of its own
 // (a Reduce's output away from the root, an in-place form's staged input or discarded output):
-// the communicator's shared host memory (comm.hpp, lentHost; host calls run before they return,
-// one at a time), or its GPU scratch (device_scratch.hpp). A call uses one at a time.
+// the communicator's lent memory (comm.hpp: lentHost, shared host memory, which host calls use
+// before they return, one at a time; lentDevice, device_scratch.hpp). A call uses one at a time.
 void* lent(ncclComm& comm, size_t bytes, const Placement& at) {
-  if (at.device >= 0) return comm.reduceScratch.get(bytes, at.device);
+  if (at.device >= 0) return comm.lentDevice.get(bytes, at.device);
   if (!comm.lentHost || comm.lentHost->size() < bytes) {
     // Made before the old one goes, so the two never share an address (which a call's
     // publication tells buffers apart by); peers keep their mapping of the old until they drop it.

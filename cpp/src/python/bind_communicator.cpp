@@ -35,9 +35,6 @@ void bindCommunicator(py::module_& m) {
       .def_property_readonly("yield_us", &Communicator::yieldMicroseconds)
       .def("node_of", &Communicator::nodeOf, py::arg("rank"))
       .def("node_name", &Communicator::nodeName, py::arg("rank"))
-      .def("register_memory", [](Communicator& c, uintptr_t address, size_t nbytes) {
-        return c.registerMemory(reinterpret_cast<void*>(address), nbytes);
-      }, py::arg("address"), py::arg("nbytes"))
       // An array's memory, seen as collectives see arrays (viewArray), any element type.
       .def("register_array", [](Communicator& c, py::handle array) {
         const ArrayView v = viewArray(array, "array", false, true);

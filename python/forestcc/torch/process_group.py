@@ -17,6 +17,7 @@ Method names follow torch 2.13, which dispatches ``all_gather_into_tensor`` to
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -46,6 +47,7 @@ _calls = threading.local()
 
 
 def _refusing(method: Callable) -> Callable:
+    @functools.wraps(method)
     def call(self, *args: Any, **kwargs: Any) -> Any:
         depth = getattr(_calls, "depth", 0)
         if depth == 0:
@@ -59,7 +61,6 @@ def _refusing(method: Callable) -> Callable:
             raise
         finally:
             _calls.depth = depth
-    call.__name__, call.__qualname__, call.__doc__ = method.__name__, method.__qualname__, method.__doc__
     return call
 
 

@@ -3,12 +3,4 @@
 # before = 7f09528 (the base of the reviewed diff; /tmp/before22-venv, a clean-clone install),
 # after = e8e1949 (/tmp/ci22g-venv, the final CI's clean-clone install). Order: before, after,
 # after2, before2.
-set -u
-cd "$(dirname "$0")"
-for run in before:before22 after:ci22g after2:ci22g before2:before22; do
-  name=${run%%:*}; venv=${run##*:}
-  # shellcheck disable=SC1090
-  source /tmp/$venv-venv/bin/activate
-  bash ../../../compare_cpu.sh 2 "$name" > "$name.log" 2>&1
-  deactivate
-done
+exec "$(dirname "$0")/../../../compare_cpu_ab.sh" /tmp/before22-venv /tmp/ci22g-venv "$(dirname "$0")"
