@@ -116,3 +116,25 @@ def test_a_call_one_rank_refused_fails_on_every_rank(n, case, no_new_shm):
             assert "rank 1 refused its part of this call" in first[r] or "rank 1 reported" in first[r] \
                 and "this rank refused its part of collective" in first[r], out
         assert second[r].split()[2] in ("MismatchError", "AbortedError"), out
+
+
+@pytest.mark.parametrize("case", ["send", "recv", "api", "batch", "async", "split"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_send_or_recv_one_rank_refused_fails_on_its_peer(n, case, no_new_shm):
+    # Rank 1's send/recv is refused (its error raised there) and it goes on. Without the refused
+    # messages taking their places, rank 0's match met rank 1's next message (returned as success
+    # with the wrong data) and the pair went out of step. The long timeout makes a hang a failure.
+    result = run_job(n, "refused_send_recv.py", case, env={"FORESTCC_TIMEOUT": "300"})
+    out = result.stdout[-4000:] + result.stderr[-3000:]
+    lines = {(ln.split()[0], int(ln.split()[1])): ln.split(" ", 2)[2]
+             for key in ("FIRST", "SECOND", "THIRD", "SPLIT", "EARLIER") for ln in result.lines(key)}
+    assert lines[("FIRST", 1)].split()[0] in ("ValueError", "TypeError"), out  # its own argument error
+    assert lines[("FIRST", 0)].startswith("MismatchError") and "rank 1 refused its" in lines[("FIRST", 0)], out
+    for r in range(2, n):
+        assert lines[("FIRST", r)] == "ok", out
+    for r in range(n):
+        assert lines[("SECOND", r)] == "ok" and lines[("THIRD", r)] == "ok", out
+    if case == "split":
+        assert lines[("SPLIT", 1)] == "ok", out
+    if case == "async":
+        assert lines[("EARLIER", 0)] == "ok", out

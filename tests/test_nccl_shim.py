@@ -217,10 +217,12 @@ def test_send_recv_groups(programs, tmp_path, mode, n, no_new_shm):
 
 
 @pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("mode", ["split", "splitmismatch"])
+@pytest.mark.parametrize("mode", ["split", "splitmismatch", "refused"])
 def test_messages_match_in_order_whatever_the_groups(programs, tmp_path, mode, n, no_new_shm):
     # one group's sends received in several groups and the reverse, overlapping groups; a size
-    # mismatch across groups fails both ranks and poisons (the pair could no longer match)
+    # mismatch across groups fails both ranks and poisons (the pair could no longer match); a
+    # refused send or receive (alone, in a group) still takes its place: its match fails, the
+    # pair stays in step
     p = run_check(programs, tmp_path, n, mode, program="p2p_check", FORESTCC_TIMEOUT="60")
     assert_ok(p, mode, n)
 

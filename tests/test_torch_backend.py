@@ -95,6 +95,20 @@ def test_a_call_the_backend_refused_on_one_rank_fails_on_every_rank(n, no_new_sh
         assert "returned" not in second[r], out
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_send_or_recv_the_backend_refused_fails_on_its_peer(n, no_new_shm):
+    # without the refused messages in their places, rank 0's recv met rank 1's next send (and
+    # returned it), and the pair went out of step
+    res = run_job(n, "torch_failures.py", "refusedp2p", env={"FORESTCC_TIMEOUT": "300"})
+    out = res.stdout[-4000:] + res.stderr[-3000:]
+    lines = {(ln.split()[0], int(ln.split()[1])): ln for key in ("SEND", "RECV", "AFTER") for ln in res.lines(key)}
+    assert "tag must be 0" in lines[("SEND", 1)] and "tag must be 0" in lines[("RECV", 1)], out
+    assert "rank 1 refused its send" in lines[("SEND", 0)], out
+    assert "rank 1 refused its recv" in lines[("RECV", 0)], out
+    for r in range(n):
+        assert lines[("AFTER", r)] == f"AFTER {r} ok", out
+
+
 def test_dead_rank_becomes_an_error_not_a_hang():
     # Without a launcher (which would stop rank 0 at once), rank 0 must notice by itself.
     r0, r1 = collect(spawn_ranks("torchrun", 2, "torch_failures.py", "dead_rank"))

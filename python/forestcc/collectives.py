@@ -132,7 +132,9 @@ class CollectivesMixin:
         until the receiver has the data (a rendezvous): exchange with async_op=True. GPU memory
         (the receiver's too) is copied on ``stream`` (default: the array framework's current
         stream): the call returns once the copy is enqueued, and later work on the stream may
-        overwrite ``x`` (it runs after the receiver's copy read it)."""
+        overwrite ``x`` (it runs after the receiver's copy read it). A send (recv, send_recv)
+        refused for its arguments still takes its place: the peer's matching call raises
+        MismatchError naming this rank, and later messages between the two match as before."""
         return self._engine.send(x, peer, async_op, stream)
 
     def recv(self, out, peer: int, async_op: bool = False, stream=None):

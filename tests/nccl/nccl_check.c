@@ -580,8 +580,11 @@ static void modeErrors(const char* dir) {
                nranks > 1 ? "ranks is more memory" : "more memory"); /* count times ranks wraps */
   EXPECT_ERROR(ncclReduceScatter(x, y, wraps, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument, "more memory");
   EXPECT_ERROR(ncclAlltoAll(x, y, wraps, ncclInt32, comm, NULL), ncclInvalidArgument, "more memory");
-  if (nranks > 1)
+  if (nranks > 1) { /* a refused send still takes its place: a ring of them meets a ring of refused receives */
     EXPECT_ERROR(ncclSend(x, wraps, ncclInt32, (rank + 1) % nranks, comm, NULL), ncclInvalidArgument, "more memory");
+    EXPECT_ERROR(ncclRecv(y, wraps, ncclInt32, (rank + nranks - 1) % nranks, comm, NULL), ncclInvalidArgument,
+                 "more memory");
+  }
 
   /* operators */
   ncclRedOp_t op;

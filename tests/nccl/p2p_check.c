@@ -18,6 +18,11 @@
  *   p2p_check splitmismatch <dir> (2+ ranks) a size mismatch in the second part of a group received
  *                               in two: both ranks get the error, and since the pair can no longer
  *                               match, the communicator is poisoned (every rank's next call fails)
+ *   p2p_check refused <dir>     (2+ ranks) rank 1's send or receive refused for its arguments (a
+ *                               NULL buffer) alone and in a group: its place is still taken, so
+ *                               rank 0's matching call fails naming the refusal rather than matching
+ *                               rank 1's next message; the pair stays in step (a later exchange and
+ *                               an all_reduce of every rank deliver the right data)
  *   p2p_check unmatched <dir>   a send whose peer posts no receive (run with a short
  *                               FORESTCC_TIMEOUT): the sender's wait ends in a timeout error, and
  *                               every rank's next call fails (the communicator is poisoned), never
@@ -345,6 +350,39 @@ static void modeMismatch(ncclComm_t comm) {
 
 /* ---- a send nobody receives ------------------------------------------------------------------- */
 
+static void modeRefused(ncclComm_t comm) {
+  int32_t v[4], w[4];
+  for (int i = 0; i < 4; ++i) v[i] = rank * 100 + i;
+  if (rank == 1) {
+    EXPECT_ERROR(ncclSend(NULL, 4, ncclInt32, 0, comm, NULL), ncclInvalidArgument, "sendbuff is NULL");
+    /* the group is refused at its end: its send and its receive both take their places */
+    CHECK(ncclGroupStart());
+    CHECK(ncclSend(v, 4, ncclInt32, 0, comm, NULL));
+    EXPECT_ERROR(ncclRecv(NULL, 4, ncclInt32, 0, comm, NULL), ncclInvalidArgument, "recvbuff is NULL");
+    EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "the group ran none of its");
+  } else if (rank == 0) {
+    EXPECT_ERROR(ncclRecv(w, 4, ncclInt32, 1, comm, NULL), ncclInvalidUsage, "rank 1 refused its send of it");
+    CHECK(ncclGroupStart());
+    CHECK(ncclRecv(w, 4, ncclInt32, 1, comm, NULL));
+    CHECK(ncclSend(v, 4, ncclInt32, 1, comm, NULL));
+    EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "rank 1 refused its");
+  }
+  /* the pair is in step: an exchange delivers the right data */
+  if (rank <= 1) {
+    const int peer = 1 - rank;
+    for (int i = 0; i < 4; ++i) w[i] = -1;
+    CHECK(ncclGroupStart());
+    CHECK(ncclSend(v, 4, ncclInt32, peer, comm, NULL));
+    CHECK(ncclRecv(w, 4, ncclInt32, peer, comm, NULL));
+    CHECK(ncclGroupEnd());
+    for (int i = 0; i < 4; ++i)
+      if (w[i] != peer * 100 + i) FAIL("after the refusals, rank %d received %d at %d from rank %d", rank, w[i], i, peer);
+  }
+  int32_t one = 1, sum = 0;
+  CHECK(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, NULL));
+  if (sum != nranks) FAIL("the all_reduce after the refusals gave %d, expected %d", sum, nranks);
+}
+
 static void modeUnmatched(ncclComm_t comm) {
   int32_t v = 7, w = 0;
   if (rank == 0) {
@@ -377,6 +415,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(mode, "ring")) modeRing(comm);
   else if (!strcmp(mode, "self")) modeSelf(comm);
   else if (!strcmp(mode, "mismatch")) modeMismatch(comm);
+  else if (!strcmp(mode, "refused") && nranks > 1) modeRefused(comm);
   else if (!strcmp(mode, "unmatched") && nranks > 1) modeUnmatched(comm), destroy = 0;
   else if (!strcmp(mode, "split") && nranks > 1) modeSplit(comm);
   else if (!strcmp(mode, "splitmismatch") && nranks > 1) modeSplitMismatch(comm), destroy = 0;

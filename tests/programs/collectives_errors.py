@@ -59,11 +59,13 @@ refuses(ValueError, ["algo", "neither", "built-in algorithm"], comm.all_reduce, 
 refuses(ValueError, ["peer", "out of range"], comm.send, x, N + 3)
 refuses(ValueError, ["peer", "this rank"], comm.recv, x.copy(), R)
 # a batch whose receive buffer overlaps another buffer of it (its messages move at once, in no set
-# order: the data would depend on timing)
+# order: the data would depend on timing). A refused message still takes its place (its match on
+# the peer fails), so each refused batch is one the peers' refused batches match: a ring.
 nxt, prv = (R + 1) % N, (R - 1) % N
 z = np.arange(16, dtype=np.float32)
 refuses(ValueError, ["recvs[0]", "overlaps", "sends[0]"], comm.send_recv, sends=[(z, nxt)], recvs=[(z, prv)])
-refuses(ValueError, ["recvs[1]", "overlaps", "recvs[0]"], comm.send_recv, recvs=[(z[:8], prv), (z[4:12], nxt)])
+refuses(ValueError, ["recvs[1]", "overlaps", "recvs[0]"], comm.send_recv,
+        sends=[(x, nxt), (x, prv)], recvs=[(z[:8], prv), (z[4:12], nxt)])
 refuses(ValueError, ["overlaps"], comm.send_recv, sends=[(z[:4], R), (z[4:8], R)], recvs=[(z[4:8], R), (z[8:12], R)])
 comm.send_recv(sends=[(z[:8], R), (z[:8], R)], recvs=[(z[8:], R), (np.empty(8, np.float32), R)])  # sends may share
 assert (z[8:] == z[:8]).all(), z

@@ -16,6 +16,12 @@ argv: CASE
              and every rank's second raises, rather than rank 1's second meeting their first
              (the same call: both would return, with data of two different calls).
              Prints "FIRST <rank> ..." and "SECOND <rank> ..." ("... returned" when no error).
+  refusedp2p rank 1's send to rank 0, then its receive from rank 0, are refused by the backend's
+             own checks (a tag other than 0); it catches each error and goes on. Each refused
+             message still takes its place: rank 0's matching recv, then send, raise naming rank
+             1, and the pair stays in step (an exchange after them delivers the right tensors, an
+             all_reduce of every rank works). Prints "SEND <rank> ...", "RECV <rank> ...",
+             "AFTER <rank> ok|wrong ..." (or the exception).
 """
 import os
 import signal
@@ -101,6 +107,33 @@ elif case == "refused":
         except RuntimeError as e:
             print(tag, R, type(e).__name__, str(e).replace("\n", " ")[:500], flush=True)
     os._exit(0)  # the group is poisoned: nothing to tear down with the peers
+elif case == "refusedp2p":
+    def attempt(tag, call):
+        try:
+            call()
+            print(tag, R, "returned", flush=True)
+        except (RuntimeError, ValueError) as e:
+            print(tag, R, type(e).__name__, str(e).replace("\n", " ")[:500], flush=True)
+
+    if R == 1:
+        attempt("SEND", lambda: dist.send(torch.ones(4), 0, tag=1))
+        attempt("RECV", lambda: dist.recv(torch.empty(4), 0, tag=1))
+    elif R == 0:
+        attempt("SEND", lambda: dist.recv(torch.empty(4), 1))
+        attempt("RECV", lambda: dist.send(torch.ones(4), 1))
+    try:
+        got = torch.zeros(4)
+        if R <= 1:
+            ops = [dist.P2POp(dist.isend, torch.arange(4.0) + 10 * R, 1 - R),
+                   dist.P2POp(dist.irecv, got, 1 - R)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        good = (R > 1 or torch.equal(got, torch.arange(4.0) + 10 * (1 - R))) and total.item() == N
+        print("AFTER", R, "ok" if good else f"wrong {got.tolist()} {total.item()}", flush=True)
+    except RuntimeError as e:
+        print("AFTER", R, type(e).__name__, str(e).replace("\n", " ")[:500], flush=True)
 else:
     raise SystemExit(f"unknown case {case}")
 dist.destroy_process_group()

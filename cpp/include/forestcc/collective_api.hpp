@@ -202,6 +202,14 @@ class Collectives {
   // did; synchronize() waits for every enqueued batch.
   WorkPtr sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, bool async = false,
                    void* stream = nullptr);
+  // For a layer above whose own checks refuse a send, recv or batch before calling it (as
+  // refuseCall for collectives): each message (only its peer counts; a peer that is no other
+  // rank is left out) still takes its place in the order of its direction, so the message that
+  // would have matched it on the peer fails there with a MismatchError naming this rank, instead
+  // of matching this rank's next one (schedules/README.md, "Refused calls"). Queued behind this
+  // rank's earlier sends and receives; returns at once. The calls above do this themselves for
+  // the errors they raise.
+  void refuseSendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs) noexcept;
 
   // The one entry point the collective methods share.
   WorkPtr call(const CallRequest& request);

@@ -197,31 +197,55 @@ Collectives::WorkPtr Collectives::barrier(const CallOptions& options) {
   return call(request(Collective::Barrier, Tensor::absent(), Tensor::absent(), options));
 }
 
+namespace {
+// A message names a rank and, when it has bytes, their memory. `arg`: "" for send/recv's own
+// arguments, "sends[2]." for a batch's.
+template <class Message>
+void checkMessage(const Message& m, const std::string& arg, const char* verb, int rank, int nranks) {
+  collectives::checkRank(m.peer, (arg + "peer").c_str(), nranks);
+  if (m.bytes && !m.data)
+    throw Error(ErrorCode::InvalidUsage,
+                rankPrefix(rank) + arg + "data is null with " + std::to_string(m.bytes) + " bytes to " + verb, rank);
+}
+}  // namespace
+
+void Collectives::refuseSendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs) noexcept {
+  engine_->refuseSendRecv(std::move(sends), std::move(recvs));
+}
+
 Collectives::WorkPtr Collectives::send(const void* data, size_t bytes, int64_t peer, bool async, int device,
                                        void* stream) {
-  return engine_->send(data, bytes, collectives::checkRank(peer, "peer", size()), async, device, stream);
+  const SendMessage m{peer, data, bytes, device};
+  {
+    OnError refusal([&] { refuseSendRecv({m}, {}); });
+    checkMessage(m, "", "send", rank(), size());
+    refusal.dismiss();  // the batch refuses what fails from here before any peer is told
+  }
+  return engine_->send(data, bytes, static_cast<int>(peer), async, device, stream);
 }
 
 Collectives::WorkPtr Collectives::recv(void* data, size_t bytes, int64_t peer, bool async, int device,
                                        void* stream) {
-  return engine_->recv(data, bytes, collectives::checkRank(peer, "peer", size()), async, device, stream);
+  const RecvMessage m{peer, data, bytes, device};
+  {
+    OnError refusal([&] { refuseSendRecv({}, {m}); });
+    checkMessage(m, "", "receive", rank(), size());
+    refusal.dismiss();
+  }
+  return engine_->recv(data, bytes, static_cast<int>(peer), async, device, stream);
 }
 
 Collectives::WorkPtr Collectives::sendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs,
                                            bool async, void* stream) {
-  // Each message names a rank and, when it has bytes, their memory.
-  auto check = [&](const auto& messages, const char* list, const char* verb) {
-    for (size_t i = 0; i < messages.size(); ++i) {
-      const std::string arg = std::string(list) + "[" + std::to_string(i) + "]";
-      collectives::checkRank(messages[i].peer, (arg + ".peer").c_str(), size());
-      if (messages[i].bytes && !messages[i].data)
-        throw Error(ErrorCode::InvalidUsage, rankPrefix(rank()) + arg + ".data is null with " +
-                                                 std::to_string(messages[i].bytes) + " bytes to " + verb, rank());
-    }
-  };
-  check(sends, "sends", "send");
-  check(recvs, "recvs", "receive");
-  collectives::checkBatchBuffers(sends, recvs, rank());
+  {
+    OnError refusal([&] { refuseSendRecv(sends, recvs); });
+    for (size_t i = 0; i < sends.size(); ++i)
+      checkMessage(sends[i], "sends[" + std::to_string(i) + "].", "send", rank(), size());
+    for (size_t i = 0; i < recvs.size(); ++i)
+      checkMessage(recvs[i], "recvs[" + std::to_string(i) + "].", "receive", rank(), size());
+    collectives::checkBatchBuffers(sends, recvs, rank());
+    refusal.dismiss();
+  }
   return engine_->sendRecv(std::move(sends), std::move(recvs), async, stream);
 }
 

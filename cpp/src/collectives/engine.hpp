@@ -133,11 +133,15 @@ class Engine {
                                  void* stream);
   // Waits until every send/recv batch on GPU memory called so far ran and finished on the GPU.
   void synchronizeSendRecv();
+  // A batch the caller refused for its arguments (PointToPoint::refuse: only each message's peer
+  // counts), queued in call order as the batch would have been, without waiting for it. Never throws.
+  void refuseSendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs) noexcept;
 
  private:
   void checkPeer(int peer, const char* what) const;
   void runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream);
-  // Queues a batch; it leaves its GPU completion (PointToPoint::run) in *completion.
+  // Queues a batch; it leaves its GPU completion (PointToPoint::run) in *completion (null: the
+  // batch is refused, PointToPoint::refuse).
   // sendEvent: its batch event, recorded at the call (PointToPoint::recordAtCall), or null.
   std::shared_ptr<Work> submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
                                     std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion,

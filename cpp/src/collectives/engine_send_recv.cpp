@@ -9,6 +9,7 @@
 
 #include "collectives/engine.hpp"
 #include "collectives/point_to_point.hpp"
+#include "core/on_error.hpp"
 #include "core/state.hpp"
 #include "forestcc/error.hpp"
 #include "transport/cuda_ipc/ipc_event.hpp"
@@ -85,8 +86,15 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
   const bool device = std::any_of(sends.begin(), sends.end(), [](const SendMessage& m) { return m.device >= 0; }) ||
                       std::any_of(recvs.begin(), recvs.end(), [](const RecvMessage& m) { return m.device >= 0; });
   auto completion = std::make_shared<std::shared_ptr<DeviceCompletion>>();
-  std::shared_ptr<cuda_ipc::SharedEvent> sendEvent = device ? p2p_->recordAtCall(sends, recvs, stream) : nullptr;
-  std::shared_ptr<Work> queued = submitBatch(std::move(sends), std::move(recvs), stream, completion, sendEvent);
+  std::shared_ptr<cuda_ipc::SharedEvent> sendEvent;
+  std::shared_ptr<Work> queued;
+  {
+    // Refused before it is queued: its messages still take their places (PointToPoint::refuse).
+    OnError refusal([&] { refuseSendRecv(sends, recvs); });
+    if (device) sendEvent = p2p_->recordAtCall(sends, recvs, stream);
+    queued = submitBatch(sends, recvs, stream, completion, sendEvent);
+    refusal.dismiss();
+  }
   if (!device) return queued;
   p2p_->track(queued);
   std::shared_ptr<Communicator::State> state = comm_->state();
@@ -120,26 +128,39 @@ void Engine::runBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> r
   }
 }
 
+void Engine::refuseSendRecv(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs) noexcept {
+  try {
+    if (sends.empty() && recvs.empty()) return;
+    submitBatch(std::move(sends), std::move(recvs), nullptr, nullptr, nullptr);
+  } catch (...) {
+    // No memory for the job: the peers find this rank at their timeout, as they would without.
+  }
+}
+
 std::shared_ptr<Work> Engine::submitBatch(std::vector<SendMessage> sends, std::vector<RecvMessage> recvs, void* stream,
                                           std::shared_ptr<std::shared_ptr<DeviceCompletion>> completion,
                                           std::shared_ptr<cuda_ipc::SharedEvent> sendEvent) {
+  // A refused batch (no completion to leave) only takes its messages' places.
+  auto run = [this, stream, completion, sendEvent](const std::vector<SendMessage>& sends,
+                                                   const std::vector<RecvMessage>& recvs) {
+    if (completion) *completion = p2p_->run(sends, recvs, stream, sendEvent.get());
+    else p2p_->refuse(sends, recvs);
+  };
   if (recvs.empty())
-    return sends_.submit([this, sends = std::move(sends), stream, completion, sendEvent] {
-      *completion = p2p_->run(sends, {}, stream, sendEvent.get());
-    });
+    return sends_.submit([run, sends = std::move(sends)] { run(sends, {}); });
   if (sends.empty())
-    return recvs_.submit([this, recvs = std::move(recvs), stream, completion] { *completion = p2p_->run({}, recvs, stream); });
+    return recvs_.submit([run, recvs = std::move(recvs)] { run({}, recvs); });
   auto place = std::make_shared<ReceiveQueuePlace>();
   std::lock_guard<std::mutex> order(bothQueuesMu_);
   recvs_.submit([place] { place->reach(); });
   try {
-    return sends_.submit([this, place, sends = std::move(sends), recvs = std::move(recvs), stream, completion, sendEvent] {
+    return sends_.submit([run, place, sends = std::move(sends), recvs = std::move(recvs)] {
       struct Release {
         ReceiveQueuePlace& place;
         ~Release() { place.release(); }
       } release{*place};
       place->waitReached();
-      *completion = p2p_->run(sends, recvs, stream, sendEvent.get());
+      run(sends, recvs);
     });
   } catch (...) {
     place->release();  // not queued: its place must not hold the receive queue

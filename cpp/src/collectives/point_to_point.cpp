@@ -24,6 +24,9 @@ namespace forestcc::collectives {
 namespace {
 
 constexpr uint64_t kManifestMagic = 0x666363702d6d616eULL;  // marks a post as a batch's manifest
+// Marks the manifest of a refused batch (PointToPoint::refuse): its messages hold no data, and
+// each fails the receive that matches it.
+constexpr uint64_t kRefusedManifestMagic = 0x666363702d726566ULL;
 
 struct ManifestHeader {
   uint64_t magic;
@@ -58,6 +61,7 @@ size_t inlineBytes(size_t bytes) { return (bytes + kInlineAlign - 1) / kInlineAl
 // expected there, or the first of the other memory kind.
 constexpr int64_t kReceived = 0;
 constexpr int64_t kCopyFailed = -1;
+constexpr int64_t kRecvRefused = -2;  // the receiver refused its receive of one of the messages
 constexpr int64_t kUncodedMismatch = int64_t(1) << 61;  // a size mismatch too large to encode
 constexpr int64_t kKindMismatch = int64_t(1) << 60;      // | the index of a message of the other memory kind
 constexpr int kIndexShift = 40;                          // a size mismatch: index << 40 | (expected + 1)
@@ -209,6 +213,13 @@ void copyToSelf(int rank, const std::vector<const SendMessage*>& sends, const st
 // The sender's error for the receiver's answer `status` (not kReceived).
 Error sendFailure(int rank, const Outgoing& out, int64_t status) {
   const std::string what = rankPrefix(rank) + "send of " + out.describe() + " to rank " + std::to_string(out.peer);
+  if (status == kRecvRefused)
+    return Error(ErrorCode::Mismatch, what + ": rank " + std::to_string(out.peer) + " refused its recv of " +
+                                          (out.messages.size() == 1 ? "it (its call raised there for its arguments), so it was"
+                                                                    : "one of them (its call raised there for its arguments), "
+                                                                      "which was") +
+                                          " not received",
+                 rank, out.peer);
   if (status < 0) return Error(ErrorCode::Remote, what + ": the receiver failed to copy the data", rank, out.peer);
   if (status & kKindMismatch) {
     const size_t index = static_cast<size_t>(status & static_cast<int64_t>(kLowMask));
@@ -243,6 +254,8 @@ struct PointToPoint::Reading {
   // a later batch's stream waits for it, so the receive event it records covers every copy.
   std::shared_ptr<DeviceCompletion> earlier;
   bool touched = false;             // received GPU messages in the batch now running
+  bool refusedSend = false;         // the sender refused this batch: its messages fail their receives
+  int64_t answer = kReceived;       // kRecvRefused once a refused receive took one of its messages
 };
 
 PointToPoint::PointToPoint(std::shared_ptr<Communicator::State> state)
@@ -299,21 +312,52 @@ std::shared_ptr<cuda_ipc::SharedEvent> PointToPoint::recordAtCall(const std::vec
 std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessage>& sends,
                                                           const std::vector<RecvMessage>& recvs, void* stream,
                                                           const cuda_ipc::SharedEvent* sendEvent) {
+  return exchange(sends, recvs, stream, sendEvent, false);
+}
+
+void PointToPoint::refuse(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs) noexcept {
+  try {
+    const Communicator::State& s = *state_;
+    auto toPeer = [&](int64_t peer) { return peer >= 0 && peer < s.size && peer != s.rank; };
+    std::vector<SendMessage> refusedSends;
+    std::vector<RecvMessage> refusedRecvs;
+    for (const SendMessage& m : sends)
+      if (toPeer(m.peer)) refusedSends.push_back(SendMessage{m.peer, nullptr, 0, -1});
+    for (const RecvMessage& m : recvs)
+      if (toPeer(m.peer)) refusedRecvs.push_back(RecvMessage{m.peer, nullptr, 0, -1});
+    if (!refusedSends.empty() || !refusedRecvs.empty()) exchange(refusedSends, refusedRecvs, nullptr, nullptr, true);
+  } catch (...) {
+    // A wait that failed poisoned the communicator where it had to; the caller raises its own error.
+  }
+}
+
+std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendMessage>& sends,
+                                                         const std::vector<RecvMessage>& recvs, void* stream,
+                                                         const cuda_ipc::SharedEvent* sendEvent, bool refused) {
   Communicator::State& s = *state_;
   std::vector<const SendMessage*> sendsToSelf;
   std::vector<const RecvMessage*> recvsFromSelf;
   std::vector<Outgoing> outgoing = byPeer<SendMessage, Outgoing>(sends, s.rank, s.size, &sendsToSelf);
   std::vector<Incoming> incoming = byPeer<RecvMessage, Incoming>(recvs, s.rank, s.size, &recvsFromSelf);
-  // Refused before any peer is told of the batch.
-  const int device = batchDevice(s, sends, recvs);
-  checkToSelf(s.rank, sendsToSelf, recvsFromSelf);
+  // Refused before any peer is told of the batch: then run as refused, so that each message still
+  // takes its place on the peers (refuse).
+  int device = -1;
   const std::string gpuWhat = rankPrefix(s.rank) + "a send/recv batch on GPU memory";
   std::unique_ptr<cuda_ipc::CurrentDevice> current;
-  if (device >= 0) {
-    current = std::make_unique<cuda_ipc::CurrentDevice>(device, gpuWhat);
-    refuseCapture(s, stream, gpuWhat);
+  if (!refused) {
+    try {
+      device = batchDevice(s, sends, recvs);
+      checkToSelf(s.rank, sendsToSelf, recvsFromSelf);
+      if (device >= 0) {
+        current = std::make_unique<cuda_ipc::CurrentDevice>(device, gpuWhat);
+        refuseCapture(s, stream, gpuWhat);
+      }
+      copyToSelf(s.rank, sendsToSelf, recvsFromSelf, stream);
+    } catch (...) {
+      refuse(sends, recvs);
+      throw;
+    }
   }
-  copyToSelf(s.rank, sendsToSelf, recvsFromSelf, stream);
   // Events of this device (remade when the caller's device changed since the last batch).
   auto eventOf = [&](std::unique_ptr<cuda_ipc::SharedEvent>& e, int on) -> cuda_ipc::SharedEvent& {
     if (!e || e->device() != on) e = std::make_unique<cuda_ipc::SharedEvent>(on, gpuWhat);
@@ -353,13 +397,17 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
     for (Outgoing& out : outgoing) {
       auto* header = reinterpret_cast<ManifestHeader*>(space);
       auto* handles = reinterpret_cast<MemoryHandle*>(space + sizeof(ManifestHeader));
-      header->magic = kManifestMagic;
+      header->magic = refused ? kRefusedManifestMagic : kManifestMagic;
       header->count = out.messages.size();
       header->batchEvent = out.device ? batchEvent : cuda_ipc::EventHandle{};
       header->receiveEvent = cuda_ipc::EventHandle{};
       out.header = header;
       for (size_t i = 0; i < out.messages.size(); ++i) {
         const SendMessage& m = *out.messages[i];
+        if (refused) {
+          handles[i] = MemoryHandle{};
+          continue;
+        }
         if (!onDevice(m.device)) {
           // keepAlive: offered (tcp) until the batch ends
           keepAlive.emplace_back();
@@ -415,8 +463,10 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       Connection& c = s.connection(in.peer, post);
       c.read(raw.data(), c.attach(post), 0, post.size);
       std::memcpy(&r->header, raw.data(), sizeof r->header);
-      if (r->header.magic != kManifestMagic || manifestBytes(r->header.count) != post.size)
+      if ((r->header.magic != kManifestMagic && r->header.magic != kRefusedManifestMagic) ||
+          manifestBytes(r->header.count) != post.size)
         throw Error(ErrorCode::Internal, what() + ": its post is not a send manifest", s.rank, in.peer);
+      r->refusedSend = r->header.magic == kRefusedManifestMagic;
       r->sent.resize(r->header.count);
       std::memcpy(r->sent.data(), raw.data() + sizeof r->header, r->header.count * sizeof(MemoryHandle));
       return r;
@@ -447,7 +497,17 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         // "message 1" names a message of this batch when it has several; the sender's index
         // (r.next + i) goes in the status, which names it there.
         auto mine = [&](size_t i) { return in.messages.size() == 1 ? std::string("it") : "message " + std::to_string(in.received + i); };
-        for (size_t i = 0; i < take; ++i) {
+        // A refused batch on either side moves nothing: its messages only take their places.
+        const bool skip = refused || r.refusedSend;
+        if (r.refusedSend && !refused && take)
+          fail(std::make_exception_ptr(Error(
+              ErrorCode::Mismatch,
+              what() + ": rank " + std::to_string(in.peer) + " refused its send of " +
+                  (take == 1 ? mine(0) : "messages " + std::to_string(in.received) + ".." + std::to_string(in.received + take - 1)) +
+                  " (its call raised there for its arguments), so nothing was received from it",
+              s.rank, in.peer)));
+        if (refused && take && r.answer == kReceived) r.answer = kRecvRefused;
+        for (size_t i = 0; !skip && i < take; ++i) {
           const MemoryHandle& sent = r.sent[r.next + i];
           const RecvMessage& m = *in.messages[in.received + i];
           if (sent.size != m.bytes) {
@@ -472,7 +532,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
         // copies an earlier batch made of this manifest), then, once the manifest is wholly
         // received, this direction's receive event, whose handle goes back in the sender's manifest.
         bool copiesOnDevice = false;
-        for (size_t i = 0; i < take; ++i) copiesOnDevice |= r.sent[r.next + i].kind == MemoryKind::Cuda && r.sent[r.next + i].size;
+        for (size_t i = 0; !skip && i < take; ++i) copiesOnDevice |= r.sent[r.next + i].kind == MemoryKind::Cuda && r.sent[r.next + i].size;
         const bool last = r.next + take == r.sent.size();
         // The GPU work of this part: on the batch's stream, or, for the host-only last part of a
         // manifest an earlier batch received GPU messages of, on a side stream of that batch's
@@ -493,7 +553,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           r.earlier->event->awaitOn(on, what() + " (an earlier batch's copies of the same send batch)");
           r.earlier.reset();
         }
-        for (size_t i = 0; i < take; ++i) {
+        for (size_t i = 0; !skip && i < take; ++i) {
           const MemoryHandle& sent = r.sent[r.next + i];
           void* into = in.messages[in.received + i]->data;
           if (!sent.size) continue;
@@ -522,8 +582,9 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
             Connection& c = s.connection(in.peer, r.post);
             c.write(c.attach(r.post), offsetof(ManifestHeader, receiveEvent), &done, sizeof done);
           }
+          const int64_t answer = r.answer;
           reading.reset();
-          link.answerSendPost(kReceived);
+          link.answerSendPost(answer);
           link.signal(SemaphoreSet::RecvDone, 0);
         }
         if (in.received == in.messages.size()) {
@@ -560,7 +621,9 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
           out.done = true;
           --pending;
           const int64_t status = s.link(out.peer).sendStatus();
-          if (status != kReceived) {
+          if (refused) {
+            // The caller raises its own error; the receiver's answer changes nothing.
+          } else if (status != kReceived) {
             fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
           } else if (out.device) {
             // Later work on this stream (a write into the send buffer) waits for the receiver's copy.
@@ -586,12 +649,14 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
       for (const Incoming& in : incoming)
         if (!in.done && !done) {
           peer = in.peer, done = &in.done;
-          what = "recv of " + in.describe() + " from rank " + std::to_string(peer) + " (waiting for its send)";
+          what = (refused ? "refused recv from rank " : "recv of " + in.describe() + " from rank ") + std::to_string(peer) +
+                 " (waiting for its send)";
         }
       for (const Outgoing& out : outgoing)
         if (!out.done && !done) {
           peer = out.peer, done = &out.done;
-          what = "send of " + out.describe() + " to rank " + std::to_string(peer) + " (waiting for its recv)";
+          what = (refused ? "refused send to rank " : "send of " + out.describe() + " to rank ") + std::to_string(peer) +
+                 " (waiting for its recv)";
         }
       WaitOutcome outcome;
       try {
@@ -615,6 +680,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::run(const std::vector<SendMessag
   } catch (const std::exception& e) {
     if (underway && !s.poisoned())
       s.poison(rankPrefix(s.rank) + "a point-to-point batch failed part-way (its peers were told of it): " + e.what());
+    if (!underway && !refused) refuse(sends, recvs);  // a buffer that could not be shared, ...
     throw;
   }
   if (device < 0) {

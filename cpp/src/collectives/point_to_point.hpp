@@ -22,7 +22,11 @@
 // groups do). A mismatch is found by both sides of the direction, from the one manifest and the
 // one status: both raise InvalidUsage and the rest of that manifest and of the receiver's batch
 // from that peer is not delivered; the pair stays in step when the two were one to one, else the
-// receiver poisons the communicator (the pair could no longer match its messages).
+// receiver poisons the communicator (the pair could no longer match its messages). A batch one
+// side refused for its arguments still takes its place (refuse): a refused send posts a manifest
+// marked refused, whose messages fail the receives they meet; a refused receive takes the
+// sender's messages and answers that it refused them; the pair stays in step and both sides
+// of each message raise.
 //
 // GPU memory (docs/gpu.md, "Send and receive"), same node, through CUDA IPC, enqueued on the
 // caller's stream; the host rendezvous above is unchanged, the manifest carries two events:
@@ -77,9 +81,19 @@ class PointToPoint {
   // on the stream after it), else null.
   // `sendEvent`: the batch event of a queued batch, recorded when it was called (recordAtCall);
   // null: recorded here.
+  //
+  // A batch refused before any peer was told of it (a GPU message without CUDA, a buffer that
+  // cannot be shared, ...) is run as refused (refuse) before its error is raised.
   std::shared_ptr<DeviceCompletion> run(const std::vector<SendMessage>& sends,
                                              const std::vector<RecvMessage>& recvs, void* stream = nullptr,
                                              const cuda_ipc::SharedEvent* sendEvent = nullptr);
+  // A batch this rank refused for its arguments: each message (its peer is all that counts; one
+  // to this rank itself or to no rank is left out) still takes its place in its direction's order,
+  // marked refused, so the message it would have matched on the peer fails there (MismatchError,
+  // "rank 0 refused its send ...") instead of matching this rank's next one. Waits as the batch
+  // would have (until each peer reached the match); never throws (a wait that fails poisons the
+  // communicator, as in any batch). schedules/README.md, "Refused calls".
+  void refuse(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs) noexcept;
   // A queued batch with GPU sends records its batch event on the stream when it is called, so
   // the data it sends is what the stream holds at that point of the program (later work on the
   // stream is not waited for: that could make streams wait in a cycle). Null when the batch
@@ -99,6 +113,8 @@ class PointToPoint {
   void synchronize();
 
  private:
+  std::shared_ptr<DeviceCompletion> exchange(const std::vector<SendMessage>& sends, const std::vector<RecvMessage>& recvs,
+                                             void* stream, const cuda_ipc::SharedEvent* sendEvent, bool refused);
   char* manifestSpace(size_t bytes);
   // Whether `peer` maps this rank's shared memory (a shm connection), so that small messages to
   // it pay to travel inline (point_to_point.cpp); learned once per peer.

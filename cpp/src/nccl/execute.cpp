@@ -221,6 +221,7 @@ int checkOperation(const Operation& op, const char* call) {
 void runNativelyOrRefuse(const Operation& op) {
   Collectives::clearReached();
   try {
+    cuda::OnDevice on(op.device);
     runNatively(op);
   } catch (...) {
     // The shim's own work before the collective (its lent memory, a staged copy, a PreMulSum's

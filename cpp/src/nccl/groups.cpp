@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/on_error.hpp"
 #include "nccl/call_threads.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/cuda_driver.hpp"
@@ -28,7 +29,7 @@ struct GroupState {
   int depth = 0;
   std::vector<Operation> operations;
   std::string failure;  // the first call of the group that was refused: the group runs nothing
-  std::vector<Operation> refused;  // the group's refused calls (refuseCollectives)
+  std::vector<Operation> refused;  // the group's refused calls (refuseOperations)
   std::vector<ncclComm*> inits;  // communicators whose init waits for the group's end
   struct Task {
     ncclComm* parent;
@@ -163,14 +164,19 @@ int deviceOf(const std::vector<const Operation*>& ops) {
 
 // One communicator's share of a group, on this thread (on its buffers' device).
 void runOnComm(ncclComm& comm, const std::vector<const Operation*>& ops) {
+  std::vector<const Operation*> collectives, p2p;
+  for (const Operation* op : ops) (pointToPoint(op->kind) ? p2p : collectives).push_back(op);
+  // A failure leaves the rest of the share unrun: each call still takes its place, refused, so
+  // peers that run them raise instead of meeting this rank's next calls. (The call that failed
+  // refused itself, or failed on every rank: a failure after its number poisons.)
+  size_t next = 0;  // the first collective not started
+  OnError refuseRest([&] {
+    for (size_t i = next; i < collectives.size(); ++i) comm.collectives().refuseCall();
+    if (!p2p.empty()) refusePointToPoint(comm, p2p);
+  });
   cuda::OnDevice on(deviceOf(ops));
-  std::vector<const Operation*> p2p;
-  for (const Operation* op : ops) {
-    if (pointToPoint(op->kind))
-      p2p.push_back(op);
-    else
-      runNativelyOrRefuse(*op);
-  }
+  while (next < collectives.size()) runNativelyOrRefuse(*collectives[next++]);
+  refuseRest.dismiss();  // the batch refuses its own failures
   if (!p2p.empty()) runPointToPoint(comm, p2p);
 }
 
@@ -191,7 +197,6 @@ void runGroup(const std::vector<Operation>& ops) {
   if (ops.size() == 1) {  // a call outside a group: the common case, without the bookkeeping below
     ncclComm::Use use(ops[0].comm, "ncclGroupEnd");
     try {
-      cuda::OnDevice on(ops[0].device);
       return runNativelyOrRefuse(ops[0]);
     } catch (const Error& e) {
       noteFailure({ops[0].comm}, e);
@@ -239,7 +244,7 @@ ncclResult_t launch(std::vector<Operation> ops, const char* call) {
   try {
     checkBatches(ops);  // refused by the call itself, also where the group would run in the background
   } catch (...) {
-    refuseCollectives(ops);
+    refuseOperations(ops);
     throw;
   }
   bool allNonBlocking = true;
@@ -287,19 +292,27 @@ ncclResult_t runInBackground(const std::vector<ncclComm*>& comms, const char* ca
   return ncclInProgress;
 }
 
-void refuseCollectives(const std::vector<Operation>& ops) {
-  std::vector<ncclComm*> done;
+void refuseOperations(const std::vector<Operation>& ops) {
+  std::vector<ncclComm*> comms;
   for (const Operation& op : ops) {
     ncclComm* c = op.comm;
-    if (!c || pointToPoint(op.kind) || c->finalized() || c->pending() ||
-        std::find(done.begin(), done.end(), c) != done.end())
-      continue;
-    done.push_back(c);
+    if (c && !c->finalized() && !c->pending() && std::find(comms.begin(), comms.end(), c) == comms.end())
+      comms.push_back(c);
+  }
+  for (ncclComm* c : comms) {
+    bool collective = false;
+    std::vector<const Operation*> p2p;
+    for (const Operation& op : ops)
+      if (op.comm == c) {
+        if (pointToPoint(op.kind)) p2p.push_back(&op);
+        else collective = true;
+      }
     try {
       // As a call: after the communicator's call in the background (non-blocking config), once
       // it is connected, and held meanwhile.
       ncclComm::Use use(c, "a refused call");
-      c->collectives().refuseCall();
+      if (collective) c->collectives().refuseCall();
+      if (!p2p.empty()) refusePointToPoint(*c, p2p);
     } catch (...) {
       // Not usable (aborted, finalized, its init failed): none of its calls runs or is waited for.
     }
@@ -322,7 +335,7 @@ ncclResult_t submit(Operation op, const char* call) {
       if (group.failure.empty()) group.failure = std::string(call) + ": " + e.what();
       group.refused.push_back(op);  // refused with the rest of the group at its end
     } else {
-      refuseCollectives({op});
+      refuseOperations({op});
     }
     throw;
   }
@@ -357,7 +370,7 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     // The group's collectives do not run here: their communicators refuse a call each.
     if (!failure.empty() || (inits != ncclSuccess && inits != ncclInProgress)) {
       refused.insert(refused.end(), ops.begin(), ops.end());
-      forestcc::nccl::refuseCollectives(refused);
+      forestcc::nccl::refuseOperations(refused);
     }
     if (!failure.empty())
       forestcc::nccl::refuse("the group ran none of its " + std::to_string(ops.size()) +

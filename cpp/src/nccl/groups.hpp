@@ -12,10 +12,11 @@
 namespace forestcc::nccl {
 
 bool insideGroup();
-// The collectives of `ops` do not run on this rank (a call of their group was refused): each
-// communicator with one refuses a call (Collectives::refuseCall), so peers that entered it raise
-// instead of meeting this rank's next collective. Point-to-point calls have no call numbers.
-void refuseCollectives(const std::vector<Operation>& ops);
+// `ops` do not run on this rank (a call of their group was refused): each communicator with a
+// collective among them refuses a call (Collectives::refuseCall), so peers that entered it raise
+// instead of meeting this rank's next collective, and their sends and receives take their places
+// refused (refusePointToPoint).
+void refuseOperations(const std::vector<Operation>& ops);
 // Keeps `comm` (made with ncclComm::defer) for the outermost ncclGroupEnd of this thread.
 void deferInit(ncclComm* comm);
 // Keeps `task` (the agreement and join of a split, shrink or grow on `parent`: from_parent.hpp)

@@ -46,11 +46,16 @@ bool pointToPoint(OpKind kind);
 int checkOperation(const Operation& op, const char* call);
 // Runs it on forestcc, on this thread (a send or recv alone: see groups.cpp for several).
 void runNatively(const Operation& op);
-// runNatively, refusing the call (Collectives::refuseCall) when it fails before the collective
-// was reached (schedules/README.md, "Refused calls").
+// runNatively on the operation's device, refusing the call (Collectives::refuseCall) when it
+// fails before the collective was reached (schedules/README.md, "Refused calls").
 void runNativelyOrRefuse(const Operation& op);
-// Runs sends and receives of one communicator as one point-to-point batch (point_to_point.cpp).
+// Runs sends and receives of one communicator as one point-to-point batch (point_to_point.cpp);
+// one refused before forestcc has it is refused there (refusePointToPoint).
 void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops);
+// The sends and receives of `ops` (of one communicator, which is usable) do not run on this rank:
+// each still takes its place (Collectives::refuseSendRecv), so the messages that would have
+// matched them fail on the peers instead of matching this rank's next ones. Never throws.
+void refusePointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) noexcept;
 // Refuses a group whose sends and receives on one communicator mix host and GPU memory (a batch is
 // one or the other), before anything runs or is forwarded.
 void checkBatches(const std::vector<Operation>& ops);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/on_error.hpp"
 #include "forestcc/collective_api.hpp"
 #include "nccl/comm.hpp"
 #include "nccl/data_types.hpp"
@@ -49,23 +50,42 @@ void checkBatches(const std::vector<Operation>& ops) {
   for (const auto& b : batches) batchDevice(b.second);
 }
 
-void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
-  const int device = batchDevice(ops);
-  cudaStream_t stream = nullptr;
-  for (const Operation* op : ops)
-    if (op->count) {
-      stream = op->stream;
-      break;
+void refusePointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) noexcept {
+  try {
+    std::vector<SendMessage> sends;
+    std::vector<RecvMessage> recvs;
+    for (const Operation* op : ops) {
+      if (op->kind == OpKind::Send) sends.push_back(SendMessage{op->peer});
+      if (op->kind == OpKind::Recv) recvs.push_back(RecvMessage{op->peer});
     }
+    comm.collectives().refuseSendRecv(std::move(sends), std::move(recvs));
+  } catch (...) {
+    // No memory for the lists: the peers find this rank at their timeout, as they would without.
+  }
+}
+
+void runPointToPoint(ncclComm& comm, const std::vector<const Operation*>& ops) {
   std::vector<SendMessage> sends;
   std::vector<RecvMessage> recvs;
-  for (const Operation* op : ops) {
-    const size_t bytes = op->count * typeInfo(op->type, operationName(op->kind)).size;
-    if (op->kind == OpKind::Send) {
-      sends.push_back(SendMessage{op->peer, op->send, bytes, device});
-    } else {
-      recvs.push_back(RecvMessage{op->peer, op->recv, bytes, device});
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  {
+    OnError refusal([&] { refusePointToPoint(comm, ops); });
+    device = batchDevice(ops);
+    for (const Operation* op : ops)
+      if (op->count) {
+        stream = op->stream;
+        break;
+      }
+    for (const Operation* op : ops) {
+      const size_t bytes = op->count * typeInfo(op->type, operationName(op->kind)).size;
+      if (op->kind == OpKind::Send) {
+        sends.push_back(SendMessage{op->peer, op->send, bytes, device});
+      } else {
+        recvs.push_back(RecvMessage{op->peer, op->recv, bytes, device});
+      }
     }
+    refusal.dismiss();  // sendRecv refuses what it refuses itself
   }
   comm.collectives().sendRecv(std::move(sends), std::move(recvs), false, device < 0 ? nullptr : stream);
 }

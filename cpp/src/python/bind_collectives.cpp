@@ -218,12 +218,14 @@ void* p2pStream(py::handle stream, py::handle gpuArray) {
 // One batch of sends and receives: `sends` and `recvs` are sequences of (array, peer) pairs.
 py::object sendRecvBatch(PyEngine& pe, py::handle sendsObj, py::handle recvsObj, py::handle asyncObj, py::handle stream) {
   refuseInsideSignalHandler("send_recv");
-  const bool asyncOp = flagArg(asyncObj, "async_op");
   std::vector<SendMessage> sends;
   std::vector<RecvMessage> recvs;
-  py::list keep;
-  py::handle gpuArray;
-  auto each = [&](py::handle list, const char* name, bool receive) {
+  // An error before the batch reaches the C++ API refuses it: each message whose peer is known
+  // by then still takes its place (Collectives::refuseSendRecv), so peers do not match it with
+  // this rank's next one. The peers are read first, so that an array refused is not one of them.
+  OnError refusal([&] { pe.api->refuseSendRecv(sends, recvs); });
+  std::vector<py::object> sendArrays, recvArrays;
+  auto peers = [&](py::handle list, const char* name, bool receive) {
     if (list.is_none()) return;
     if (!py::isinstance<py::sequence>(list) || py::isinstance<py::str>(list))
       throw py::type_error(std::string(name) + ": expected a sequence of (array, peer) pairs");
@@ -233,21 +235,36 @@ py::object sendRecvBatch(PyEngine& pe, py::handle sendsObj, py::handle recvsObj,
       py::object item = items[i];
       if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) || py::len(item) != 2)
         throw py::type_error(arg + ": expected an (array, peer) pair");
-      py::object array = item[py::int_(0)];
       const long long peer = integerArg(item[py::int_(1)], (arg + "[1] (peer)").c_str());
-      ArrayView v = viewArray(array, (arg + "[0]").c_str(), receive);
-      if (v.device >= 0 && !gpuArray) gpuArray = array;
-      if (receive)
-        recvs.push_back(RecvMessage{peer, v.data, v.bytes, v.device});
-      else
-        sends.push_back(SendMessage{peer, v.data, v.bytes, v.device});
-      keep.append(std::move(v.keep));
-      keep.append(array);
+      if (receive) {
+        recvs.push_back(RecvMessage{peer});
+        recvArrays.push_back(item[py::int_(0)]);
+      } else {
+        sends.push_back(SendMessage{peer});
+        sendArrays.push_back(item[py::int_(0)]);
+      }
     }
   };
-  each(sendsObj, "sends", false);
-  each(recvsObj, "recvs", true);
+  peers(sendsObj, "sends", false);
+  peers(recvsObj, "recvs", true);
+  const bool asyncOp = flagArg(asyncObj, "async_op");
+  py::list keep;
+  py::handle gpuArray;
+  auto view = [&](auto& messages, const std::vector<py::object>& arrays, const char* name, bool receive) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      ArrayView v = viewArray(arrays[i], (std::string(name) + "[" + std::to_string(i) + "][0]").c_str(), receive);
+      if (v.device >= 0 && !gpuArray) gpuArray = arrays[i];
+      messages[i].data = v.data;
+      messages[i].bytes = v.bytes;
+      messages[i].device = v.device;
+      keep.append(std::move(v.keep));
+      keep.append(arrays[i]);
+    }
+  };
+  view(sends, sendArrays, "sends", false);
+  view(recvs, recvArrays, "recvs", true);
   void* s = p2pStream(stream, gpuArray);
+  refusal.dismiss();  // the C++ API refuses what fails from here before any peer is told
   std::shared_ptr<Work> work;
   {
     py::gil_scoped_release r;
@@ -379,9 +396,12 @@ void bindCollectives(py::module_& m) {
       .def("send", [](PyEngine& pe, py::handle x, py::handle peerObj, py::handle asyncObj, py::handle stream) -> py::object {
         refuseInsideSignalHandler("send");
         const long long peer = integerArg(peerObj, "peer");
+        // Refused from here (its arguments): the send still takes its place (sendRecvBatch).
+        OnError refusal([&] { pe.api->refuseSendRecv({SendMessage{peer}}, {}); });
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(x, "x", false);
         void* s = p2pStream(stream, v.device >= 0 ? x : py::handle());
+        refusal.dismiss();
         std::shared_ptr<Work> work;
         {
           py::gil_scoped_release r;
@@ -392,9 +412,11 @@ void bindCollectives(py::module_& m) {
       .def("recv", [](PyEngine& pe, py::handle out, py::handle peerObj, py::handle asyncObj, py::handle stream) -> py::object {
         refuseInsideSignalHandler("recv");
         const long long peer = integerArg(peerObj, "peer");
+        OnError refusal([&] { pe.api->refuseSendRecv({}, {RecvMessage{peer}}); });
         const bool asyncOp = flagArg(asyncObj, "async_op");
         ArrayView v = viewArray(out, "out", true);
         void* s = p2pStream(stream, v.device >= 0 ? out : py::handle());
+        refusal.dismiss();
         std::shared_ptr<Work> work;
         {
           py::gil_scoped_release r;
@@ -410,6 +432,17 @@ void bindCollectives(py::module_& m) {
            "This rank will not take part in its next collective: a layer above (the torch backend) "
            "refused it for its arguments. The refusal takes the call's place, so peers that entered "
            "it raise MismatchError (schedules/README.md, \"Refused calls\").")
+      .def("refuse_send_recv", [](PyEngine& pe, const std::vector<int64_t>& sendPeers, const std::vector<int64_t>& recvPeers) {
+             std::vector<SendMessage> sends;
+             std::vector<RecvMessage> recvs;
+             for (int64_t peer : sendPeers) sends.push_back(SendMessage{peer});
+             for (int64_t peer : recvPeers) recvs.push_back(RecvMessage{peer});
+             pe.api->refuseSendRecv(std::move(sends), std::move(recvs));
+           }, py::arg("send_peers"), py::arg("recv_peers"),
+           "A send/recv batch a layer above (the torch backend) refused for its arguments: a send to "
+           "each of send_peers and a receive from each of recv_peers still take their places, so "
+           "the messages that would have matched them raise MismatchError on those peers "
+           "(schedules/README.md, \"Refused calls\").")
       .def("drain", [](PyEngine& pe) {
         py::gil_scoped_release r;
         pe.api->drain();

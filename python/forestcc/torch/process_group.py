@@ -38,15 +38,27 @@ BACKEND_NAME = "forestcc"
 _COLLECTIVE, _SEND, _RECV = "collective", "send", "recv"
 _CPU = torch.device("cpu")
 
-# Per thread: how deep in collective methods it is, and whether the outermost one's call reached
-# forestcc (_run). A collective this layer refuses (its own argument checks) before that takes
-# the call's place in forestcc (Engine.refuse_call), so peers that entered it raise rather than
-# meet this rank's next collective (schedules/README.md, "Refused calls"). Point-to-point calls
-# have no call numbers and are not counted.
+# Per thread: how deep in the methods that call forestcc it is, and whether the outermost one's
+# call reached forestcc (_run). A call this layer refuses (its own argument checks) before that
+# still takes its place in forestcc, so peers that entered it raise rather than meet this rank's
+# next call (schedules/README.md, "Refused calls"): a collective through Engine.refuse_call, a
+# send or recv through Engine.refuse_send_recv.
 _calls = threading.local()
 
 
-def _refusing(method: Callable) -> Callable:
+def _refuse_collective(pg: "ProcessGroupForestcc", *args: Any, **kwargs: Any) -> None:
+    pg._comm._engine.refuse_call()
+
+
+def _refuse_send(pg: "ProcessGroupForestcc", tensors: Any, dstRank: Any, *args: Any, **kwargs: Any) -> None:
+    pg._comm._engine.refuse_send_recv([dstRank], [])
+
+
+def _refuse_recv(pg: "ProcessGroupForestcc", tensors: Any, srcRank: Any, *args: Any, **kwargs: Any) -> None:
+    pg._comm._engine.refuse_send_recv([], [srcRank])
+
+
+def _refusing(method: Callable, refuse: Callable = _refuse_collective) -> Callable:
     @functools.wraps(method)
     def call(self, *args: Any, **kwargs: Any) -> Any:
         depth = getattr(_calls, "depth", 0)
@@ -57,7 +69,10 @@ def _refusing(method: Callable) -> Callable:
             return method(self, *args, **kwargs)
         except BaseException:
             if depth == 0 and not _calls.handed_on and not self._shut_down:
-                self._comm._engine.refuse_call()
+                try:
+                    refuse(self, *args, **kwargs)
+                except Exception:
+                    pass  # arguments too broken to name a peer: nothing takes the call's place
             raise
         finally:
             _calls.depth = depth
@@ -319,12 +334,14 @@ def _check_tag(tag: int, call: str) -> None:
                             f"ranks in the order they are posted), got {tag}")
 
 
-# The collectives (not sends and receives): a call this layer refuses takes its place (_refusing).
+# A call this layer refuses takes its place (_refusing).
 for _name in ("allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "reduce_scatter_single",
               "_reduce_scatter_base", "reduce_scatter_single_coalesced", "broadcast", "allgather",
               "allgather_coalesced", "all_gather_single", "_allgather_base", "all_gather_single_coalesced",
               "gather", "scatter", "alltoall", "all_to_all_single", "alltoall_base", "barrier"):
     setattr(ProcessGroupForestcc, _name, _refusing(getattr(ProcessGroupForestcc, _name)))
+ProcessGroupForestcc.send = _refusing(ProcessGroupForestcc.send, _refuse_send)
+ProcessGroupForestcc.recv = _refusing(ProcessGroupForestcc.recv, _refuse_recv)
 
 
 def _no_handle(result: Any) -> list:
