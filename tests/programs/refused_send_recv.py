@@ -6,6 +6,8 @@ this, rank 0's receive met rank 1's next send (its data, returned as success). a
   send    the Python layer refuses a send (x is no array); rank 0 receives;
   recv    the Python layer refuses a receive (out is read-only); rank 0 sends;
   api     the C++ API refuses a send_recv batch (its send and receive buffers overlap);
+  malformed the Python layer refuses a send_recv batch with a malformed item among its sends:
+          the messages before and after it, its receive included, still take their places;
   batch   the batch itself refuses (a send to rank 1 itself without its receive), before any
           peer is told of it;
   async   an async send refused while an earlier async send is still queued;
@@ -43,6 +45,8 @@ def first_call():
             return comm.send_recv(sends=[(x, PARTNER)], recvs=[(x, PARTNER)])
         if CASE == "batch":
             return comm.send_recv(sends=[(values(R, 1), PARTNER), (values(R, 2), R)])
+        if CASE == "malformed":
+            return comm.send_recv(sends=[(values(R, 1), PARTNER), "no pair"], recvs=[(buf, PARTNER)])
         if CASE == "async":
             earlier = comm.send(values(R, 7), PARTNER, async_op=True)
             try:
@@ -63,7 +67,7 @@ def first_call():
             return comm.recv(buf, REFUSER)
         if CASE == "recv":
             return comm.send(values(R, 1), REFUSER)
-        if CASE == "api":
+        if CASE in ("api", "malformed"):
             return comm.send_recv(sends=[(values(R, 1), REFUSER)], recvs=[(buf, REFUSER)])
         if CASE == "async":
             got = comm.recv(np.zeros(16, np.float32), REFUSER)

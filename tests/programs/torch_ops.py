@@ -505,7 +505,12 @@ def argument_errors():
     refuses(RuntimeError, ["all_to_all_single", "split"],
             lambda: dist.all_to_all_single(torch.empty(N), torch.empty(N), [2] * N, [1] * N,
                                            group=FCC))
+    # A refused send still takes its place (schedules/README.md, "Refused calls"): rank 0's
+    # refused receives match the others' refused sends (its own, to itself, has no place).
     refuses(RuntimeError, ["tag must be 0"], lambda: FCC.send([x], 0, 5))
+    if R == 0:
+        for r in range(1, N):
+            refuses(RuntimeError, ["tag must be 0"], lambda r=r: FCC.recv([x], r, 5))
     t = torch.full((3,), float(R))
     dist.all_reduce(t, group=FCC)
     same("all_reduce after refused calls", t, torch.full((3,), float(N * (N - 1) // 2)))

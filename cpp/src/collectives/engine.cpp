@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <sstream>
+#include <string>
 
 #include <sys/stat.h>
 
 #include "collectives/generators.hpp"
+#include "core/on_error.hpp"
 #include "forestcc/plan_file.hpp"
 #include "core/state.hpp"
 #include "forestcc/config.hpp"
@@ -30,7 +33,14 @@ std::shared_ptr<Work> OrderedQueue::submit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> g(mu_);
     queue_.emplace_back(std::move(fn), work);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (!thread_.joinable()) {
+      try {
+        thread_ = std::thread([this] { loop(); });
+      } catch (...) {
+        queue_.pop_back();  // not queued after all: the caller's error says so (and nothing runs it)
+        throw;
+      }
+    }
   }
   cv_.notify_one();
   return work;
@@ -150,6 +160,18 @@ void Engine::execute(const CompiledPlan& p, const CallBuffers& b) { executor_.ru
 
 namespace {
 // Points the buffer a rank does not have at `bytes` (at least 1) of `storage`.
+// `bytes` for a stand-in, or an error that says what they were for.
+char* allocateStandIn(size_t bytes, Engine::StandIn standIn, int rank) {
+  try {
+    return new char[bytes];
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::System, rankPrefix(rank) + "out of memory for the " + std::to_string(bytes) + "-byte stand-in " +
+                                       (standIn == Engine::StandIn::Input ? "input" : "output") +
+                                       " of a rooted collective (the engine allocates the buffer a rank other "
+                                       "than the root does not pass)",
+                rank);
+  }
+}
 void stageStandIn(CallBuffers& b, Engine::StandIn standIn, char* storage) {
   if (standIn == Engine::StandIn::Input) b.input = storage;
   if (standIn == Engine::StandIn::Output) b.output = storage;
@@ -163,12 +185,18 @@ size_t standInBytes(const CallBuffers& b, Engine::StandIn standIn) {
 void Engine::run(const CompiledPlan& p, CallBuffers& b, StandIn standIn) {
   collectives_.runInline([&] {
     if (standIn != StandIn::None) {
+      // A stand-in this rank cannot have refuses the call (it has no number yet): peers that
+      // entered it raise rather than wait for this rank.
+      OnError refusal([this] { executor_.refuseCall(); });
       const size_t bytes = standInBytes(b, standIn);
       if (standInBytes_ < bytes) {
-        standIn_.reset(new char[bytes]);
+        standIn_.reset();  // the old one's memory first: the new one may need it
+        standInBytes_ = 0;
+        standIn_.reset(allocateStandIn(bytes, standIn, comm_->rank()));
         standInBytes_ = bytes;
       }
       stageStandIn(b, standIn, standIn_.get());
+      refusal.dismiss();
     }
     execute(p, b);
   });
@@ -176,14 +204,18 @@ void Engine::run(const CompiledPlan& p, CallBuffers& b, StandIn standIn) {
 
 std::shared_ptr<Work> Engine::submit(const std::shared_ptr<const CompiledPlan>& p, const CallBuffers& b,
                                      StandIn standIn) {
+  // Not queued (no memory for its stand-in or the job): refused in its place.
+  OnError refusal([this] { refuse(); });
   // A queued call keeps its own stand-in until it ran.
   std::shared_ptr<char[]> own;
   CallBuffers staged = b;
   if (standIn != StandIn::None) {
-    own.reset(new char[standInBytes(b, standIn)]);
+    own.reset(allocateStandIn(standInBytes(b, standIn), standIn, comm_->rank()));
     stageStandIn(staged, standIn, own.get());
   }
-  return collectives_.submit([this, p, staged, own] { execute(*p, staged); });
+  std::shared_ptr<Work> work = collectives_.submit([this, p, staged, own] { execute(*p, staged); });
+  refusal.dismiss();
+  return work;
 }
 
 std::shared_ptr<Work> Engine::runOnDevice(const CompiledPlan& p, const CallBuffers& b, StandIn standIn,

@@ -215,9 +215,10 @@ Error sendFailure(int rank, const Outgoing& out, int64_t status) {
   const std::string what = rankPrefix(rank) + "send of " + out.describe() + " to rank " + std::to_string(out.peer);
   if (status == kRecvRefused)
     return Error(ErrorCode::Mismatch, what + ": rank " + std::to_string(out.peer) + " refused its recv of " +
-                                          (out.messages.size() == 1 ? "it (its call raised there for its arguments), so it was"
-                                                                    : "one of them (its call raised there for its arguments), "
-                                                                      "which was") +
+                                          (out.messages.size() == 1 ? "it (its call raised an error there before anything "
+                                                                      "moved), so it was"
+                                                                    : "one of them (its call raised an error there before "
+                                                                      "anything moved), which was") +
                                           " not received",
                  rank, out.peer);
   if (status < 0) return Error(ErrorCode::Remote, what + ": the receiver failed to copy the data", rank, out.peer);
@@ -254,6 +255,7 @@ struct PointToPoint::Reading {
   // a later batch's stream waits for it, so the receive event it records covers every copy.
   std::shared_ptr<DeviceCompletion> earlier;
   bool touched = false;             // received GPU messages in the batch now running
+  bool copiedOnDevice = false;      // some batch copied GPU messages of it (a receive event is then due)
   bool refusedSend = false;         // the sender refused this batch: its messages fail their receives
   int64_t answer = kReceived;       // kRecvRefused once a refused receive took one of its messages
 };
@@ -504,7 +506,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
               ErrorCode::Mismatch,
               what() + ": rank " + std::to_string(in.peer) + " refused its send of " +
                   (take == 1 ? mine(0) : "messages " + std::to_string(in.received) + ".." + std::to_string(in.received + take - 1)) +
-                  " (its call raised there for its arguments), so nothing was received from it",
+                  " (its call raised an error there before anything moved), so nothing was received from it",
               s.rank, in.peer)));
         if (refused && take && r.answer == kReceived) r.answer = kRecvRefused;
         for (size_t i = 0; !skip && i < take; ++i) {
@@ -547,7 +549,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
         }
         if (copiesOnDevice) {
           cuda_ipc::waitForPeerEvent(r.header.batchEvent, on, what() + " (the sender's event)");
-          r.touched = true;
+          r.touched = r.copiedOnDevice = true;
         }
         if (r.earlier && (copiesOnDevice || last)) {
           r.earlier->event->awaitOn(on, what() + " (an earlier batch's copies of the same send batch)");
@@ -575,7 +577,9 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
         in.received += take;
         r.next += take;
         if (r.next == r.sent.size()) {
-          if (r.header.batchEvent.ownerPid) {  // the sender's direction moves GPU bytes: it waits for this event
+          // The sender's direction moves GPU bytes and this rank copied some (none when refused
+          // receives took them all): the sender's stream waits for this event.
+          if (r.header.batchEvent.ownerPid && r.copiedOnDevice) {
             if (receiveEvents_.empty()) receiveEvents_.resize(s.size);
             const cuda_ipc::EventHandle done =
                 eventOf(receiveEvents_[in.peer], onGpu).record(on, what() + " (its receive event)");
@@ -621,21 +625,21 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
           out.done = true;
           --pending;
           const int64_t status = s.link(out.peer).sendStatus();
-          if (refused) {
-            // The caller raises its own error; the receiver's answer changes nothing.
-          } else if (status != kReceived) {
-            fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
-          } else if (out.device) {
-            // Later work on this stream (a write into the send buffer) waits for the receiver's copy.
+          if (refused) continue;  // the caller raises its own error; the answer changes nothing
+          // Later work on this stream (a write into the send buffer) waits for the receiver's
+          // copies, also those of the messages received when a refused receive took another.
+          if (out.device && (status == kReceived || status == kRecvRefused)) {
             try {
               cuda_ipc::EventHandle read;
               std::memcpy(&read, &out.header->receiveEvent, sizeof read);
-              cuda_ipc::waitForPeerEvent(read, stream, rankPrefix(s.rank) + "send of " + out.describe() + " to rank " +
-                                                            std::to_string(out.peer) + " (the receiver's event)");
+              if (read.ownerPid)
+                cuda_ipc::waitForPeerEvent(read, stream, rankPrefix(s.rank) + "send of " + out.describe() + " to rank " +
+                                                              std::to_string(out.peer) + " (the receiver's event)");
             } catch (...) {
               fail(std::current_exception());
             }
           }
+          if (status != kReceived) fail(std::make_exception_ptr(sendFailure(s.rank, out, status)));
         }
     };
 

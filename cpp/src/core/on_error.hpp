@@ -1,6 +1,7 @@
 // OnError: runs a function when an exception leaves its scope, unless dismissed first. For work
 // that must follow any error of a stretch of code, whichever statement throws (a call refused
-// before it took its number: Executor::refuseCall).
+// before it took its number: Executor::refuseCall). It runs while that exception unwinds, so
+// whatever it throws itself (no memory for its arguments) is dropped: the first error stands.
 #pragma once
 
 #include <exception>
@@ -15,7 +16,12 @@ class OnError {
   OnError(const OnError&) = delete;
   OnError& operator=(const OnError&) = delete;
   ~OnError() {
-    if (armed_ && std::uncaught_exceptions() > uncaught_) f_();
+    if (armed_ && std::uncaught_exceptions() > uncaught_) {
+      try {
+        f_();
+      } catch (...) {
+      }
+    }
   }
   void dismiss() { armed_ = false; }
 

@@ -220,14 +220,18 @@ int checkOperation(const Operation& op, const char* call) {
 
 void runNativelyOrRefuse(const Operation& op) {
   Collectives::clearReached();
+  bool onDevice = false;
   try {
     cuda::OnDevice on(op.device);
+    onDevice = true;
     runNatively(op);
   } catch (...) {
-    // The shim's own work before the collective (its lent memory, a staged copy, a PreMulSum's
-    // scaling, an operator destroyed since the call) failed: the call is refused, as the
-    // collective refuses what fails in its checks.
+    // The shim's own work before the collective (its device, lent memory, a staged copy, a
+    // PreMulSum's scaling, an operator destroyed since the call) failed: the call is refused, as
+    // the collective refuses what fails in its checks. (A send or receive refuses its own
+    // failures once on its device: runPointToPoint.)
     if (!pointToPoint(op.kind) && !Collectives::reached()) op.comm->collectives().refuseCall();
+    if (pointToPoint(op.kind) && !onDevice) refusePointToPoint(*op.comm, {&op});
     throw;
   }
 }

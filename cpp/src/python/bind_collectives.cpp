@@ -4,6 +4,7 @@
 // (forestcc/collective_api.hpp); the Python Communicator methods are thin wrappers over these.
 #include <pybind11/stl.h>
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -220,33 +221,39 @@ py::object sendRecvBatch(PyEngine& pe, py::handle sendsObj, py::handle recvsObj,
   refuseInsideSignalHandler("send_recv");
   std::vector<SendMessage> sends;
   std::vector<RecvMessage> recvs;
-  // An error before the batch reaches the C++ API refuses it: each message whose peer is known
-  // by then still takes its place (Collectives::refuseSendRecv), so peers do not match it with
-  // this rank's next one. The peers are read first, so that an array refused is not one of them.
+  // An error before the batch reaches the C++ API refuses it: each message whose peer can be
+  // read still takes its place (Collectives::refuseSendRecv), so peers do not match it with this
+  // rank's next one. Every peer is read first, past a malformed item, then the first error raised.
   OnError refusal([&] { pe.api->refuseSendRecv(sends, recvs); });
   std::vector<py::object> sendArrays, recvArrays;
+  std::exception_ptr malformed;
   auto peers = [&](py::handle list, const char* name, bool receive) {
     if (list.is_none()) return;
     if (!py::isinstance<py::sequence>(list) || py::isinstance<py::str>(list))
       throw py::type_error(std::string(name) + ": expected a sequence of (array, peer) pairs");
     py::sequence items = py::reinterpret_borrow<py::sequence>(list);
     for (size_t i = 0; i < items.size(); ++i) {
-      const std::string arg = std::string(name) + "[" + std::to_string(i) + "]";
-      py::object item = items[i];
-      if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) || py::len(item) != 2)
-        throw py::type_error(arg + ": expected an (array, peer) pair");
-      const long long peer = integerArg(item[py::int_(1)], (arg + "[1] (peer)").c_str());
-      if (receive) {
-        recvs.push_back(RecvMessage{peer});
-        recvArrays.push_back(item[py::int_(0)]);
-      } else {
-        sends.push_back(SendMessage{peer});
-        sendArrays.push_back(item[py::int_(0)]);
+      try {
+        const std::string arg = std::string(name) + "[" + std::to_string(i) + "]";
+        py::object item = items[i];
+        if (!py::isinstance<py::sequence>(item) || py::isinstance<py::str>(item) || py::len(item) != 2)
+          throw py::type_error(arg + ": expected an (array, peer) pair");
+        const long long peer = integerArg(item[py::int_(1)], (arg + "[1] (peer)").c_str());
+        if (receive) {
+          recvs.push_back(RecvMessage{peer});
+          recvArrays.push_back(item[py::int_(0)]);
+        } else {
+          sends.push_back(SendMessage{peer});
+          sendArrays.push_back(item[py::int_(0)]);
+        }
+      } catch (...) {
+        if (!malformed) malformed = std::current_exception();
       }
     }
   };
   peers(sendsObj, "sends", false);
   peers(recvsObj, "recvs", true);
+  if (malformed) std::rethrow_exception(malformed);
   const bool asyncOp = flagArg(asyncObj, "async_op");
   py::list keep;
   py::handle gpuArray;
