@@ -11,7 +11,7 @@ ranks=${1:-2}
 out=${2:-compare-results}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for coll in all_reduce all_gather all_to_all; do
+for coll in all_reduce all_gather all_to_all sendrecv; do
   for memory in numpy forestcc; do
     name="$out/${coll}_${memory}_${ranks}"
     mpirun -n "$ranks" --oversubscribe forestcc-perf "$coll" -b 16 -e 64M -f 4 -n 20 -w 5 \

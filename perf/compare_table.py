@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-COLLECTIVES = ["all_reduce", "all_gather", "all_to_all", "latency"]
+COLLECTIVES = ["all_reduce", "all_gather", "all_to_all", "sendrecv", "latency"]
 MEMORIES = ["numpy", "forestcc"]
 SIZES = (16, 4096, 65536, 1 << 18, 1 << 20, 4 << 20, 16 << 20, 64 << 20)  # latency: its one size
 
@@ -29,7 +29,8 @@ def cell(run: dict, size: int) -> str:
         return "-"
     theirs = mpi["out_of_place"]["busbw_gbps"] if mpi else 0
     ratio = ours["out_of_place"]["busbw_gbps"] / theirs if theirs else float("nan")
-    return f'{ours["out_of_place"]["time_us"]:.1f}/{ours["in_place"]["time_us"]:.1f} ({ratio:.2f})'
+    in_place = ours["in_place"]["time_us"]  # none for sendrecv
+    return f'{ours["out_of_place"]["time_us"]:.1f}/{"-" if in_place is None else f"{in_place:.1f}"} ({ratio:.2f})'
 
 
 def main(folders: list[str]) -> None:

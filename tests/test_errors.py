@@ -87,3 +87,13 @@ def test_error_in_a_plan_step_carries_its_context_as_data():
     _, collective, plan, worker, step = line.split()
     assert collective == "all_reduce" and "ring" in plan
     assert int(worker) >= 0 and int(step) >= 0
+
+
+def test_a_communicator_dropped_with_a_queued_call_finishes_it_first(no_new_shm):
+    # before, the engine ran the queued call after the arrays it used were freed: the peer got
+    # other numbers as success, or the dropping rank's heap was corrupted
+    result = run_job(2, "dropped_communicator.py", env={"FORESTCC_TIMEOUT": "300"})
+    out = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, out
+    assert result.lines("RESULT") == ["RESULT ok"], out
+    assert sorted(result.lines("DONE")) == ["DONE 0", "DONE 1"], out

@@ -22,12 +22,13 @@ def test_sigterm_without_a_handler_still_ends_the_rank_and_cleans_up(no_new_shm)
     assert "rank 0" in result.stderr and "SIGTERM" in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("plan", [None, "split_worker_all_gather_2.json"])
+@pytest.mark.parametrize("plan", [None, "split_worker_all_gather_2.json", "async", "recv", "split"])
 def test_ctrl_c_interrupts_a_blocked_collective(plan, no_new_shm):
     # Outside forestcc-run (torchrun's environment): nobody else stops the rank, and the
     # timeout is far longer than the test waits. With the plan, the blocked wait is on a pool
-    # worker while the main thread waits for it: that wait must run the signal handlers too.
-    args = [str(PROGRAMS / plan)] if plan else []
+    # worker while the main thread waits for it: that wait must run the signal handlers too. So
+    # must an async handle's wait() (on the engine's queue) and split's bootstrap exchange.
+    args = [str(PROGRAMS / plan) if plan.endswith(".json") else plan] if plan else []
     procs = spawn_ranks("torchrun", 2, "blocked_collective.py", *args,
                         extra_env={"FORESTCC_TIMEOUT": "3000"})
     waiter, sleeper = procs

@@ -7,8 +7,11 @@ plan (``algo="auto"``: the tuning table, see :mod:`forestcc.tuning`; a built-in 
 a path to a plan file; or a plan dict) and runs it with the GIL released. Arrays are numpy
 arrays, PyTorch CPU tensors, JAX CPU arrays (as inputs: they are immutable) or anything with the
 buffer protocol or DLPack. With ``async_op=True`` a call returns a work handle at once
-(``wait()`` returns the result array, ``is_completed()`` polls); calls on one communicator run one
-at a time in call order, synchronous ones after queued ones.
+(``wait()`` returns the result array, ``is_completed()`` polls); collectives on one communicator
+run one at a time in call order, synchronous ones after queued ones (sends and receives in
+orders of their own). Call order is per thread: use one thread per communicator, since ranks
+whose threads interleave calls differently pair them differently (same-shaped calls would then
+exchange data silently).
 
 GPU memory (CuPy arrays, PyTorch CUDA tensors, anything with ``__cuda_array_interface__`` or
 CUDA DLPack): a call is enqueued on ``stream`` (default: the current stream of the array's

@@ -14,6 +14,7 @@
 // calls from one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -101,6 +102,9 @@ class Work {
   explicit Work(std::function<bool(bool)> poll) : poll_(std::move(poll)) {}
   void wait();       // blocks until the call finished; rethrows its error
   bool completed();  // polls
+  // Blocks until the call finished or `limit` passed (a call on GPU memory: until it finished,
+  // as wait(), whose waits have their own slices); whether it finished. Its error is for wait().
+  bool waitFor(std::chrono::milliseconds limit);
   void finish(std::exception_ptr error);  // called by forestcc when the call ran
 
  private:

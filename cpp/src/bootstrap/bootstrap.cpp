@@ -88,10 +88,35 @@ struct Bootstrap::Impl {
   std::map<int, Socket> outgoing, incoming;
   std::map<std::pair<int, uint64_t>, std::deque<std::string>> stash;
 
-  Deadline deadline() const { return Deadline::in(timeout, cancel()); }
+  // Interruptible (Ctrl-C in Python ends a bootstrap wait): an operation abandoned part-way
+  // breaks the bootstrap (guarded), not a later operation's data.
+  Deadline deadline() const { return interruptible(Deadline::in(timeout, cancel())); }
   // Non-root ranks wait longer than rank 0 for its replies: when rank 0 gives up it sends the
   // reason (which ranks are missing), and that reason should reach them before their own deadline.
-  Deadline starDeadline() const { return Deadline::in(timeout + std::max(1.0, timeout * 0.5), cancel()); }
+  Deadline starDeadline() const {
+    return interruptible(Deadline::in(timeout + std::max(1.0, timeout * 0.5), cancel()));
+  }
+  static Deadline interruptible(Deadline d) {
+    d.interruptible = true;
+    return d;
+  }
+  // Runs one operation; one interrupted by a signal leaves frames half read or unanswered on
+  // either side, so every later one is refused (rather than read another operation's data).
+  std::string interruptedBy;  // the operation a signal interrupted: the bootstrap is broken
+  template <class F>
+  auto guarded(const char* operation, F&& f) {
+    if (!interruptedBy.empty())
+      throw Error(ErrorCode::Aborted, rankPrefix(rank) + "bootstrap " + operation + ": a signal interrupted this "
+                                          "communicator's bootstrap " + interruptedBy + ", whose messages may be half "
+                                          "read; it exchanges nothing more (make a new communicator)",
+                  rank);
+    try {
+      return f();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Interrupted) interruptedBy = operation;
+      throw;
+    }
+  }
 
   void writeFrame(Socket& s, uint64_t key, const std::string& data, int peer) {
     FrameHeader h{key, data.size()};
@@ -381,19 +406,19 @@ const UniqueId& Bootstrap::id() const { return impl_->id; }
 
 std::vector<std::string> Bootstrap::allGather(const std::string& mine) {
   std::lock_guard<std::mutex> g(impl_->mu);
-  return impl_->allGather(mine);
+  return impl_->guarded("all_gather", [&] { return impl_->allGather(mine); });
 }
 
 void Bootstrap::barrier() { allGather(std::string()); }
 
 void Bootstrap::send(int peer, uint64_t tag, const std::string& data) {
   std::lock_guard<std::mutex> g(impl_->mu);
-  impl_->send(peer, tag, data);
+  impl_->guarded("send", [&] { impl_->send(peer, tag, data); });
 }
 
 std::string Bootstrap::recv(int peer, uint64_t tag) {
   std::lock_guard<std::mutex> g(impl_->mu);
-  return impl_->recv(peer, tag);
+  return impl_->guarded("recv", [&] { return impl_->recv(peer, tag); });
 }
 
 }  // namespace forestcc

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/interrupt.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 
@@ -42,11 +43,16 @@ PeerListener::~PeerListener() {
 
 Socket PeerListener::take(int peer, const Deadline& deadline) {
   std::unique_lock<std::mutex> g(mu_);
-  // In slices of 100 ms with a cancel flag, which ends the wait (Aborted).
-  while (!arrivedCv_.wait_until(g, deadline.cancel ? std::min(deadline.at, Clock::now() + std::chrono::milliseconds(100))
-                                                   : deadline.at,
+  // In slices of 100 ms with a cancel flag, which ends the wait (Aborted), or interruptible.
+  while (!arrivedCv_.wait_until(g, deadline.sliced() ? std::min(deadline.at, Clock::now() + std::chrono::milliseconds(100))
+                                                     : deadline.at,
                                 [&] { return arrived_.count(peer) > 0; })) {
     if (deadline.cancelled() || deadline.expired()) break;
+    if (deadline.interruptible) {
+      g.unlock();  // the listener's thread takes it; a signal handler may run
+      checkInterrupt();
+      g.lock();
+    }
   }
   auto it = arrived_.find(peer);
   if (it == arrived_.end()) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/interrupt.hpp"
 #include "forestcc/error.hpp"
 
 namespace forestcc {
@@ -22,11 +23,12 @@ Deadline Deadline::in(double seconds, const std::atomic<bool>* cancel) {
 int Deadline::remainingMs() const {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::now()).count();
   if (left <= 0) return 0;
-  const long cap = cancel ? 100 : 1000000;
+  const long cap = sliced() ? 100 : 1000000;
   return left > cap ? static_cast<int>(cap) : static_cast<int>(left);
 }
 
 void Deadline::check(int rank, int peer, const std::string& what) const {
+  if (interruptible) checkInterrupt();
   if (cancelled())
     throw Error(ErrorCode::Aborted, rankPrefix(rank) + what + ": stopped, the communicator was aborted", rank, peer);
   if (expired()) throw Error(ErrorCode::Timeout, rankPrefix(rank) + "timed out " + what, rank, peer);
@@ -116,7 +118,7 @@ Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline, int 
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH ||
                  err == EHOSTUNREACH || err == EAGAIN || err == EINTR || err == ECONNRESET;
     if (!retry) throwSystemError("connect(" + addr.toString() + ")", err, rank);
-    if (deadline.cancelled()) deadline.check(rank, -1, "connecting to " + who + " at " + addr.toString());
+    if (deadline.sliced() && !deadline.expired()) deadline.check(rank, -1, "connecting to " + who + " at " + addr.toString());
     if (deadline.expired())
       throw Error(ErrorCode::Timeout,
                   rankPrefix(rank) + "timed out connecting to " + who + " at " + addr.toString() + " (" +

@@ -18,13 +18,18 @@ using Clock = std::chrono::steady_clock;
 struct Deadline {
   Clock::time_point at;
   const std::atomic<bool>* cancel = nullptr;  // set: the wait is given up (ncclCommAbort of an init)
+  // The host program's signals end the wait (checkInterrupt: Ctrl-C in Python), checked between
+  // polls. Only where the caller survives a wait abandoned part-way (the bootstrap's operations).
+  bool interruptible = false;
   static Deadline in(double seconds, const std::atomic<bool>* cancel = nullptr);
-  // For poll(); 0 when expired; at most 100 ms with a cancel flag, which is checked between polls.
+  // For poll(); 0 when expired; at most 100 ms with a cancel flag or interruptible, so that they
+  // are checked between polls.
   int remainingMs() const;
+  bool sliced() const { return cancel || interruptible; }
   bool expired() const { return Clock::now() >= at; }
   bool cancelled() const { return cancel && cancel->load(std::memory_order_acquire); }
-  // After a poll that timed out: throws Aborted when cancelled, Timeout (`what`) when expired;
-  // returns when the wait should go on.
+  // After a poll that timed out: throws Interrupted for a signal (interruptible), Aborted when
+  // cancelled, Timeout (`what`) when expired; returns when the wait should go on.
   void check(int rank, int peer, const std::string& what) const;
 };
 

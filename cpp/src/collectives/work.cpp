@@ -17,6 +17,19 @@ void Work::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
+bool Work::waitFor(std::chrono::milliseconds limit) {
+  if (poll_) {
+    try {
+      wait();
+    } catch (...) {
+      // kept for wait()
+    }
+    return true;
+  }
+  std::unique_lock<std::mutex> g(mu_);
+  return cv_.wait_for(g, limit, [&] { return done_; });
+}
+
 bool Work::completed() {
   {
     std::lock_guard<std::mutex> g(mu_);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/interrupt.hpp"
 #include "forestcc/error.hpp"
 #include "transport/control_block.hpp"
 #include "transport/doorbell.hpp"
@@ -40,11 +41,6 @@ struct WaitPolicy {
 
 enum class WaitOutcome { Ready, Timeout, PeerDead, PeerLeft, Aborted };
 
-// Set by a host program that must see its signals while a wait blocks (the Python module: Ctrl-C
-// raises KeyboardInterrupt there); throws to abandon the wait. Called between sleeps only.
-using InterruptCheck = void (*)();
-void setInterruptCheck(InterruptCheck check);
-void checkInterrupt();
 
 struct NoWatch {
   void operator()() const {}

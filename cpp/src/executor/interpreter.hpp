@@ -224,6 +224,24 @@ class Interpreter {
   FORESTCC_HOST_DEVICE uint32_t pieces(const plan::Op& op) const { return g_.slices == 1 ? 1 : op.count; }
   FORESTCC_HOST_DEVICE uint32_t span(const plan::Op& op) const { return g_.slices == 1 ? op.count : 1; }
 
+  // A span of several chunks of an all_to_all_v call, laid out by offsets (the splits) on either
+  // side: every chunk's length agrees, not just the total (two blocks that disagree the opposite
+  // ways would pass the total and land shifted, silently; a relay's scratch is laid out by the
+  // senders' splits, the receiver's output by its own).
+  FORESTCC_HOST_DEVICE bool sameChunks(const plan::Op& op, const plan::ChunkRef& localRef,
+                                       const plan::ChunkRef& remoteRef, const uint64_t* remoteOffsets, int peer,
+                                       bool write, Failure& f) {
+    const uint64_t* mine = localOffsets(localRef.buffer);
+    if (!mine && !remoteOffsets) return true;  // equal chunks: equal totals are equal chunks
+    for (uint32_t c = 0; c < op.count; ++c) {
+      const ElementRange a = chunkRange(localRef.index + c, g_.count, g_.k, mine, f.slice, g_.slices);
+      const ElementRange b = chunkRange(remoteRef.index + c, g_.count, g_.k, remoteOffsets, f.slice, g_.slices);
+      if (a.end - a.begin != b.end - b.begin)
+        return sizeMismatch(peer, (a.end - a.begin) * g_.elem, (b.end - b.begin) * g_.elem, write ? 1 : 0, f);
+    }
+    return true;
+  }
+
   FORESTCC_HOST_DEVICE bool transfer(const plan::Op& op, const plan::ChunkRef& localRef, const plan::ChunkRef& remoteRef,
                                      bool write, int peer, Failure& f) {
     for (uint32_t j = 0; j < pieces(op); ++j) {
@@ -231,6 +249,7 @@ class Interpreter {
       RemoteSpan there;
       if (!local(localRef, j, span(op), here, f) || !remote(op, remoteRef, j, span(op), peer, there, f)) return false;
       if (there.bytes != here.bytes) return sizeMismatch(peer, here.bytes, there.bytes, write ? 1 : 0, f);
+      if (span(op) > 1 && !sameChunks(op, localRef, remoteRef, there.buffer.offsets, peer, write, f)) return false;
       if (!here.bytes) continue;
       if (there.buffer.mapped) {
         char* mapped = there.buffer.mapped + there.offset;

@@ -4,6 +4,7 @@
 // (forestcc/collective_api.hpp); the Python Communicator methods are thin wrappers over these.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "collectives/engine.hpp"
 #include "collectives/generators.hpp"
+#include "core/interrupt.hpp"
 #include "core/on_error.hpp"
 #include "forestcc/collective_api.hpp"
 #include "python/array_view.hpp"
@@ -111,6 +113,27 @@ struct PyEngine {
   std::shared_ptr<Collectives> api;
   py::object resolver;  // algo (path, dict, ...) -> CompiledPlan, set by forestcc.Communicator
   py::list pending;     // PyWork of calls not yet known complete (they keep the arrays alive)
+
+  PyEngine(std::shared_ptr<Collectives> a, py::object r) : api(std::move(a)), resolver(std::move(r)) {}
+  PyEngine(PyEngine&&) = default;
+  PyEngine& operator=(PyEngine&&) = default;
+  // The queued calls run (or fail) before `pending` lets their arrays go: a communicator dropped
+  // with calls in flight must not run them on freed memory. Without the GIL (they may wait for
+  // peers), except while the interpreter shuts down.
+  ~PyEngine() {
+    if (!api) return;
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (finalizing) {
+      api->drain();
+      return;
+    }
+    py::gil_scoped_release r;
+    api->drain();
+  }
 };
 
 // An asynchronous call as Python holds it: the native completion, the arrays it uses and the
@@ -309,6 +332,9 @@ void bindCollectives(py::module_& m) {
       .def("wait", [](PyWork& w) {
         {
           py::gil_scoped_release r;
+          // In slices, running the program's signal handlers between them (a queued call's
+          // completion is a condition Ctrl-C would not end): KeyboardInterrupt; the call goes on.
+          while (!w.work->waitFor(std::chrono::milliseconds(50))) checkInterrupt();
           w.work->wait();
         }
         w.keep = py::none();
@@ -329,7 +355,7 @@ void bindCollectives(py::module_& m) {
   py::handle none = py::none();
   py::class_<PyEngine>(m, "Engine")
       .def(py::init([](std::shared_ptr<Communicator> comm, py::object resolver) {
-        return PyEngine{std::make_shared<Collectives>(std::move(comm)), std::move(resolver), py::list()};
+        return PyEngine(std::make_shared<Collectives>(std::move(comm)), std::move(resolver));
       }))
       .def("set_tuning", [](PyEngine& pe, const std::vector<std::tuple<std::string, int, int, uint64_t, int64_t, std::string, int, int>>& rows) {
         std::vector<TuningRule> rules;

@@ -1,5 +1,5 @@
-// The process-wide interrupt check of waits (wait.hpp).
-#include "core/wait.hpp"
+// The process-wide interrupt check of waits (interrupt.hpp).
+#include "core/interrupt.hpp"
 
 #include <atomic>
 
