@@ -168,7 +168,8 @@ def test_count_mismatch_between_ranks_is_an_error(algo):
                                           ("2dh:0,0,0,1,1", "far", 5), ("direct", "far", 4)])
 def test_all_to_all_v_splits_mismatch_between_ranks_is_an_error(algo, which, n):
     # "far" with 2DH: rank 1's two disagreements are with ranks of the other node, whose blocks
-    # the relay there moves in one span (its total agrees; before, the data landed shifted)
+    # the relay there moves in one span (its total agrees; before, the data landed shifted in
+    # rank 1's output, as success); rank 1 must raise, a rank that needs none of it may finish
     result = run_job(n, "splits_mismatch.py", algo, which)
     ended = {line.split()[1]: line.split()[0] for line in result.lines("MISMATCH") + result.lines("OK")}
     want = {str(r) for r in range(n)}

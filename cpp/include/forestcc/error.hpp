@@ -54,4 +54,12 @@ std::string rankPrefix(int rank);
 // strerror(errno) with the call name: "connect(10.0.0.2:5000): Connection refused".
 [[noreturn]] void throwSystemError(const std::string& call, int err, int rank = -1, int peer = -1);
 
+// The process-wide interrupt check of waits: set by a host program that must see its signals
+// while forestcc blocks (the Python module: Ctrl-C raises KeyboardInterrupt there). Waits call
+// checkInterrupt() between sleeps or polls (the bootstrap's too, so it is declared here, below
+// every layer that waits); it throws (ErrorCode::Interrupted) to abandon the wait.
+using InterruptCheck = void (*)();
+void setInterruptCheck(InterruptCheck check);
+void checkInterrupt();
+
 }  // namespace forestcc

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <vector>
 
-#include "core/interrupt.hpp"
 #include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <thread>
 
-#include "core/interrupt.hpp"
 #include "forestcc/error.hpp"
 
 namespace forestcc {

@@ -1,5 +1,7 @@
 #include "forestcc/collective_api.hpp"
 
+#include "forestcc/error.hpp"
+
 namespace forestcc {
 
 void Work::wait() {
@@ -7,6 +9,11 @@ void Work::wait() {
     std::exception_ptr error;
     try {
       poll_(true);
+    } catch (const Error& e) {
+      // Ctrl-C ends the wait, not the call, which the GPU still runs: a later wait waits again
+      // (and its arrays stay kept meanwhile).
+      if (e.code() == ErrorCode::Interrupted) throw;
+      error = std::current_exception();
     } catch (...) {
       error = std::current_exception();
     }
@@ -21,8 +28,11 @@ bool Work::waitFor(std::chrono::milliseconds limit) {
   if (poll_) {
     try {
       wait();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Interrupted) throw;  // the call goes on
+      // the call's own error: kept for wait()
     } catch (...) {
-      // kept for wait()
+      // the call's own error: kept for wait()
     }
     return true;
   }

@@ -1,7 +1,7 @@
-// The process-wide interrupt check of waits (interrupt.hpp).
-#include "core/interrupt.hpp"
-
+// The process-wide interrupt check of waits (forestcc/error.hpp).
 #include <atomic>
+
+#include "forestcc/error.hpp"
 
 namespace forestcc {
 

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <string>
 
-#include "core/interrupt.hpp"
 #include "forestcc/error.hpp"
 #include "transport/control_block.hpp"
 #include "transport/doorbell.hpp"

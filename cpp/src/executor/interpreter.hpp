@@ -224,20 +224,20 @@ class Interpreter {
   FORESTCC_HOST_DEVICE uint32_t pieces(const plan::Op& op) const { return g_.slices == 1 ? 1 : op.count; }
   FORESTCC_HOST_DEVICE uint32_t span(const plan::Op& op) const { return g_.slices == 1 ? op.count : 1; }
 
-  // A span of several chunks of an all_to_all_v call, laid out by offsets (the splits) on either
-  // side: every chunk's length agrees, not just the total (two blocks that disagree the opposite
-  // ways would pass the total and land shifted, silently; a relay's scratch is laid out by the
-  // senders' splits, the receiver's output by its own).
-  FORESTCC_HOST_DEVICE bool sameChunks(const plan::Op& op, const plan::ChunkRef& localRef,
-                                       const plan::ChunkRef& remoteRef, const uint64_t* remoteOffsets, int peer,
-                                       bool write, Failure& f) {
-    const uint64_t* mine = localOffsets(localRef.buffer);
-    if (!mine && !remoteOffsets) return true;  // equal chunks: equal totals are equal chunks
+  // A span of several chunks (an unsliced op) between two layouts, either laid out by offsets
+  // (all_to_all_v's splits): whether every chunk has the same length in both, not just the span
+  // (two blocks that disagree the opposite ways pass the total and land shifted, silently: a
+  // relay's scratch is laid out by the senders' splits, the receiver's output by its own); else
+  // the first unequal chunk's lengths in bytes.
+  FORESTCC_HOST_DEVICE bool sameChunks(const plan::Op& op, const plan::ChunkRef& a, const uint64_t* offsetsA,
+                                       const plan::ChunkRef& b, const uint64_t* offsetsB, uint32_t slice,
+                                       uint64_t& bytesA, uint64_t& bytesB) const {
+    if (span(op) == 1 || (!offsetsA && !offsetsB)) return true;  // equal chunks: equal totals are equal chunks
     for (uint32_t c = 0; c < op.count; ++c) {
-      const ElementRange a = chunkRange(localRef.index + c, g_.count, g_.k, mine, f.slice, g_.slices);
-      const ElementRange b = chunkRange(remoteRef.index + c, g_.count, g_.k, remoteOffsets, f.slice, g_.slices);
-      if (a.end - a.begin != b.end - b.begin)
-        return sizeMismatch(peer, (a.end - a.begin) * g_.elem, (b.end - b.begin) * g_.elem, write ? 1 : 0, f);
+      const ElementRange x = chunkRange(a.index + c, g_.count, g_.k, offsetsA, slice, g_.slices);
+      const ElementRange y = chunkRange(b.index + c, g_.count, g_.k, offsetsB, slice, g_.slices);
+      bytesA = (x.end - x.begin) * g_.elem, bytesB = (y.end - y.begin) * g_.elem;
+      if (bytesA != bytesB) return false;
     }
     return true;
   }
@@ -249,7 +249,9 @@ class Interpreter {
       RemoteSpan there;
       if (!local(localRef, j, span(op), here, f) || !remote(op, remoteRef, j, span(op), peer, there, f)) return false;
       if (there.bytes != here.bytes) return sizeMismatch(peer, here.bytes, there.bytes, write ? 1 : 0, f);
-      if (span(op) > 1 && !sameChunks(op, localRef, remoteRef, there.buffer.offsets, peer, write, f)) return false;
+      uint64_t mine = 0, theirs = 0;
+      if (!sameChunks(op, localRef, localOffsets(localRef.buffer), remoteRef, there.buffer.offsets, f.slice, mine, theirs))
+        return sizeMismatch(peer, mine, theirs, write ? 1 : 0, f);
       if (!here.bytes) continue;
       if (there.buffer.mapped) {
         char* mapped = there.buffer.mapped + there.offset;
@@ -492,9 +494,12 @@ class Interpreter {
       if (!local(op.dst, j, span(op), dst, f) || !local(op.src, j, span(op), src, f)) return false;
       // Equal for every plan on equal blocks; all_to_all_v's blocks differ, and a copy between
       // two of different sizes is the plan's error (or the caller's splits'), not a truncation.
-      if (dst.bytes != src.bytes) {
+      uint64_t dstChunk = dst.bytes, srcChunk = src.bytes;
+      if (dst.bytes != src.bytes ||
+          !sameChunks(op, op.dst, localOffsets(op.dst.buffer), op.src, localOffsets(op.src.buffer), f.slice, dstChunk,
+                      srcChunk)) {
         f.kind = FailureKind::UnequalChunks;
-        f.a = src.bytes, f.b = dst.bytes;
+        f.a = srcChunk, f.b = dstChunk;
         return false;
       }
       const uint64_t n = dst.bytes;

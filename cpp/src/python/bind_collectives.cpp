@@ -12,9 +12,9 @@
 
 #include "collectives/engine.hpp"
 #include "collectives/generators.hpp"
-#include "core/interrupt.hpp"
 #include "core/on_error.hpp"
 #include "forestcc/collective_api.hpp"
+#include "forestcc/error.hpp"
 #include "python/array_view.hpp"
 #include "python/module.hpp"
 #include "python/plan_dict.hpp"
@@ -116,10 +116,11 @@ struct PyEngine {
 
   PyEngine(std::shared_ptr<Collectives> a, py::object r) : api(std::move(a)), resolver(std::move(r)) {}
   PyEngine(PyEngine&&) = default;
-  PyEngine& operator=(PyEngine&&) = default;
+  PyEngine& operator=(PyEngine&&) = delete;
   // The queued calls run (or fail) before `pending` lets their arrays go: a communicator dropped
-  // with calls in flight must not run them on freed memory. Without the GIL (they may wait for
-  // peers), except while the interpreter shuts down.
+  // with calls in flight must not run them on freed memory. (Calls on GPU memory are then
+  // enqueued on their streams, whose frameworks order the arrays' reuse.) Without the GIL (they
+  // may wait for peers, up to the timeout), except while the interpreter shuts down.
   ~PyEngine() {
     if (!api) return;
 #if PY_VERSION_HEX >= 0x030D0000

@@ -53,7 +53,10 @@ void bindCommunicator(py::module_& m) {
       .def("abort", &Communicator::abort, py::arg("reason"))
       .def("check_healthy", &Communicator::checkHealthy)
       .def("peer_left", &Communicator::peerLeft, py::arg("rank"))
+      // A bootstrap exchange runs the program's signal handlers while it waits (Ctrl-C), holding
+      // the bootstrap: a handler may not start another one there.
       .def("bootstrap_all_gather", [](Communicator& c, py::bytes mine) {
+        refuseInsideSignalHandler("a bootstrap exchange");
         std::string in(mine);
         std::vector<std::string> out;
         {
@@ -64,8 +67,13 @@ void bindCommunicator(py::module_& m) {
         for (auto& s : out) l.append(py::bytes(s));
         return l;
       }, py::arg("data"))
-      .def("bootstrap_barrier", [](Communicator& c) { c.bootstrap().barrier(); }, R())
+      .def("bootstrap_barrier", [](Communicator& c) {
+        refuseInsideSignalHandler("a bootstrap exchange");
+        py::gil_scoped_release r;
+        c.bootstrap().barrier();
+      })
       .def("bootstrap_send", [](Communicator& c, int peer, py::bytes data, uint64_t tag) {
+        refuseInsideSignalHandler("a bootstrap exchange");
         if (tag >= Bootstrap::kInternalTag)
           throw Error(ErrorCode::InvalidUsage, "forestcc: bootstrap tags must be below 2**63");
         std::string in(data);
@@ -73,6 +81,7 @@ void bindCommunicator(py::module_& m) {
         c.bootstrap().send(peer, tag, in);
       }, py::arg("peer"), py::arg("data"), py::arg("tag") = 0)
       .def("bootstrap_recv", [](Communicator& c, int peer, uint64_t tag) {
+        refuseInsideSignalHandler("a bootstrap exchange");
         if (tag >= Bootstrap::kInternalTag)
           throw Error(ErrorCode::InvalidUsage, "forestcc: bootstrap tags must be below 2**63");
         std::string out;
