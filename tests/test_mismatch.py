@@ -110,7 +110,9 @@ def test_a_call_one_rank_refused_fails_on_every_rank(n, case, no_new_shm):
     # its own argument error, or the memory it could not have
     assert first[1].split()[2] in (("ForestccError",) if case == "standin" else ("ValueError", "TypeError")), out
     for r in range(n):
-        if r != 1:
+        if case == "standin" and r > 1 and first[r].split()[2] == "returned":
+            pass  # the gather's other non-root ranks need nothing from rank 1: their part may end
+        elif r != 1:
             assert first[r].split()[2] in ("MismatchError", "AbortedError"), out
             # found here, or as a peer reported it (rank 1 itself, whose next call may find the
             # mismatch first: its report says it refused a call)
