@@ -29,7 +29,7 @@ def cell(run: dict, size: int) -> str:
         return "-"
     theirs = mpi["out_of_place"]["busbw_gbps"] if mpi else 0
     ratio = ours["out_of_place"]["busbw_gbps"] / theirs if theirs else float("nan")
-    in_place = ours["in_place"]["time_us"]  # none for sendrecv
+    in_place = (ours["in_place"] or {}).get("time_us")  # none for sendrecv
     return f'{ours["out_of_place"]["time_us"]:.1f}/{"-" if in_place is None else f"{in_place:.1f}"} ({ratio:.2f})'
 
 
