@@ -105,6 +105,9 @@ class Work {
   // Blocks until the call finished or `limit` passed (a call on GPU memory: until it finished,
   // as wait(), whose waits have their own slices); whether it finished. Its error is for wait().
   bool waitFor(std::chrono::milliseconds limit);
+  // wait(), in slices with the host program's signal handlers between them (checkInterrupt:
+  // Ctrl-C raises KeyboardInterrupt in Python; the call itself goes on).
+  void waitInterruptibly();
   void finish(std::exception_ptr error);  // called by forestcc when the call ran
 
  private:

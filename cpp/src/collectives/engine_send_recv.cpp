@@ -1,7 +1,6 @@
 // The engine's send, recv and sendRecv: the order of point-to-point batches against each other on
 // the send and receive queues (a batch itself runs in point_to_point.cpp).
 #include <algorithm>
-#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -101,9 +100,7 @@ std::shared_ptr<Work> Engine::sendRecv(std::vector<SendMessage> sends, std::vect
   std::shared_ptr<Communicator::State> state = comm_->state();
   return std::make_shared<Work>([queued, completion, state](bool block) {
     if (block) {
-      // In slices with the program's signal handlers between them (Ctrl-C; the batch goes on).
-      while (!queued->waitFor(std::chrono::milliseconds(50))) checkInterrupt();
-      queued->wait();
+      queued->waitInterruptibly();  // Ctrl-C ends the wait; the batch goes on
     } else if (!queued->completed()) {
       return false;
     } else {

@@ -40,6 +40,11 @@ bool Work::waitFor(std::chrono::milliseconds limit) {
   return cv_.wait_for(g, limit, [&] { return done_; });
 }
 
+void Work::waitInterruptibly() {
+  while (!waitFor(std::chrono::milliseconds(50))) checkInterrupt();
+  wait();
+}
+
 bool Work::completed() {
   {
     std::lock_guard<std::mutex> g(mu_);

@@ -230,8 +230,11 @@ void runNativelyOrRefuse(const Operation& op) {
     // PreMulSum's scaling, an operator destroyed since the call) failed: the call is refused, as
     // the collective refuses what fails in its checks. (A send or receive refuses its own
     // failures once on its device: runPointToPoint.)
-    if (!pointToPoint(op.kind) && !Collectives::reached()) op.comm->collectives().refuseCall();
-    if (pointToPoint(op.kind) && !onDevice) refusePointToPoint(*op.comm, {&op});
+    if (!pointToPoint(op.kind)) {
+      if (!Collectives::reached()) op.comm->collectives().refuseCall();
+    } else if (!onDevice) {
+      refusePointToPoint(*op.comm, {&op});
+    }
     throw;
   }
 }

@@ -367,7 +367,8 @@ extern "C" ncclResult_t ncclGroupEnd(void) {
     refused.swap(group.refused);
     // Inits first, whatever else the group holds: a communicator never stays half made.
     const ncclResult_t inits = forestcc::nccl::startDeferredInits();
-    // The group's collectives do not run here: their communicators refuse a call each.
+    // The group's operations do not run here: each communicator with a collective among them
+    // refuses a call, and their sends and receives take their places refused.
     if (!failure.empty() || (inits != ncclSuccess && inits != ncclInProgress)) {
       refused.insert(refused.end(), ops.begin(), ops.end());
       forestcc::nccl::refuseOperations(refused);

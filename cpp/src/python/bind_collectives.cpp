@@ -4,7 +4,6 @@
 // (forestcc/collective_api.hpp); the Python Communicator methods are thin wrappers over these.
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <exception>
 #include <memory>
 #include <string>
@@ -333,10 +332,7 @@ void bindCollectives(py::module_& m) {
       .def("wait", [](PyWork& w) {
         {
           py::gil_scoped_release r;
-          // In slices, running the program's signal handlers between them (a queued call's
-          // completion is a condition Ctrl-C would not end): KeyboardInterrupt; the call goes on.
-          while (!w.work->waitFor(std::chrono::milliseconds(50))) checkInterrupt();
-          w.work->wait();
+          w.work->waitInterruptibly();  // a queued call's completion is a condition Ctrl-C would not end
         }
         w.keep = py::none();
         return w.result;
