@@ -97,3 +97,20 @@ def test_a_communicator_dropped_with_a_queued_call_finishes_it_first(no_new_shm)
     assert result.returncode == 0, out
     assert result.lines("RESULT") == ["RESULT ok"], out
     assert sorted(result.lines("DONE")) == ["DONE 0", "DONE 1"], out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("mode", ["after", "waiting", "recv"])
+def test_a_same_node_peer_that_dropped_its_communicator_has_left(n, mode, no_new_shm):
+    # before, its waiting peers found out only at FORESTCC_TIMEOUT ("timed out ... waiting for
+    # rank 0"); the timeout here is long, so the message tells which it was, not the time taken
+    result = run_job(n, "peer_left.py", mode, env={"FORESTCC_TIMEOUT": "240"})
+    out = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, out
+    raised = result.lines("RAISED")
+    assert len(raised) == n - 1, out
+    for line in raised:
+        assert "RemoteError" in line or "AbortedError" in line, line
+        assert "rank 0 (pid" in line and "left the job" in line, line
+        assert "timed out" not in line, line
+    assert sorted(result.lines("DONE")) == [f"DONE {r}" for r in range(n)], out

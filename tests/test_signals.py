@@ -52,3 +52,14 @@ def test_a_signal_handler_may_not_call_a_collective_inside_one(inside, no_new_sh
                      env={"FORESTCC_TIMEOUT": "600"})
     assert "REFUSED" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
     assert "OK 1" in result.stdout, result.stdout + result.stderr
+
+
+def test_ctrl_c_during_an_nccl_shim_call_belongs_to_the_python_program(tmp_path, no_new_shm):
+    # before, the shim's wait ran the Python program's handlers itself (the forestcc module,
+    # imported too, had set its interrupt check): ncclAllReduce failed and the
+    # KeyboardInterrupt was lost
+    result = run_job(2, "shim_ctrl_c.py", str(tmp_path), env={"FORESTCC_TIMEOUT": "600"})
+    out = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, out
+    assert result.lines("KEYBOARDINTERRUPT") == ["KEYBOARDINTERRUPT sum=ok async=0"], out
+    assert result.lines("RESULT") == ["RESULT 0 sum=ok"], out

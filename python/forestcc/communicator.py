@@ -104,9 +104,10 @@ class Communicator(CollectivesMixin):
         return self._native.node_of(rank)
 
     def peer_left(self, rank: int) -> bool:
-        """Whether ``rank``, on another host, has left the job: it said goodbye (destroyed its
-        communicator, or its process exited) and closed its connection. A later wait on it raises
-        at once. False for ranks on this host (their waits watch the process instead)."""
+        """Whether ``rank`` has left the job, so that a later wait on it raises at once: on another
+        host, it said goodbye (destroyed its communicator, or its process exited) and closed its
+        connection; on this host, it destroyed its communicator (a rank here whose process ended
+        is dead to its waits, not left)."""
         return self._native.peer_left(rank)
 
     def last_plan(self, collective: str) -> str | None:

@@ -53,7 +53,8 @@ class Communicator {
   // Throws Aborted if this communicator was poisoned (here or by a peer).
   void checkHealthy() const;
   // Whether `rank` has left: it said goodbye (destroyed its communicator, or its process ended)
-  // and closed its connection. Known for peers behind tcp; false for the others.
+  // and closed its connection. Known for peers behind tcp (its goodbye) and on this node (it
+  // destroyed its communicator; one whose process ended counts as dead, not left).
   bool peerLeft(int rank) const;
 
   struct State;

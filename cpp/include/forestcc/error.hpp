@@ -61,5 +61,20 @@ std::string rankPrefix(int rank);
 using InterruptCheck = void (*)();
 void setInterruptCheck(InterruptCheck check);
 void checkInterrupt();
+// While one lives, this thread's waits skip the interrupt check: code that runs forestcc for a
+// caller who knows nothing of it (the NCCL shim, loaded into a Python program that also imported
+// forestcc) must not run the program's signal handlers and turn what they raise into its own
+// error, which would lose the KeyboardInterrupt; the handlers run when the caller returns to
+// Python, as after any native call.
+class InterruptChecksOff {
+ public:
+  InterruptChecksOff();
+  ~InterruptChecksOff();
+  InterruptChecksOff(const InterruptChecksOff&) = delete;
+  InterruptChecksOff& operator=(const InterruptChecksOff&) = delete;
+
+ private:
+  bool wasOff_;
+};
 
 }  // namespace forestcc

@@ -574,6 +574,9 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
           Connection& d = s.connection(in.peer, sent);
           d.read(into, d.attach(sent), 0, sent.size);
         }
+        // A sender whose batch failed poisons before its caller may free what it posted: bytes
+        // read from its memory since then may be another array's, so they are no message.
+        if (!skip && s.poisoned()) s.raisePoisoned(what().substr(rankPrefix(s.rank).size()), in.peer);
         in.received += take;
         r.next += take;
         if (r.next == r.sent.size()) {
@@ -724,7 +727,11 @@ bool PointToPoint::awaitCompletion(Communicator::State& s, const std::shared_ptr
   // itself watches the first peer, the watch the others).
   const int first = done->peers.empty() ? -1 : done->peers.front();
   const std::string waiting = "send/recv batch on GPU memory (waiting for the GPU to finish it)";
-  const WaitOutcome outcome = waitUntil([&] { return done->event->reached(what); }, s.waitPolicy(first, s.timeout), [&] {
+  // Not the first peer's leaving: the event may wait on another peer's stream while the first,
+  // done with its part, destroyed its communicator.
+  WaitPolicy policy = s.waitPolicy(first, s.timeout);
+  policy.peerLeft = nullptr;
+  const WaitOutcome outcome = waitUntil([&] { return done->event->reached(what); }, policy, [&] {
     for (int peer : done->peers)
       if (s.waitPolicy(peer, s.timeout).peerPid > 0 && !processAlive(s.peers[peer].pid))
         s.raiseWaitFailure(WaitOutcome::PeerDead, peer, waiting, s.timeout);

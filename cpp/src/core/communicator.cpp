@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <sstream>
 
@@ -74,6 +75,13 @@ bool sharesCpus(const Communicator::State& s) {
 
 // ---- State ----
 
+Communicator::State::~State() {
+  // Set only by the process that made the communicator: a forked child's copy going must not
+  // tell the peers its parent left (the block is shared with the parent).
+  if (control && !peers.empty() && peers[rank].pid == getpid())
+    control->header.left.store(true, std::memory_order_release);
+}
+
 int Communicator::State::allocateSlot() {
   std::lock_guard<std::mutex> g(mu);
   if (nextSlot >= kSemaphoreSlots)
@@ -109,6 +117,23 @@ static bool abortRecord(const ControlHeader& h) {
   if (!h.abortBy.load(std::memory_order_acquire)) return false;
   for (int i = 0; i < 1000 && !h.messageReady.load(std::memory_order_acquire); ++i) usleep(100);
   return true;
+}
+
+void Communicator::State::awaitBufferHolders() const noexcept {
+  // The poison this rank set is ordered before the holders are read (holdBuffers' other half).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (size_t i = 0; i < localRanks.size(); ++i) {
+    const int holder = localRanks[i];
+    if (holder == rank) continue;
+    const uint64_t* holders = &control->bufferHolders[i].value;
+    // A holder that died never lets go, nor does one stopped (SIGSTOP) past the deadline.
+    for (int polls = 0; __atomic_load_n(holders, __ATOMIC_ACQUIRE) != 0; ++polls) {
+      if (polls % 64 == 63 && (!processAlive(peers[holder].pid) || std::chrono::steady_clock::now() >= deadline))
+        break;
+      usleep(polls < 64 ? 10 : 200);
+    }
+  }
 }
 
 uint64_t Communicator::State::poisonedCall() const {

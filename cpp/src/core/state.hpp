@@ -23,6 +23,9 @@ class TcpTransport;
 }
 
 struct Communicator::State {
+  // Tells same-node peers this rank left (ControlHeader::left) before anything goes.
+  ~State();
+
   std::unique_ptr<Bootstrap> bootstrap;
   int rank = 0;
   int size = 1;
@@ -74,6 +77,11 @@ struct Communicator::State {
   int poisonedBy() const;  // the rank that poisoned it (-1: healthy)
   ErrorCode poisonedCode() const;  // Mismatch when a mismatch poisoned it, else Aborted
   std::string abortReason() const;
+  // After a call that failed once this rank published its buffers, before the caller may free
+  // them: waits until no same-node peer holds them (Connection::holdBuffers; a holder sees the
+  // poison at its next wait, or finishes its write), bounded by the timeout and the holder's
+  // death. Call it poisoned: a holder counted after this returns sees the poison and writes nothing.
+  void awaitBufferHolders() const noexcept;
   // Throws the error a waiter woken by the poison raises: "<what> aborted: ... <reason>".
   [[noreturn]] void raisePoisoned(const std::string& what, int peer);
   [[noreturn]] void raiseWaitFailure(WaitOutcome outcome, int peer, const std::string& what, double timeoutSeconds);

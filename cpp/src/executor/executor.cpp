@@ -304,8 +304,19 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   if (static_cast<int>(views_.size()) < std::max(workers, 1)) {
     views_.resize(std::max(workers, 1), std::vector<PeerView>(s.size));
     bounce_.resize(views_.size());
+    holds_.resize(views_.size());
   }
   publish(call);
+  // Once every worker is done (on every way out below): this rank lets go of the peers' buffers,
+  // then, when the call fails, waits until no peer still holds its own (awaitBufferHolders).
+  struct LeaveCall {
+    Executor& ex;
+    bool failed = true;
+    ~LeaveCall() {
+      ex.releaseHolds();
+      if (failed) ex.state_->awaitBufferHolders();
+    }
+  } leave{*this};
   // Once published, an error on this rank (a size that disagrees with a peer's, say) poisons the
   // communicator: the peers waiting on this rank learn why now, not at their timeout. When another
   // rank poisoned it first, its report is the cause and this rank's error a symptom (a peer's
@@ -421,6 +432,7 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   // read from that peer's memory afterwards may be stale, so the call must not return as a success.
   // (A poison from a later call, by a peer already past this one, does not concern this call.)
   if (s.poisoned() && (s.poisonedCall() == 0 || s.poisonedCall() <= call.sequence)) s.raisePoisoned(callName(), -1);
+  leave.failed = false;
   if (buffers.op == ReduceOp::Avg) {
     // Every rank holds a result, except in reduce, where only the root does.
     const bool reduced = plan::reduces(p.collective) && (p.collective != plan::Collective::Reduce || s.rank == p.root);

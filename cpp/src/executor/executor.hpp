@@ -220,6 +220,10 @@ class Executor {
   uint64_t refused_ = 0;  // the last call this rank refused (refuseCall), for the next calls' mismatch messages
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
+  // The peers whose buffers each worker holds in the current call (Connection::holdBuffers),
+  // from its first touch (peerView) until every worker is done (releaseHolds).
+  std::vector<std::vector<Connection*>> holds_;  // [worker]
+  void releaseHolds();
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
   std::vector<std::vector<uint64_t>> sourceOffsets_;   // [rank]: layout sources' input block offsets
   std::vector<std::vector<uint64_t>> scratchOffsets_;  // [rank]: its scratch blocks' offsets (elements)

@@ -44,6 +44,8 @@ template <class Body>
 ncclResult_t guarded(ncclComm_t comm, const char* call, Body&& body) {
   // An ncclCommAbort from another thread frees `comm` only after the error is recorded in it.
   ncclComm::Hold hold(comm);
+  // A C caller's signals are its own business (forestcc/error.hpp).
+  InterruptChecksOff ownSignals;
   try {
     return body();
   } catch (const NcclError& e) {

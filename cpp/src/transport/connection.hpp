@@ -113,9 +113,20 @@ class Connection {
   // did it, `call` the collective call it happened in (0: none). Communicator::State::poison.
   virtual void abort(const std::string& reason, ErrorCode code, uint64_t call) = 0;
 
+  // ---- this rank's hold on the peer's call buffers --------------------------------------------
+  // A same-node peer's buffers are written in place (shm stores, cma writes), so a peer leaving a
+  // failed call must not hand them back to its caller while this rank may still write into
+  // them. A worker holds the peer's buffers from its first touch in a call until the call ends
+  // here: holdBuffers() counts it in the peer's control block, then returns false, uncounted,
+  // when the peer is already poisoned (it is leaving the call: touch nothing). Transports whose
+  // writes the peer's own process applies (tcp, which discards puts once poisoned) need neither.
+  virtual bool holdBuffers() { return true; }
+  virtual void releaseBuffers() {}
+
   // ---- the peer's end ------------------------------------------------------------------------
-  // Set once the peer has left (said goodbye, closed its end, and all it sent was applied), for
-  // transports that can tell (tcp); null for the others, whose waits check the peer's pid.
+  // Set once the peer has left (destroyed its communicator) and all it sent was applied: tcp
+  // (its goodbye, then its closed end) and same-node connections (its control block's `left`);
+  // null for a transport that cannot tell.
   virtual const std::atomic<bool>* peerLeftFlag() const { return nullptr; }
 };
 

@@ -23,6 +23,10 @@ struct alignas(64) ControlHeader {
   std::atomic<uint32_t> messageReady;
   std::atomic<uint32_t> abortCode;  // the ErrorCode of the error that poisoned it
   std::atomic<uint64_t> abortCall;  // the collective call it happened in (0: none)
+  // Set by the rank when its communicator is destroyed (Communicator::State's destructor): its
+  // same-node peers' waits on it then fail at once, as a tcp peer's goodbye makes them, not at
+  // the timeout. What it signalled before is visible to whoever sees this (a release store).
+  std::atomic<bool> left;
   char abortMessage[4096];  // FORESTCC_DEBUG tables of a mismatch fit
 };
 
@@ -161,6 +165,10 @@ struct ControlBlock {
   SemaphoreSlot planSlots[kMaxLocalRanks][kMaxPlanChannelsPerPeer];
   SemaphoreSlot sendReady[kMaxLocalRanks];  // inbound: that rank posted a send to this one
   SemaphoreSlot recvDone[kMaxLocalRanks];   // inbound: that rank finished receiving our send
+  // How many of that rank's workers reached this rank's buffers in the call they are in
+  // (Connection::holdBuffers): a rank leaving a failed call waits for these to reach 0 before its
+  // caller may free the buffers (Communicator::State::awaitBufferHolders).
+  SemaphoreSlot bufferHolders[kMaxLocalRanks];
   CallMailbox mailbox;
   DeviceMailbox deviceMailbox;
   ScratchBanks scratchBanks;

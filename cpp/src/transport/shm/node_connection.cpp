@@ -103,4 +103,20 @@ void NodeConnection::abort(const std::string& reason, ErrorCode code, uint64_t c
   storeAbort(block_->header, peer_.rank, reason, code, call);
 }
 
+// Against the peer's exit (poison its own block, then read the holders, awaitBufferHolders):
+// either it sees this count, or this rank sees its poison. Both sides are sequentially
+// consistent, so one of the two always holds.
+bool NodeConnection::holdBuffers() {
+  uint64_t* holders = &block_->bufferHolders[peer_.localIndex].value;
+  __atomic_fetch_add(holders, 1, __ATOMIC_SEQ_CST);
+  if (block_->header.abortBy.load(std::memory_order_seq_cst) == 0) return true;
+  __atomic_fetch_sub(holders, 1, __ATOMIC_RELEASE);
+  return false;
+}
+
+void NodeConnection::releaseBuffers() {
+  // Release: every write this rank made into the buffers happens before the peer reads 0.
+  __atomic_fetch_sub(&block_->bufferHolders[peer_.localIndex].value, 1, __ATOMIC_RELEASE);
+}
+
 }  // namespace forestcc

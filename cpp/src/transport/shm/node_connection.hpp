@@ -74,6 +74,9 @@ class NodeConnection : public Connection {
   void answerSendPost(int64_t status) override;
 
   void abort(const std::string& reason, ErrorCode code, uint64_t call) override;
+  const std::atomic<bool>* peerLeftFlag() const override { return &block_->header.left; }
+  bool holdBuffers() override;
+  void releaseBuffers() override;
 
  protected:
   NodePeer peer_;
