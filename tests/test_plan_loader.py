@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from forestcc import _C
@@ -153,12 +156,24 @@ def test_file_errors_name_the_file(tmp_path):
     assert _C.plan.read_file(str(missing), None) == (
         None, [f"{missing}: cannot read: No such file or directory"])
     assert _C.plan.read_file(str(tmp_path), None) == (
-        None, [f"{tmp_path}: cannot read: Is a directory"])
+        None, [f"{tmp_path}: not a regular file (a plan is read from a file, not a FIFO, socket or device)"])
     path = tmp_path / "p.json"
     path.write_text("{}")
     assert _C.plan.read_file(str(path), {"MAX_FILE_BYTES": 2}) == (b"{}", [])
     assert _C.plan.read_file(str(path), {"MAX_FILE_BYTES": 1}) == (
         None, [f"{path}: unreadable: larger than 1 bytes (the limit of a plan file)"])
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    # before, opening it waited for a writer, beyond any FORESTCC_TIMEOUT (algo="/path/to/fifo");
+    # in a process of its own, so that a hang fails this test rather than the suite
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    code = f"from forestcc import _C; print(_C.plan.read_file({str(fifo)!r}, None))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == repr((None, [f"{fifo}: not a regular file (a plan is read from a file, not a FIFO, "
+                                           "socket or device)"])), p.stdout
 
 
 def test_limits_given_by_the_caller_are_applied():

@@ -63,3 +63,18 @@ def test_ctrl_c_during_an_nccl_shim_call_belongs_to_the_python_program(tmp_path,
     assert result.returncode == 0, out
     assert result.lines("KEYBOARDINTERRUPT") == ["KEYBOARDINTERRUPT sum=ok async=0"], out
     assert result.lines("RESULT") == ["RESULT 0 sum=ok"], out
+
+
+@pytest.mark.parametrize("mode", ["star", "p2p"])
+def test_a_peer_learns_at_once_that_an_interrupted_bootstrap_is_broken(mode, tmp_path, no_new_shm):
+    # p2p: before, rank 1 waited out FORESTCC_TIMEOUT on rank 0, whose bootstrap exchanges
+    # nothing more after the interrupt (now it closes its connections); star: rank 0 tells the
+    # ranks of its star exchange (abortAll). The timeout is long, so the message tells which.
+    n = 3 if mode == "star" else 2
+    result = run_job(n, "bootstrap_interrupted.py", str(tmp_path), mode, env={"FORESTCC_TIMEOUT": "240"})
+    out = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.lines("INTERRUPTED") == ["INTERRUPTED 0"], out
+    [raised] = result.lines("RAISED") or [out]
+    told = "aborted the job: forestcc: interrupted" if mode == "star" else "connection to rank 0 closed"
+    assert "RemoteError" in raised and told in raised and "timed out" not in raised, raised
+    assert result.returncode == 0, out

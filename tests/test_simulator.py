@@ -162,6 +162,27 @@ def test_recorded_routes_are_used():
         simulate(plan, topo, MB)
 
 
+@pytest.mark.parametrize("routes, channel_routes, message", [
+    ([["a", "s", "b"], ["b", "s", "a"]], [[1000000], [1]], r"channel_routes\[0\]\[0\] is 1000000"),
+    ([[], ["b", "s", "a"]], [[0], [1]], r"routes\[0\] is \[\]"),
+    ([["a", "s", "b"], "b s a"], [[0], [1]], r"routes\[1\] is 'b s a'"),
+    ([["a", "s", "b"], ["b", 7, "a"]], [[0], [1]], r"routes\[1\] is"),
+    ([["a", "s", "b"], ["b", "s", "a"]], [["x"], [1]], r"channel_routes\[0\]\[0\] is 'x'"),
+    ({"0": ["a", "b"]}, [[0], [1]], "must be lists"),
+    ([["a", "s", "b"], ["b", "s", "a"]], {"0": 0}, "must be lists"),
+    ([["a", "q", "b"], ["b", "s", "a"]], [[0], [1]], "not a link"),
+])
+def test_malformed_recorded_routes_are_simulation_errors(routes, channel_routes, message):
+    # the provenance is free-form: before, these were IndexError, TypeError or KeyError tracebacks
+    nodes = [Node("a", "compute", 0), Node("b", "compute", 1), Node("s", "switch")]
+    topo = Topology("two-paths", nodes, duplex("a", "b", 100) + duplex("a", "s", 10)
+                    + duplex("s", "b", 10))
+    plan = reference.ring_sendrecv(2)
+    plan["provenance"]["params"] = {"routes": routes, "channel_routes": channel_routes}
+    with pytest.raises(SimulationError, match=message):
+        simulate(plan, topo, MB)
+
+
 def test_ranks_do_not_forward_unless_nothing_else_connects():
     # a line of three ranks: 0 and 2 are joined only through rank 1, which the notes say
     nodes = [Node(f"n{i}", "compute", i) for i in range(3)]

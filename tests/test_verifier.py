@@ -304,6 +304,33 @@ def test_input_write_uninitialized_overlap_and_double_count():
     assert "rank 0 output chunk 0: expected r0[0], got sum(r0[0], r0[0])" in str(result)
 
 
+@pytest.mark.parametrize("move", ["put", "get", "put_signal"])
+def test_a_loopback_move_with_overlapping_chunks_is_an_overlap(move):
+    # the executor moves a loopback put within the rank's memory with memcpy and forward
+    # streaming stores; before, the verifier modelled it as memmove and proved a plan whose
+    # one-chunk-overlapping shift returned the peer's block in the rank's own slot
+    b = PlanBuilder(ops.ALL_GATHER, 2, scratch=3)
+    pair = b.channel_pair(0, 1)
+    for r in range(2):
+        ch, loop, w = pair[r], b.channel_pair(r, r), b.worker(r)
+        b.copy(r, w, (IN, 0), (SCR, 1))
+        b.signal(r, w, ch)
+        b.wait(r, w, ch)
+        b.put_signal(r, w, ch, (IN, 0), (SCR, 0))
+        b.wait(r, w, ch)
+        getattr(b, move)(r, w, loop[0], (SCR, 0), (SCR, 1), n=2)  # scratch 0..2 -> 1..3
+        if move == "put_signal":
+            b.wait(r, w, loop[1])
+        b.flush(r, w, loop[0])
+        b.copy(r, w, (SCR, 1), (OUT, 1 - r))
+        b.copy(r, w, (SCR, 2), (OUT, r))
+        b.signal(r, w, ch)
+        b.wait(r, w, ch)
+    result = verify(b.build())
+    assert v.OVERLAP in result.kinds(), str(result)
+    assert f"({move}): source and destination overlap" in str(result), str(result)
+
+
 def test_in_place_aliasing_is_modelled():
     # in-place all_gather: rank 0's input is its output block 0, so copying it there is a no-op
     # that must not count as a write into the input, and reading output block 0 reads the input
@@ -566,27 +593,53 @@ def test_a_recorded_proof_holds_for_its_content_and_verifier_version(tmp_path, m
         proof.load_proven(path)
 
 
-def test_plans_too_large_to_prove_get_the_static_checks(tmp_path, monkeypatch):
+def test_plans_too_large_to_prove_run_only_with_a_recorded_proof(tmp_path, monkeypatch):
+    # before, a plan too large to prove at load ran with the static checks alone, and "too large"
+    # could be declared (chunks_per_block 2**20): a wrong put returned wrong data on every rank
     monkeypatch.setattr(proof, "MAX_WORK", 100)
-    racy, unbalanced = tmp_path / "racy.json", tmp_path / "unbalanced.json"
+    racy, unbalanced, good = tmp_path / "racy.json", tmp_path / "unbalanced.json", tmp_path / "good.json"
     save(_racy(), racy)
     plan = reference.ring_all_reduce(3)
     plan["ranks"][1]["workers"][0]["ops"].insert(0, {"op": "wait", "ch": 0})
     save(plan, unbalanced)
-    proof.load_proven(racy)  # the limitation: balanced, too large, so not proven
-    assert proof.plan_status(racy) == proof.STATIC_ONLY
+    save(reference.ring_all_gather(3), good)
+    for path in (racy, good):  # balanced, too large: refused, saying how to prove it
+        with pytest.raises(PlanError, match=re.escape(f"{path}: refused before running: too large to prove at "
+                                                      f"load") + ".*" + re.escape(f"forestcc plan verify {path}")):
+            proof.load_proven(path)
+        assert proof.plan_status(path) == proof.STATIC_ONLY
     with pytest.raises(PlanError, match=r"unbalanced\.json: .*unbalanced_signals"):
         proof.load_proven(unbalanced)
+    # a recorded proof (what `forestcc plan verify` writes) lets the good one run whatever its size
+    proof.record_proof(good.read_bytes())
+    assert proof.load_proven(good)["collective"] == "all_gather"
     # the record of "too large" holds for the limits it was found under only
     monkeypatch.setattr(proof, "MAX_WORK", 10**9)
     monkeypatch.setattr(proof, "_seen", {})
-    with pytest.raises(PlanError, match="refused before running"):
+    with pytest.raises(PlanError, match="the plan does not pass forestcc's verifier"):
         proof.load_proven(racy)
     monkeypatch.setattr(proof, "MAX_MEMORY", 1000)
     monkeypatch.setattr(proof, "_seen", {})
     proof._record_path(hashlib.sha256(racy.read_bytes()).hexdigest()).unlink()
-    proof.load_proven(racy)
+    with pytest.raises(PlanError, match="too large to prove at load"):
+        proof.load_proven(racy)
     assert proof.plan_status(racy) == proof.STATIC_ONLY
+
+
+def test_a_plan_dict_is_proven_like_a_file(monkeypatch):
+    # before, algo={...} was validated only: a wrong dict returned wrong data on every rank
+    monkeypatch.setattr(proof, "_seen", {})
+    with pytest.raises(PlanError, match=r"<algo dict>: refused before running: the plan does not pass"):
+        proof.proven_dict(_racy())
+    good = reference.ring_all_gather(3)
+    assert proof.proven_dict(good) == proof.proven_dict(json.loads(json.dumps(good)))
+    with pytest.raises(PlanError, match="<algo dict>: "):
+        proof.proven_dict({"collective": "all_gather"})  # the validator's refusal, as before
+    monkeypatch.setattr(proof, "MAX_WORK", 100)
+    monkeypatch.setattr(proof, "_seen", {})
+    other = reference.ring_all_gather(5)
+    with pytest.raises(PlanError, match=r"too large to prove at load.*record_proof"):
+        proof.proven_dict(other)
 
 
 def test_invalid_files_are_refused_before_any_proof(tmp_path, monkeypatch):

@@ -47,12 +47,13 @@ class CollectivesMixin:
 
     def _resolve_plan(self, algo):
         """The engine's callback for an ``algo`` that is not a built-in name: a plan file path,
-        a plan dict or a compiled plan. A plan file is proven before its first run
-        (forestcc.plan.proof: once per content, remembered on disk) and compiled once per file
-        version; a refused one raises PlanError naming the file, on every rank."""
+        a plan dict or a compiled plan. A plan file or dict is proven before its first run
+        (forestcc.plan.proof: once per content, remembered on disk); a file is compiled once per
+        file version, a dict at each call; a refused one raises PlanError naming the file, on
+        every rank."""
         if isinstance(algo, dict):
-            from forestcc import plan as plan_module
-            return self._engine.compile(plan_module.validate(algo, "<algo dict>"))
+            from forestcc.plan import proof
+            return self._engine.compile(proof.proven_dict(algo))
         if isinstance(algo, (str, os.PathLike)):
             path = os.fspath(algo)
             if not os.path.exists(path):

@@ -671,6 +671,14 @@ static void modeErrors(const char* dir) {
   CHECK(ncclCommFinalize(comm));
   EXPECT_ERROR(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "finalized");
   CHECK(ncclCommDestroy(comm));
+  /* a destroyed handle is refused by every entry point, not used (before: a call on freed memory) */
+  EXPECT_ERROR(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidArgument, "was destroyed");
+  int count;
+  EXPECT_ERROR(ncclCommCount(comm, &count), ncclInvalidArgument, "was destroyed");
+  EXPECT_ERROR(ncclSend(x, 1, ncclFloat32, 0, comm, NULL), ncclInvalidArgument, "was destroyed");
+  EXPECT_ERROR(ncclCommDestroy(comm), ncclInvalidArgument, "was destroyed");
+  EXPECT_ERROR(ncclCommAbort(comm), ncclInvalidArgument, "was destroyed");
+  EXPECT_ERROR(ncclCommRevoke(comm, 0), ncclInvalidArgument, "was destroyed");
 }
 
 /* FORESTCC_NCCL_FORCE=AllReduce and no fallback: the forced call and its whole group are refused. */

@@ -9,7 +9,7 @@ import numpy as np
 
 import forestcc
 from forestcc import _C
-from forestcc.plan import builtin, save
+from forestcc.plan import builtin, save, validate
 
 comm = forestcc.init()
 N, R = comm.size, comm.rank
@@ -44,8 +44,9 @@ comm.all_gather(out, np.full(3, R, dtype=np.int64), algo=path)
 assert (out == np.repeat(np.arange(N), 3)).all(), out
 cases += 1
 
-# a plan file with scratch banks in which a rank never waits on a peer is refused before it
-# runs (every rank lacks one wait here, so every rank refuses)
+# a plan with scratch banks in which a rank never waits on a peer is refused before it runs by
+# the executor itself, past the proof (which refuses it too, as a file or dict: compiled
+# directly here); every rank lacks one wait, so every rank refuses
 bad = builtin.generate("eager", "all_gather", N)
 for entry in bad["ranks"]:
     r = entry["rank"]
@@ -54,7 +55,7 @@ for entry in bad["ranks"]:
     ops.remove(next(op for op in ops if op["op"] == "wait" and op["ch"] == nxt))
 if N > 1:
     try:
-        comm.all_gather(out, np.full(3, R, dtype=np.int64), algo=bad)
+        comm.all_gather(out, np.full(3, R, dtype=np.int64), algo=comm._engine.compile(validate(bad, "<bad>")))
         raise AssertionError("an eager plan without a wait on every peer ran")
     except ValueError as e:
         assert f"never waits on rank {(R + 1) % N}" in str(e), str(e)

@@ -113,9 +113,21 @@ struct Bootstrap::Impl {
     try {
       return f();
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::Interrupted) interruptedBy = operation;
+      if (e.code() == ErrorCode::Interrupted) {
+        interruptedBy = operation;
+        closeConnections();
+      }
       throw;
     }
+  }
+  // A broken bootstrap closes its connections, so that a peer reading from this rank (a star
+  // exchange through rank 0, a recv over a connection already open) learns it at once, not at its
+  // timeout. Nothing is written to them first: a frame may have been cut off half sent.
+  void closeConnections() {
+    toRoot.close();
+    for (Socket& s : fromRanks) s.close();
+    for (auto& [peer, s] : outgoing) s.close();
+    for (auto& [peer, s] : incoming) s.close();
   }
 
   void writeFrame(Socket& s, uint64_t key, const std::string& data, int peer) {

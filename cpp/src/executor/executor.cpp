@@ -375,8 +375,11 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
             poolCv_.wait(lk, [&] { return stopping_ || generation_ != self->seen; });
             if (stopping_) return;
             self->seen = generation_;
+            // A thread that the call does not use (a plan with fewer workers than an earlier one)
+            // is not counted in pending_: the call may have ended, and current_ gone, before it
+            // woke (it must not read the plan then).
             Call* c = current_;
-            if (index >= static_cast<int>(c->plan->workers.size())) continue;
+            if (!c || index >= static_cast<int>(c->plan->workers.size())) continue;
             lk.unlock();
             try {
               runWorker(*c, index);

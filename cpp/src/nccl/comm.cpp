@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <system_error>
+#include <unordered_set>
 
 #include "forestcc/error.hpp"
 #include "nccl/call_threads.hpp"
@@ -97,9 +98,30 @@ bool Background::onThisThread(const Background* b) { return b && runningBackgrou
 
 }  // namespace forestcc::nccl
 
-ncclComm::ncclComm(int r, int n, forestcc::nccl::CommConfig c) : rank(r), size(n), config(std::move(c)) {}
+namespace {
+std::mutex gLiveMu;
+// Never destroyed: a communicator may be destroyed by an atexit handler after static destructors.
+std::unordered_set<const ncclComm*>& liveComms() {
+  static auto* live = new std::unordered_set<const ncclComm*>;
+  return *live;
+}
+}  // namespace
+
+ncclComm::ncclComm(int r, int n, forestcc::nccl::CommConfig c) : rank(r), size(n), config(std::move(c)) {
+  std::lock_guard<std::mutex> g(gLiveMu);
+  liveComms().insert(this);
+}
+
+bool ncclComm::live(const ncclComm* comm) {
+  std::lock_guard<std::mutex> g(gLiveMu);
+  return liveComms().count(comm) != 0;
+}
 
 ncclComm::~ncclComm() {
+  {
+    std::lock_guard<std::mutex> g(gLiveMu);
+    liveComms().erase(this);
+  }
   if (growInvitation) forestcc::releaseUniqueId(*growInvitation);  // never answered
   joinConnecting();
   waitForBackground();

@@ -59,6 +59,11 @@ class Background {
 struct ncclComm {
   ncclComm(int rank, int size, forestcc::nccl::CommConfig config);
   ~ncclComm();
+  // Whether `comm` is a communicator made here and not destroyed yet: every entry point asks
+  // before it touches one (guarded), so a handle used after ncclCommDestroy or ncclCommAbort gets
+  // ncclInvalidArgument, not a call on freed memory. (A new communicator may take a freed one's
+  // address; that reuse is not told apart.)
+  static bool live(const ncclComm* comm);
 
   // Set when it is made; a split's, shrink's or grow's made in a group or in the background has
   // -1 and 0 until its agreement placed it, before its state leaves ncclInProgress

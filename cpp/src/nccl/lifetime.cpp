@@ -67,6 +67,7 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 extern "C" ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded(nullptr, "ncclCommDestroy", [&] {
     if (!comm) return ncclSuccess;  // NCCL accepts NULL
+    if (!ncclComm::live(comm)) badArgument(forestcc::nccl::notLive(comm));  // destroyed twice, say
     if (!comm->finalized() && !comm->aborted()) {
       try {
         ncclComm::Use use(comm, "ncclCommDestroy", ncclComm::Revoked::Taken);
@@ -86,6 +87,7 @@ extern "C" ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 extern "C" ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded(nullptr, "ncclCommRevoke", [&] {
     if (!comm) badArgument("comm is NULL");
+    if (!ncclComm::live(comm)) badArgument(forestcc::nccl::notLive(comm));
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
       badArgument("revokeFlags is " + std::to_string(revokeFlags) + "; expected NCCL_REVOKE_DEFAULT (0)");
     if (comm->aborted()) forestcc::nccl::refuse("the communicator was aborted (ncclCommAbort)");
@@ -97,6 +99,7 @@ extern "C" ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 extern "C" ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded(nullptr, "ncclCommAbort", [&] {
     if (!comm) return ncclSuccess;
+    if (!ncclComm::live(comm)) badArgument(forestcc::nccl::notLive(comm));
     comm->abort("ncclCommAbort was called on rank " + std::to_string(comm->rank));
     delete comm;
     return ncclSuccess;

@@ -1,6 +1,7 @@
 // ncclGetErrorString, ncclGetLastError and the recording of errors behind them.
 #include "nccl/result.hpp"
 
+#include <cstdio>
 #include <mutex>
 
 #include "nccl/comm.hpp"
@@ -31,6 +32,13 @@ ncclResult_t resultOf(const std::exception& e) {
   if (auto* n = dynamic_cast<const NcclError*>(&e)) return n->result();
   if (auto* f = dynamic_cast<const Error*>(&e)) return resultOf(f->code());
   return ncclInternalError;
+}
+
+std::string notLive(const ncclComm* comm) {
+  char address[32];
+  std::snprintf(address, sizeof address, "%p", static_cast<const void*>(comm));
+  return std::string("comm ") + address +
+         " is not a communicator of this process: it was destroyed (ncclCommDestroy, ncclCommAbort) or never made";
 }
 
 ncclResult_t record(ncclComm_t comm, ncclResult_t result, const char* call, const std::string& message,

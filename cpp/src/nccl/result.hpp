@@ -40,8 +40,12 @@ ncclResult_t resultOf(const std::exception& e);
 ncclResult_t record(ncclComm_t comm, ncclResult_t result, const char* call, const std::string& message,
                     bool sticky);
 
+// The refusal of a handle that is not a live communicator (ncclComm::live).
+std::string notLive(const ncclComm* comm);
+
 template <class Body>
 ncclResult_t guarded(ncclComm_t comm, const char* call, Body&& body) {
+  if (comm && !ncclComm::live(comm)) return record(nullptr, ncclInvalidArgument, call, notLive(comm), false);
   // An ncclCommAbort from another thread frees `comm` only after the error is recorded in it.
   ncclComm::Hold hold(comm);
   // A C caller's signals are its own business (forestcc/error.hpp).

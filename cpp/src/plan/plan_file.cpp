@@ -1,5 +1,6 @@
 // Reading plan files and turning a validated document into the in-memory plan::Plan.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,8 +74,15 @@ PlanError::PlanError(std::vector<std::string> errors)
     : Error(ErrorCode::InvalidUsage, summary(errors)), errors_(std::move(errors)) {}
 
 std::string readPlanFile(const std::string& path, const Limits& limits) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading would wait for a writer, unbounded.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) refuse(path + ": cannot read: " + std::strerror(errno));
+  // Only a regular file: a FIFO, socket or terminal could make the read wait forever.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    refuse(path + ": not a regular file (a plan is read from a file, not a FIFO, socket or device)");
+  }
   std::string data;
   char buffer[1 << 16];
   for (;;) {

@@ -1,6 +1,8 @@
-"""Plan files are proven before they run: what ``algo="plan.json"`` does before the executor.
+"""Plans are proven before they run: what ``algo="plan.json"`` and ``algo={...}`` do before the
+executor.
 
-``load_proven(path)`` returns the plan dict of a file that passed, in this order:
+``load_proven(path)`` returns the plan dict of a file that passed, ``proven_dict(plan)`` a plan
+dict that passed, in this order:
 
 1. the format's validator (format.py: structure, ranges and the limits ops.MAX_*), as
    ``forestcc plan verify`` runs it;
@@ -8,14 +10,16 @@
    peer's waits), cheap for any size;
 3. the full proof (verifier.verify) when it fits in ``MAX_WORK`` work units and ``MAX_MEMORY``
    bytes, counted by the verifier (never timed, so every rank decides alike). A plan too large
-   for that runs with the static checks alone, unless a proof of its exact content is on record
-   (``forestcc plan verify`` and ``forestcc plan generate forest`` record one for what they
-   verified: ``record_proof``).
+   for that is refused unless a proof of its exact content is on record (``forestcc plan
+   verify`` and ``forestcc plan generate forest`` record one for what they verified, whatever
+   its size: ``record_proof``). (Until session 25 it ran with the static checks alone; a plan
+   could declare a huge ``chunks_per_block`` to be "too large", and its wrong result ran.)
 
 Any failure raises PlanError naming the file, on every rank alike (each verifies the same bytes).
-The outcome is remembered per file content (SHA-256 of the bytes) and verifier version: in
-memory for the process, and on disk in ``cache_dir()`` so that the next job, and the other ranks
-of a node (which wait on a file lock while one of them verifies), do not prove it again.
+The outcome is remembered per content (SHA-256 of the file's bytes; of a dict's canonical text,
+``dumps``) and verifier version: in memory for the process, and on disk in ``cache_dir()`` so
+that the next job, and the other ranks of a node (which wait on a file lock while one of them
+verifies), do not prove it again.
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from . import format as plan_format
 from . import verifier
 
 __all__ = ["MAX_MEMORY", "MAX_WORK", "PROVEN", "REFUSED", "STATIC_ONLY", "cache_dir",
-           "load_proven", "plan_status", "record_proof", "verifier_version"]
+           "load_proven", "plan_status", "proven_dict", "record_proof", "verifier_version"]
 
 # Limits of the proof at load. The verifier's cost grows with its ops, the clock entries its
 # waits join (clocks projected per rank: plan/clocks.py) and the chunks x
@@ -170,11 +174,29 @@ def _prove(plan: dict, source: str):
 
 def load_proven(path) -> dict:
     """A plan file's dict after the checks of the module docstring; PlanError naming the file
-    when it cannot be read, is not a valid plan or does not verify."""
+    when it cannot be read, is not a valid plan, does not verify or is too large to prove with
+    no proof on record."""
     source = os.fspath(path)
     data = plan_format.read_bytes(path)
-    digest = hashlib.sha256(data).hexdigest()
     plan = plan_format.loads(data, source)  # linear; the caller compiles once per file version
+    _admit(data, plan, source, f"run `forestcc plan verify {source}` once: it proves a plan of any "
+                               f"size and records the proof for every later run")
+    return plan
+
+
+def proven_dict(plan: dict, source: str = "<algo dict>") -> dict:
+    """A plan dict, validated, after the same checks as a file (proven by the content of its
+    canonical text, ``dumps``); PlanError naming ``source`` as load_proven's."""
+    plan = plan_format.validate(plan, source)
+    data = plan_format.dumps(plan).encode("utf-8")
+    _admit(data, plan, source, "verify it once with forestcc.plan.verify(plan) and, when it passes, "
+                               "record the proof with forestcc.plan.proof.record_proof(forestcc.plan.dumps(plan))")
+    return plan
+
+
+def _admit(data: bytes, plan: dict, source: str, how_to_prove: str) -> None:
+    """Raises unless the plan of these bytes was proven (here, on record, or now)."""
+    digest = hashlib.sha256(data).hexdigest()
     outcome_errors = _seen.get(digest)
     if outcome_errors is None:
         outcome_errors = _read_record(digest)
@@ -188,7 +210,11 @@ def load_proven(path) -> dict:
     outcome, errors = outcome_errors
     if outcome == REFUSED:
         raise _refusal(source, errors)
-    return plan
+    if outcome != PROVEN:  # STATIC_ONLY (or a record this version does not know)
+        raise plan_format.PlanError([
+            f"{source}: refused before running: too large to prove at load (more than {MAX_WORK:,} work "
+            f"units or {MAX_MEMORY:,} bytes of the verifier's), and no proof of this exact content is on "
+            f"record; {how_to_prove}"])
 
 
 def plan_status(path) -> str | None:

@@ -203,8 +203,34 @@ def plan_routes(plan: dict, topo, notes: list | None = None) -> dict:
     return _routes(plan, _Network(topo), notes if notes is not None else [])
 
 
+def _recorded_route(recorded, per_channel, r: int, ch: int):
+    """The node path the provenance records for rank r's channel ch, or None (none recorded).
+    The provenance is free-form (the validator does not look into it), so a malformed field is
+    a SimulationError naming it, not a Python traceback."""
+    if recorded is None or per_channel is None:
+        return None
+    where = f"rank {r} channel {ch}: provenance"
+    if not isinstance(per_channel, list) or not isinstance(recorded, list):
+        raise SimulationError(f"{where} params 'routes' and 'channel_routes' must be lists")
+    if r >= len(per_channel) or not isinstance(per_channel[r], list) or ch >= len(per_channel[r]):
+        return None
+    index = per_channel[r][ch]
+    if index is None or (isinstance(index, int) and not isinstance(index, bool) and index < 0):
+        return None
+    if not isinstance(index, int) or isinstance(index, bool) or index >= len(recorded):
+        raise SimulationError(f"{where} channel_routes[{r}][{ch}] is {index!r}: expected -1 or an index "
+                              f"into its {len(recorded)} routes")
+    path = recorded[index]
+    if not isinstance(path, list) or len(path) < 2 or not all(isinstance(n, str) for n in path):
+        raise SimulationError(f"{where} routes[{index}] is {path!r}: expected a list of two or more "
+                              f"node ids")
+    return path
+
+
 def _routes(plan, net, notes) -> dict:
     params = plan.get("provenance", {}).get("params", {})
+    if not isinstance(params, dict):
+        params = {}
     recorded = params.get("routes")
     per_channel = params.get("channel_routes")
     ids = [node.id for node in net.topo.compute]
@@ -212,12 +238,8 @@ def _routes(plan, net, notes) -> dict:
     for entry in plan["ranks"]:
         r = entry["rank"]
         for ch in entry["channels"]:
-            index = -1
-            if recorded is not None and per_channel is not None and r < len(per_channel) \
-                    and ch["id"] < len(per_channel[r]):
-                index = per_channel[r][ch["id"]]
-            if index is not None and index >= 0:
-                path = recorded[index]
+            path = _recorded_route(recorded, per_channel, r, ch["id"])
+            if path is not None:
                 if path[0] != ids[r] or path[-1] != ids[ch["peer"]]:
                     raise SimulationError(f"rank {r} channel {ch['id']}: recorded route {path} "
                                           f"does not join {ids[r]} to {ids[ch['peer']]}")

@@ -56,7 +56,7 @@ UNFINISHED = "unfinished"          # remote access to a rank's memory not done w
 EARLY = "before_peer_entered"      # remote access to a rank's memory before it joined the call
 INPUT_WRITE = "input_write"        # the user's input must stay intact
 UNINITIALIZED = "uninitialized_read"
-OVERLAP = "overlap"                # copy/reduce with partially overlapping source and destination
+OVERLAP = "overlap"                # copy/reduce/loopback move with partly overlapping source and destination
 WRONG_RESULT = "wrong_result"
 NOT_SYNCHRONIZED = "not_synchronized"  # barrier: a rank can finish before another started
 
@@ -362,9 +362,11 @@ class _Verifier:
             else:
                 self._race(EARLY, info, None, self._keys(peer, remote_ref, count))
         src_rank, dst_rank = (peer, rank) if op["op"] == ops.GET else (rank, peer)
-        self.memory.move(self._keys(src_rank, op[src_field], count),
-                         self._keys(dst_rank, op[dst_field], count), count, lane, comp, stamp,
-                         info)
+        src = self._keys(src_rank, op[src_field], count)
+        dst = self._keys(dst_rank, op[dst_field], count)
+        if peer == rank:  # a loopback channel moves within this rank's memory, as a copy does
+            self._check_overlap(src, dst, count, info)
+        self.memory.move(src, dst, count, lane, comp, stamp, info)
 
     def _pair(self, comp: int, other: int) -> int:
         """Two components (the second may be -1) as one int, a key of joined and copied."""
