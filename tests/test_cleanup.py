@@ -183,3 +183,42 @@ def test_sweep_spares_a_job_whose_prefix_extends_this_one():
         for name in (live, stale):
             if os.path.exists(f"/dev/shm/{name}"):
                 os.unlink(f"/dev/shm/{name}")
+
+
+@pytest.mark.parametrize("mode", ["exit", "sigterm"])
+def test_a_forked_child_leaves_its_parents_segments(mode, no_new_shm):
+    # before, the child's inherited exit and SIGTERM handlers unlinked the parent's segments
+    result = run_job(2, "forked_child.py", mode, env={"FORESTCC_TIMEOUT": "300"})
+    out = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, out
+    assert sorted(result.lines("SEGMENTS")) == ["SEGMENTS 0 kept", "SEGMENTS 1 kept"], out
+    assert sorted(result.lines("OK")) == ["OK 0", "OK 1"], out
+
+
+@pytest.mark.parametrize("prefix", ["", "x" * 41, "job-7", "a/b"])
+def test_a_shared_memory_prefix_that_cannot_name_segments_is_refused(prefix):
+    # before, a long prefix cut the pid off the names (two ranks' collided, or a killed rank's
+    # were never swept), and "-" made one job's names look like another's
+    code = "import numpy, forestcc; forestcc.zeros(4, numpy.float32)"
+    p = subprocess.run([sys.executable, "-c", code], env=clean_env(FORESTCC_SHM_PREFIX=prefix),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert f"FORESTCC_SHM_PREFIX='{prefix}' must be 1 to 40 letters, digits, '_' or '.'" in p.stderr, p.stderr
+
+
+def test_a_full_dev_shm_is_an_error_not_a_sigbus():
+    # a 4 MiB /dev/shm in a mount namespace of the test's own (root only); before, tmpfs
+    # reserved nothing for the segment's size, and the first store past the space was a SIGBUS
+    code = ("import numpy, forestcc\n"
+            "try:\n"
+            "    forestcc.zeros(16 << 20, numpy.uint8)\n"
+            "    print('MADE', flush=True)\n"
+            "except forestcc.ForestccError as e:\n"
+            "    print('REFUSED', e, flush=True)\n")
+    script = 'mount -t tmpfs -o size=4m tmpfs /dev/shm || exit 99; exec "$1" -c "$2"'
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, code], env=clean_env(),
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode == 99 or (p.returncode != 0 and "unshare:" in p.stderr):
+        pytest.skip(f"no private /dev/shm here (needs root): {p.stderr.strip()}")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert p.stdout.startswith("REFUSED") and "is /dev/shm large enough?" in p.stdout, p.stdout

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import PROGRAMS, clean_env, run_job
 
 
@@ -35,3 +36,13 @@ def test_auto_spin_follows_the_cpus_ranks_may_run_on(no_new_shm):
         spins = {tuple(map(float, ln.split()[2:])) for ln in p.stdout.splitlines()
                  if ln.startswith("SPIN")}
         assert spins == {(50.0, 35.0)}, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("how", ["env", "init"])
+def test_an_infinite_timeout_is_the_longest_not_an_expired_one(how, no_new_shm):
+    # before, inf overflowed the deadline: every wait expired at once ("timed out after inf s")
+    result = run_job(2, "timeout_inf.py", how, env={"FORESTCC_TIMEOUT": "inf" if how == "env" else "300"})
+    out = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, out
+    assert sorted(result.lines("OK")) == ["OK 0 1000000000.0", "OK 1 1000000000.0"], out
+

@@ -17,11 +17,17 @@ struct ConfigEntry {
 const std::vector<ConfigEntry>& configTable();
 
 namespace config {
-double timeoutSeconds();        // FORESTCC_TIMEOUT: deadline of every wait and rendezvous
+// The longest timeout (about 31 years): a longer one (inf) is this one, since waits count their
+// deadline in 64-bit nanoseconds, which overflow past 9.2e9 s (every wait then expired at once).
+constexpr double kMaxTimeoutSeconds = 1e9;
+// The longest FORESTCC_SHM_PREFIX: segment names (/<prefix>-<pid>-<seq>-<tag>) must fit in their
+// table's 96 bytes whole, or the pid is cut off and two ranks' names collide.
+constexpr size_t kMaxShmPrefixChars = 40;
+double timeoutSeconds();        // FORESTCC_TIMEOUT: deadline of every wait and rendezvous (at most kMaxTimeoutSeconds)
 bool debug();                   // FORESTCC_DEBUG
 std::string nodeId();           // FORESTCC_NODE_ID (empty: use the hostname)
 std::string rendezvousDir();    // FORESTCC_RDZV_DIR
-std::string shmPrefix();        // FORESTCC_SHM_PREFIX
+std::string shmPrefix();        // FORESTCC_SHM_PREFIX (checked: 1..kMaxShmPrefixChars of [A-Za-z0-9_.])
 double spinMicroseconds();      // FORESTCC_SPIN_US: busy-poll time before a wait yields; -1: auto
 double yieldMicroseconds();     // FORESTCC_YIELD_US: yield time before a wait sleeps
 double streamingBytes();        // FORESTCC_STREAMING_BYTES: calls this large copy with streaming stores

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -385,16 +386,19 @@ struct Bootstrap::Impl {
 
 Bootstrap::Bootstrap(int rank, int nranks, const UniqueId& id, double timeoutSeconds, int rootListenFd,
                      double connectTimeoutSeconds, std::shared_ptr<const std::atomic<bool>> cancel)
-    : impl_(std::make_unique<Impl>(rank, nranks, id, timeoutSeconds, std::move(cancel))) {
+    // init(timeout=inf): the longest a deadline can count (config::kMaxTimeoutSeconds), for every
+    // wait of the communicator made over it too (Communicator::State::timeout).
+    : impl_(std::make_unique<Impl>(rank, nranks, id, std::min(timeoutSeconds, config::kMaxTimeoutSeconds),
+                                   std::move(cancel))) {
   if (nranks < 1)
     throw Error(ErrorCode::InvalidUsage, "forestcc: nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
     throw Error(ErrorCode::InvalidUsage, "forestcc: rank " + std::to_string(rank) + " is out of range for " +
                                              std::to_string(nranks) + " ranks");
   if (rank == 0) impl_->rootRendezvous(rootListenFd);
-  else impl_->joinRendezvous(connectTimeoutSeconds > 0 ? connectTimeoutSeconds : timeoutSeconds);
+  else impl_->joinRendezvous(connectTimeoutSeconds > 0 ? std::min(connectTimeoutSeconds, impl_->timeout) : impl_->timeout);
   impl_->peers = std::make_unique<PeerListener>(std::move(impl_->listener), rank, nranks, impl_->id.magic(),
-                                                timeoutSeconds);
+                                                impl_->timeout);
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::fromEnvironment(double timeoutSeconds) {

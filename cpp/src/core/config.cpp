@@ -1,5 +1,7 @@
 #include "forestcc/config.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 
@@ -10,7 +12,8 @@ namespace forestcc {
 const std::vector<ConfigEntry>& configTable() {
   static const std::vector<ConfigEntry> table = {
       {"FORESTCC_TIMEOUT", "float", "300",
-       "Seconds before any wait, receive or rendezvous gives up with an error naming the peer."},
+       "Seconds before any wait, receive or rendezvous gives up with an error naming the peer "
+       "(inf and anything over 1e9 mean 1e9, about 31 years)."},
       {"FORESTCC_DEBUG", "bool", "0",
        "Adds each local rank's call (collective, count, dtype, op, root, plan) to the message of a "
        "mismatch between ranks (the check itself runs always), and prints bootstrap diagnostics."},
@@ -19,7 +22,8 @@ const std::vector<ConfigEntry>& configTable() {
       {"FORESTCC_RDZV_DIR", "string", "/tmp",
        "Directory for the file rendezvous used under mpirun/srun on one node without an address."},
       {"FORESTCC_SHM_PREFIX", "string", "fcc",
-       "Prefix of POSIX shared-memory names (/dev/shm/<prefix>-<pid>-...)."},
+       "Prefix of POSIX shared-memory names (/dev/shm/<prefix>-<pid>-...): 1 to 40 letters, digits, "
+       "'_' or '.'. Jobs with different prefixes never sweep each other's segments."},
       {"FORESTCC_SPIN_US", "float", "auto",
        "Microseconds a wait busy-polls before it yields the core and then sleeps; auto: 50, or 1 "
        "when the ranks on this node outnumber the CPUs they may run on (their affinity masks: "
@@ -104,14 +108,22 @@ static double parseFloat(const char* name, bool zeroAllowed = false) {
 }
 
 namespace config {
-double timeoutSeconds() { return parseFloat("FORESTCC_TIMEOUT"); }
+double timeoutSeconds() { return std::min(parseFloat("FORESTCC_TIMEOUT"), kMaxTimeoutSeconds); }
 bool debug() {
   std::string s = configString("FORESTCC_DEBUG");
   return !(s.empty() || s == "0" || s == "false" || s == "no" || s == "off");
 }
 std::string nodeId() { return configString("FORESTCC_NODE_ID"); }
 std::string rendezvousDir() { return configString("FORESTCC_RDZV_DIR"); }
-std::string shmPrefix() { return configString("FORESTCC_SHM_PREFIX"); }
+std::string shmPrefix() {
+  const std::string s = configString("FORESTCC_SHM_PREFIX");
+  const bool plain = std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '.'; });
+  if (s.empty() || s.size() > kMaxShmPrefixChars || !plain)
+    throw Error(ErrorCode::InvalidUsage, "forestcc: FORESTCC_SHM_PREFIX='" + s + "' must be 1 to " +
+                                             std::to_string(kMaxShmPrefixChars) +
+                                             " letters, digits, '_' or '.' (it starts every shared-memory name)");
+  return s;
+}
 double spinMicroseconds() {
   return configString("FORESTCC_SPIN_US") == "auto" ? -1 : parseFloat("FORESTCC_SPIN_US");
 }

@@ -24,24 +24,38 @@ namespace forestcc {
 namespace {
 
 // Names of owned segments in a fixed table, so a fatal-signal handler can unlink them without
-// allocating or locking.
-constexpr int kMaxOwned = 4096;
+// allocating or locking, each with the pid of the process that made it: a child forked from a
+// rank inherits the table (and the handlers, and the atexit), and must unlink only its own
+// (before, a DataLoader-style child that exited or got SIGTERM unlinked its parent's live
+// segments, and the parent's next connect failed). Untouched entries cost no memory.
+constexpr int kMaxOwned = 65536;
 constexpr int kNameLen = 96;
 constexpr const char* kShmDir = "/dev/shm";  // where Linux keeps POSIX shared-memory names
 char gOwned[kMaxOwned][kNameLen];
+pid_t gOwnedBy[kMaxOwned];
 std::atomic<int> gOwnedCount{0};
 std::mutex gOwnedMu;
 std::atomic<uint64_t> gSeq{0};
 
-void addOwned(const std::string& name) {
+// False when the table is full (the segment would outlive a signal unlisted: not made).
+bool addOwned(const std::string& name) {
   std::lock_guard<std::mutex> g(gOwnedMu);
   for (int i = 0; i < kMaxOwned; ++i) {
     if (gOwned[i][0] == '\0') {
       std::snprintf(gOwned[i], kNameLen, "%s", name.c_str());
+      gOwnedBy[i] = getpid();
       gOwnedCount.fetch_add(1);
-      return;
+      return true;
     }
   }
+  return false;
+}
+
+// Async-signal-safe: this process's own segments (getpid() is safe in a handler).
+void unlinkOwnSegments() {
+  const pid_t self = getpid();
+  for (int k = 0; k < kMaxOwned; ++k)
+    if (gOwned[k][0] != '\0' && gOwnedBy[k] == self) shm_unlink(gOwned[k]);
 }
 
 void removeOwned(const std::string& name) {
@@ -74,18 +88,14 @@ void onFatalSignal(int sig, siginfo_t*, void*) {
   while (i < kFatalCount && kFatalSignals[i] != sig) ++i;
   if (i == kFatalCount) return;
   const struct sigaction& previous = gPrevious[i];
-  for (int k = 0; k < kMaxOwned; ++k)
-    if (gOwned[k][0] != '\0') shm_unlink(gOwned[k]);
+  unlinkOwnSegments();
   sigaction(sig, &previous, nullptr);
   raise(sig);  // delivered when this handler returns, with the previous disposition
 }
 
 // A normal exit also unlinks: Python does not promise to destroy module globals (the default
 // communicator) at interpreter exit, and not every launcher sweeps after the job (mpirun).
-void unlinkOwnedAtExit() {
-  for (int i = 0; i < kMaxOwned; ++i)
-    if (gOwned[i][0] != '\0') shm_unlink(gOwned[i]);
-}
+void unlinkOwnedAtExit() { unlinkOwnSegments(); }
 
 void installSignalCleanup() {
   static std::once_flag once;
@@ -142,11 +152,15 @@ std::shared_ptr<ShmSegment> ShmSegment::create(size_t size, const std::string& t
   int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throwSystemError(std::string("shm_open(") + name + ")", errno);
   size_t mapSize = size ? size : 1;
-  if (ftruncate(fd, static_cast<off_t>(mapSize)) != 0) {
-    int err = errno;
+  // posix_fallocate, not ftruncate alone: tmpfs reserves nothing for a truncated size, so a full
+  // /dev/shm was found by the first store into a page (SIGBUS, the rank killed, inside a
+  // collective too); reserving the pages makes it this error instead.
+  if (const int rc = posix_fallocate(fd, 0, static_cast<off_t>(mapSize)); rc != 0) {
     close(fd);
     shm_unlink(name);
-    throwSystemError(std::string("ftruncate(") + name + ", " + std::to_string(mapSize) + ") (is /dev/shm large enough?)", err);
+    throwSystemError(std::string("posix_fallocate(") + name + ", " + std::to_string(mapSize) +
+                         ") (is /dev/shm large enough? df -h /dev/shm)",
+                     rc);
   }
   void* p = mmap(nullptr, mapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
@@ -155,8 +169,14 @@ std::shared_ptr<ShmSegment> ShmSegment::create(size_t size, const std::string& t
     shm_unlink(name);
     throwSystemError(std::string("mmap(") + name + ")", err);
   }
-  addOwned(name);
-  return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, true));
+  if (!addOwned(name)) {
+    munmap(p, mapSize);
+    shm_unlink(name);
+    throwSystemError(std::string("shm_open(") + name + "): this process already holds " +
+                         std::to_string(kMaxOwned) + " forestcc segments (the most it can unlink on a signal)",
+                     EMFILE);
+  }
+  return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, getpid()));
 }
 
 std::shared_ptr<ShmSegment> ShmSegment::open(const std::string& name, size_t size, int rank, int peer) {
@@ -170,7 +190,7 @@ std::shared_ptr<ShmSegment> ShmSegment::open(const std::string& name, size_t siz
   int err = errno;
   close(fd);
   if (p == MAP_FAILED) throwSystemError("mmap(" + name + ")", err, rank, peer);
-  return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, false));
+  return std::shared_ptr<ShmSegment>(new ShmSegment(name, p, size, 0));
 }
 
 namespace {
@@ -182,8 +202,9 @@ uint64_t sharedAllocationGeneration() { return gAllocationGeneration.load(std::m
 ShmSegment::~ShmSegment() {
   munmap(data_, size_ ? size_ : 1);
   gAllocationGeneration.fetch_add(1, std::memory_order_acq_rel);  // the address may be reused
-  if (owner_) {
-    shm_unlink(name_.c_str());
+  if (ownerPid_) {
+    // A forked child's copy going leaves the name to the process that made it.
+    if (ownerPid_ == getpid()) shm_unlink(name_.c_str());
     removeOwned(name_);
   }
 }

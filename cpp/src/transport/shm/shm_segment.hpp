@@ -23,18 +23,18 @@ class ShmSegment {
   void* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }
-  bool owner() const { return owner_; }
+  bool owner() const { return ownerPid_ != 0; }
   // False once the owner has released the segment (its name is unlinked): no one will publish it
   // again, so a peer's mapping of it only pins memory.
   bool linked() const;
 
  private:
-  ShmSegment(std::string name, void* data, size_t size, bool owner)
-      : name_(std::move(name)), data_(data), size_(size), owner_(owner) {}
+  ShmSegment(std::string name, void* data, size_t size, int ownerPid)
+      : name_(std::move(name)), data_(data), size_(size), ownerPid_(ownerPid) {}
   std::string name_;
   void* data_;
   size_t size_;
-  bool owner_;
+  int ownerPid_;  // the process that created it (only it unlinks the name); 0: opened, not owned
 };
 
 // Unlinks /dev/shm/<prefix>-<pid>-* whose pid is no longer alive. Returns how many it removed.
