@@ -487,7 +487,8 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
       // in another batch of the other side, which the pair could no longer match: poisoned.
       bool whole = in.received == 0;  // (a batch that took messages already is not one to one)
       // For messages, built only when one is needed (a failure, GPU calls).
-      auto what = [&] { return rankPrefix(s.rank) + "recv of " + in.describe() + " from rank " + std::to_string(in.peer); };
+      auto call = [&] { return "recv of " + in.describe() + " from rank " + std::to_string(in.peer); };
+      auto what = [&] { return rankPrefix(s.rank) + call(); };
       try {
         if (!reading) {
           posted = true;
@@ -576,7 +577,7 @@ std::shared_ptr<DeviceCompletion> PointToPoint::exchange(const std::vector<SendM
         }
         // A sender whose batch failed poisons before its caller may free what it posted: bytes
         // read from its memory since then may be another array's, so they are no message.
-        if (!skip && s.poisoned()) s.raisePoisoned(what().substr(rankPrefix(s.rank).size()), in.peer);
+        if (!skip && s.poisoned()) s.raisePoisoned(call(), in.peer);
         in.received += take;
         r.next += take;
         if (r.next == r.sent.size()) {

@@ -146,7 +146,8 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   if (!link.holdBuffers())
     throw Error(ErrorCode::Aborted,
                 rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + ": rank " +
-                    std::to_string(peer) + " left the call with an error before this rank touched its memory",
+                    std::to_string(peer) + " is leaving the call (its side of the communicator was poisoned) before "
+                                           "this rank touched its memory",
                 state_->rank, peer);
   holds_[worker].push_back(&link);
   for (int b = 0; b < plan::kBufferCount; ++b) {
