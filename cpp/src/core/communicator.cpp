@@ -126,9 +126,13 @@ void Communicator::State::awaitBufferHolders() const noexcept {
   for (size_t i = 0; i < localRanks.size(); ++i) {
     const int holder = localRanks[i];
     if (holder == rank) continue;
-    const uint64_t* holders = &control->bufferHolders[i].value;
+    const BufferHold& hold = control->bufferHolds[i];
+    auto holding = [&] {
+      const uint64_t held = __atomic_load_n(&hold.held, __ATOMIC_RELAXED);
+      return __atomic_load_n(&hold.released, __ATOMIC_ACQUIRE) < held;
+    };
     // A holder that died never lets go, nor does one stopped (SIGSTOP) past the deadline.
-    for (int polls = 0; __atomic_load_n(holders, __ATOMIC_ACQUIRE) != 0; ++polls) {
+    for (int polls = 0; holding(); ++polls) {
       if (polls % 64 == 63 && (!processAlive(peers[holder].pid) || std::chrono::steady_clock::now() >= deadline))
         break;
       usleep(polls < 64 ? 10 : 200);

@@ -141,15 +141,6 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
                 state_->rank, peer);
   checkStamp(call, peer, kBeforeTouching);
   v.checked = call.sequence;
-  // From here this worker may write into the peer's buffers: it holds them until the call ends,
-  // so that the peer, should it fail, waits for it before its caller frees them.
-  if (!link.holdBuffers())
-    throw Error(ErrorCode::Aborted,
-                rankPrefix(state_->rank) + "collective #" + std::to_string(call.sequence) + ": rank " +
-                    std::to_string(peer) + " is leaving the call (its side of the communicator was poisoned) before "
-                                           "this rank touched its memory",
-                state_->rank, peer);
-  holds_[worker].push_back(&link);
   for (int b = 0; b < plan::kBufferCount; ++b) {
     const MemoryHandle& h = link.peerBuffer(b);
     PeerBuffer& pb = v.buffers[b];
@@ -165,13 +156,6 @@ const PeerView& Executor::peerView(Call& call, int worker, int peer) {
   v.blockOffsets[1] = link.peerBlockOffsets(1);
   v.sequence = call.sequence;
   return v;
-}
-
-void Executor::releaseHolds() {
-  for (std::vector<Connection*>& held : holds_) {
-    for (Connection* link : held) link->releaseBuffers();
-    held.clear();
-  }
 }
 
 void Executor::awaitEntered(const Call& call, int peer, const char* purpose) {

@@ -147,6 +147,17 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
       if (link && std::find(links.begin(), links.end(), link) == links.end()) links.push_back(link);
     }
     out->workerLinks.push_back(std::move(links));
+    // The peers' call buffers it writes into (puts into an eager plan's scratch go to the peer's
+    // bank in its control block, which outlives any call).
+    for (const plan::Op& op : w.ops) {
+      const plan::ChunkRef* there = op.code == OpCode::Put || op.code == OpCode::PutSignal ? &op.dst
+                                    : op.code == OpCode::ReducePut                         ? &op.remote
+                                                                                           : nullptr;
+      Connection* link = there ? out->channels[op.channel].link : nullptr;
+      if (!link || (p.scratchBanks == 2 && there->buffer == plan::Buffer::Scratch)) continue;
+      if (std::find(out->bufferLinks.begin(), out->bufferLinks.end(), link) == out->bufferLinks.end())
+        out->bufferLinks.push_back(link);
+    }
   }
   // Eager plans rely on every rank hearing from every other in each call (schedules/README.md,
   // "Scratch banks"; the verifier proves it). Cheap to check here, for plans not proven before
@@ -304,19 +315,20 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   if (static_cast<int>(views_.size()) < std::max(workers, 1)) {
     views_.resize(std::max(workers, 1), std::vector<PeerView>(s.size));
     bounce_.resize(views_.size());
-    holds_.resize(views_.size());
   }
   publish(call);
-  // Once every worker is done (on every way out below): this rank lets go of the peers' buffers,
-  // then, when the call fails, waits until no peer still holds its own (awaitBufferHolders).
+  // Once every worker is done (on every way out below): this rank lets go of the peers' buffers
+  // it held, then, when the call fails, waits until no peer still holds its own.
   struct LeaveCall {
-    Executor& ex;
+    const Executor::Call& call;
+    Communicator::State& s;
+    size_t held = 0;  // p.bufferLinks[0, held)
     bool failed = true;
     ~LeaveCall() {
-      ex.releaseHolds();
-      if (failed) ex.state_->awaitBufferHolders();
+      for (size_t i = 0; i < held; ++i) call.plan->bufferLinks[i]->releaseBuffers(call.sequence);
+      if (failed) s.awaitBufferHolders();
     }
-  } leave{*this};
+  } leave{call, s};
   // Once published, an error on this rank (a size that disagrees with a peer's, say) poisons the
   // communicator: the peers waiting on this rank learn why now, not at their timeout. When another
   // rank poisoned it first, its report is the cause and this rank's error a symptom (a peer's
@@ -344,6 +356,23 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
     }
     return true;
   };
+  // Before a worker may write into a peer's buffers (a poisoned peer is leaving the call).
+  for (Connection* link : p.bufferLinks) {
+    if (!link->holdBuffers(call.sequence)) {
+      try {
+        throw Error(ErrorCode::Aborted,
+                    rankPrefix(s.rank) + callName() + ": rank " + std::to_string(link->peer()) +
+                        " is leaving the call (its side of the communicator was poisoned) before this rank wrote into "
+                        "its buffers",
+                    s.rank, link->peer());
+      } catch (...) {
+        poisonWith(std::current_exception());
+        if (poisonedElsewhere(std::current_exception())) s.raisePoisoned(callName(), -1);
+        throw;
+      }
+    }
+    ++leave.held;
+  }
   if (call.variable && p.laysOutScratch) {
     try {
       layOutScratch(call);

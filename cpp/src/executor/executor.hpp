@@ -66,6 +66,9 @@ struct CompiledPlan {
   std::vector<ExecChannel> channels;
   std::vector<std::vector<plan::Op>> workers;
   std::vector<std::vector<Connection*>> workerLinks;  // per worker: the links its puts go through
+  // The links to the peers whose call buffers this rank puts into (not their eager banks): held
+  // for each call (Connection::holdBuffers; docs/transports.md, "Faults on one node").
+  std::vector<Connection*> bufferLinks;
   // Plans with scratch_blocks (all_to_all_v through scratch; scratch_layout.cpp): the ranks whose
   // scratch this rank reaches (itself first when it has scratch), their blocks' sources, and the
   // ranks whose input counts size those blocks.
@@ -220,10 +223,6 @@ class Executor {
   uint64_t refused_ = 0;  // the last call this rank refused (refuseCall), for the next calls' mismatch messages
   uint64_t eagerCalls_ = 0;  // calls of plans with scratch banks: bank = eagerCalls_ mod 2
   std::vector<std::vector<PeerView>> views_;  // [worker][peer]
-  // The peers whose buffers each worker holds in the current call (Connection::holdBuffers),
-  // from its first touch (peerView) until every worker is done (releaseHolds).
-  std::vector<std::vector<Connection*>> holds_;  // [worker]
-  void releaseHolds();
   std::vector<std::vector<char>> bounce_;     // [worker]: get_reduce's tiles of unmapped peer memory
   std::vector<std::vector<uint64_t>> sourceOffsets_;   // [rank]: layout sources' input block offsets
   std::vector<std::vector<uint64_t>> scratchOffsets_;  // [rank]: its scratch blocks' offsets (elements)

@@ -116,12 +116,13 @@ class Connection {
   // ---- this rank's hold on the peer's call buffers --------------------------------------------
   // A same-node peer's buffers are written in place (shm stores, cma writes), so a peer leaving a
   // failed call must not hand them back to its caller while this rank may still write into
-  // them. A worker holds the peer's buffers from its first touch in a call until the call ends
-  // here: holdBuffers() counts it in the peer's control block, then returns false, uncounted,
-  // when the peer is already poisoned (it is leaving the call: touch nothing). Transports whose
-  // writes the peer's own process applies (tcp, which discards puts once poisoned) need neither.
-  virtual bool holdBuffers() { return true; }
-  virtual void releaseBuffers() {}
+  // them. A rank holds the buffers of the peers its plan puts into from the start of call `call`
+  // until all its workers are done with it: holdBuffers() says so in the peer's control block,
+  // then returns false (let go again) when the peer is already poisoned: it is leaving the call,
+  // touch nothing. Transports whose writes the peer's own process applies (tcp, which discards
+  // puts once poisoned) need neither.
+  virtual bool holdBuffers(uint64_t call) { (void)call; return true; }
+  virtual void releaseBuffers(uint64_t call) { (void)call; }
 
   // ---- the peer's end ------------------------------------------------------------------------
   // Set once the peer has left (destroyed its communicator) and all it sent was applied: tcp

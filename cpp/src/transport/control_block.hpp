@@ -94,6 +94,14 @@ constexpr uint8_t kPreMultipliedOp = 0x80;
 constexpr uint64_t kStampHistory = 64;
 constexpr uint64_t kStampWindow = kStampHistory / 2;
 
+// A same-node rank's hold on another's call buffers, written by the holder only: `held` is the
+// last call in which it may write into them, `released` the last it let go of; it holds them
+// while held > released. One cache line per holder, which the owner reads only when it fails.
+struct alignas(64) BufferHold {
+  uint64_t held;
+  uint64_t released;
+};
+
 // Point-to-point send/recv (rendezvous): the sender posts its buffer for the receiver here, then
 // signals (SemaphoreSet::SendReady); the receiver copies, answers with a status and signals back
 // (SemaphoreSet::RecvDone).
@@ -165,10 +173,10 @@ struct ControlBlock {
   SemaphoreSlot planSlots[kMaxLocalRanks][kMaxPlanChannelsPerPeer];
   SemaphoreSlot sendReady[kMaxLocalRanks];  // inbound: that rank posted a send to this one
   SemaphoreSlot recvDone[kMaxLocalRanks];   // inbound: that rank finished receiving our send
-  // How many of that rank's workers reached this rank's buffers in the call they are in
-  // (Connection::holdBuffers): a rank leaving a failed call waits for these to reach 0 before its
-  // caller may free the buffers (Communicator::State::awaitBufferHolders).
-  SemaphoreSlot bufferHolders[kMaxLocalRanks];
+  // Indexed by the writer's local index: the calls in which that rank may write into this
+  // rank's buffers (Connection::holdBuffers); a rank leaving a failed call waits until none holds
+  // them before its caller may free them (Communicator::State::awaitBufferHolders).
+  BufferHold bufferHolds[kMaxLocalRanks];
   CallMailbox mailbox;
   DeviceMailbox deviceMailbox;
   ScratchBanks scratchBanks;

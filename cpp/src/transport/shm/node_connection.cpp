@@ -103,20 +103,22 @@ void NodeConnection::abort(const std::string& reason, ErrorCode code, uint64_t c
   storeAbort(block_->header, peer_.rank, reason, code, call);
 }
 
-// Against the peer's exit (poison its own block, then read the holders, awaitBufferHolders):
-// either it sees this count, or this rank sees its poison. Both sides are sequentially
-// consistent, so one of the two always holds.
-bool NodeConnection::holdBuffers() {
-  uint64_t* holders = &block_->bufferHolders[peer_.localIndex].value;
-  __atomic_fetch_add(holders, 1, __ATOMIC_SEQ_CST);
-  if (block_->header.abortBy.load(std::memory_order_seq_cst) == 0) return true;
-  __atomic_fetch_sub(holders, 1, __ATOMIC_RELEASE);
+// Against the peer's exit (poison its own block, a full fence, then read the holds:
+// awaitBufferHolders): the fence here orders this hold before the look at its poison, so either
+// the peer sees the hold, or this rank sees its poison. Plain stores otherwise (one line that
+// only this rank writes): a few nanoseconds per call and peer.
+bool NodeConnection::holdBuffers(uint64_t call) {
+  BufferHold& hold = block_->bufferHolds[peer_.localIndex];
+  __atomic_store_n(&hold.held, call, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (block_->header.abortBy.load(std::memory_order_relaxed) == 0) return true;
+  releaseBuffers(call);
   return false;
 }
 
-void NodeConnection::releaseBuffers() {
-  // Release: every write this rank made into the buffers happens before the peer reads 0.
-  __atomic_fetch_sub(&block_->bufferHolders[peer_.localIndex].value, 1, __ATOMIC_RELEASE);
+void NodeConnection::releaseBuffers(uint64_t call) {
+  // Release: every write this rank made into the buffers happens before the peer reads it.
+  __atomic_store_n(&block_->bufferHolds[peer_.localIndex].released, call, __ATOMIC_RELEASE);
 }
 
 }  // namespace forestcc

@@ -75,8 +75,8 @@ class NodeConnection : public Connection {
 
   void abort(const std::string& reason, ErrorCode code, uint64_t call) override;
   const std::atomic<bool>* peerLeftFlag() const override { return &block_->header.left; }
-  bool holdBuffers() override;
-  void releaseBuffers() override;
+  bool holdBuffers(uint64_t call) override;
+  void releaseBuffers(uint64_t call) override;
 
  protected:
   NodePeer peer_;
