@@ -17,3 +17,9 @@ def test_several_channels_at_once(size, no_new_shm):
     res = run_job(size, "channel_streams.py")
     assert res.returncode == 0, res.stdout + res.stderr
     assert len(res.lines("OK")) == size
+
+
+def test_channel_arguments_and_waits_with_a_timeout_of_the_callers(no_new_shm):
+    res = run_job(2, "channel_arguments.py", env={"FORESTCC_TIMEOUT": "300"})
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert sorted(res.lines("OK")) == ["OK 0", "OK 1"], res.stdout

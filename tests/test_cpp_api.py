@@ -64,6 +64,19 @@ def test_a_plan_file_runs_from_cpp(tmp_path, no_new_shm):
     assert str(wrong) in p.stderr or "ring_all_reduce_2" in p.stderr, p.stderr[-3000:]
 
 
+@pytest.mark.parametrize("flag, message", [
+    ("--bad-op", "op: 42 is not a forestcc::ReduceOp"),
+    ("--bad-dtype", "x: dtype 99 is not a forestcc::DataType"),
+    ("--null-x", "x: is NULL with 4 elements"),
+])
+def test_values_outside_the_enums_and_null_buffers_are_refused(flag, message, no_new_shm):
+    # before, op 42 returned with the output untouched or half reduced (a silent wrong answer),
+    # dtype 99 and a NULL x crashed the rank in memcpy
+    p = run_example(2, flag)
+    assert p.returncode == 2, p.stdout[-3000:] + p.stderr[-3000:]
+    assert message in p.stderr, p.stderr[-3000:]
+
+
 def test_count_whose_bytes_wrap_is_refused(no_new_shm):
     # 2**62 + 1 floats are 4 bytes modulo 2**64: without the check the call moved 4 bytes and
     # returned, the example's "not refused" line and exit 1

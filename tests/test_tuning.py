@@ -51,6 +51,9 @@ def test_in_place_field_is_optional_and_checked():
     # all_to_all_v rules are checked too, though the engine drops them (all_to_all's serve it)
     ({"version": 1, "rules": [_rule(collective="all_to_all_v", algorithm="magic")]}, 'rule 0: unknown algorithm "magic"'),
     ({"version": 1, "rules": [_rule(max_bytes=float("inf"))]}, "t: not a forestcc tuning table .Out of range float"),
+    # before, accepted: every call the rule chose failed, naming neither the file nor the rule
+    ({"version": 1, "rules": [_rule(collective="all_reduce", algorithm="tree")]},
+     "rule 0: algorithm 'tree' does not implement all_reduce .it implements "),
 ])
 def test_every_table_error_names_source_and_rule(table, message):
     # validate_table is libforestcc's own check (parseTuningTable), so the engine refuses the same
@@ -113,7 +116,7 @@ def test_shipped_table_is_valid():
 
 def test_auto_picks_by_memory_kind(tmp_path):
     table = {"version": 1, "source": "test", "rules": [
-        _rule(memory="device", algorithm="tree"),
+        _rule(memory="device", algorithm="direct"),
         _rule(memory="shared", algorithm="ring"),
         _rule(memory="private", algorithm="halving_doubling")]}
     path = tmp_path / "tuning.json"
@@ -128,7 +131,7 @@ def test_auto_picks_by_memory_kind(tmp_path):
     # the engine's choice by memory code; unknown memory matches neither rule
     assert all(line.split()[1:] == ["halving_doubling", "ring"]
                for line in result.lines("choose")), result.stdout
-    assert [line.split()[1:] for line in result.lines("device")] == [["tree"]] * 2, result.stdout
+    assert [line.split()[1:] for line in result.lines("device")] == [["direct"]] * 2, result.stdout
 
 
 def test_eager_rules_are_clamped_and_the_next_rule_takes_over(tmp_path):

@@ -5,6 +5,7 @@
 //   forestcc-run -n 4 forestcc-example-all-reduce            # prints "OK <rank>" on every rank
 //   forestcc-run -n 2 forestcc-example-all-reduce --bad-root # shows a refused argument
 //   forestcc-run -n 2 forestcc-example-all-reduce --huge-count  # a count no memory holds, refused
+//   forestcc-run -n 2 forestcc-example-all-reduce --bad-op      # (also --bad-dtype, --null-x) refused
 //   forestcc-run -n 4 forestcc-example-all-reduce --algo ring_ar.json  # all_reduce by a plan file
 #include <cstdio>
 #include <cstring>
@@ -34,6 +35,11 @@ void expect(bool ok, const char* what, int rank, size_t index, double got, doubl
 int main(int argc, char** argv) {
   const bool badRoot = argc > 1 && std::strcmp(argv[1], "--bad-root") == 0;
   const bool hugeCount = argc > 1 && std::strcmp(argv[1], "--huge-count") == 0;
+  // Values no enum has (a cast, an integer from another ABI) and a NULL buffer: refused too.
+  const char* badValue = argc > 1 && (std::strcmp(argv[1], "--bad-op") == 0 || std::strcmp(argv[1], "--bad-dtype") == 0 ||
+                                      std::strcmp(argv[1], "--null-x") == 0)
+                             ? argv[1]
+                             : nullptr;
   // all_reduce's algorithm: "auto", a built-in name or a plan file (in place, for this job's ranks)
   const char* algo = argc > 2 && std::strcmp(argv[1], "--algo") == 0 ? argv[2] : "auto";
   try {
@@ -54,6 +60,15 @@ int main(int argc, char** argv) {
       const Tensor huge(x.data(), (size_t(1) << 62) + 1, DataType::Float32);
       coll.allReduce(huge, huge, forestcc::ReduceOp::Sum);
       std::fprintf(stderr, "rank %d: an all_reduce of 2**62 + 1 floats was not refused\n", rank);
+      return 1;
+    }
+    if (badValue) {
+      std::vector<float> x(4, 1.0f), y(4, 0.0f);
+      const bool op = std::strcmp(badValue, "--bad-op") == 0, dtype = std::strcmp(badValue, "--bad-dtype") == 0;
+      const Tensor in(dtype || op ? x.data() : nullptr, x.size(), dtype ? static_cast<DataType>(99) : DataType::Float32);
+      const Tensor out(y.data(), y.size(), dtype ? static_cast<DataType>(99) : DataType::Float32);
+      coll.allReduce(in, out, op ? static_cast<forestcc::ReduceOp>(42) : forestcc::ReduceOp::Sum);
+      std::fprintf(stderr, "rank %d: an all_reduce with %s was not refused\n", rank, badValue);
       return 1;
     }
 

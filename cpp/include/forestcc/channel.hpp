@@ -21,7 +21,9 @@ class Channel {
   virtual void put(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) = 0;
   virtual void get(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes) = 0;
   virtual void signal() = 0;
-  // timeoutSeconds < 0: the communicator's timeout.
+  // timeoutSeconds < 0: the communicator's timeout, whose expiry poisons the communicator as any
+  // wait's does; >= 0 (at most config::kMaxTimeoutSeconds): the caller's, whose expiry throws
+  // Timeout and leaves the channel usable (the next wait waits for the same signal).
   virtual void wait(double timeoutSeconds = -1) = 0;
   // True (consuming the signal) if the peer's next signal has already arrived; never blocks.
   virtual bool test() = 0;

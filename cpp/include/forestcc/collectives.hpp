@@ -24,9 +24,13 @@ enum class ReduceOp : uint8_t { FORESTCC_REDUCE_OPS(FORESTCC_ENUM2) };
 #undef FORESTCC_ENUM3
 #undef FORESTCC_ENUM2
 
+// Names of values outside the enums are "<invalid ...>" (for the messages that refuse them).
 const char* name(DataType t);
 const char* name(ReduceOp op);
-size_t elementSize(DataType t);
+size_t elementSize(DataType t);  // 0 for a value outside the enum
+// Whether a value (a C++ caller's cast, an ABI's integer) is one of the enum's.
+bool valid(DataType t);
+bool valid(ReduceOp op);
 bool parse(const std::string& text, DataType& out);
 bool parse(const std::string& text, ReduceOp& out);
 

@@ -1,5 +1,11 @@
 #include "channels/memory_channel.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "forestcc/config.hpp"
+
 namespace forestcc {
 
 MemoryChannel::MemoryChannel(std::shared_ptr<Communicator::State> comm, int peer, RegisteredMemory local,
@@ -41,15 +47,28 @@ bool MemoryChannel::test() {
 
 void MemoryChannel::wait(double timeoutSeconds) {
   if (test()) return;
-  double timeout = timeoutSeconds < 0 ? comm_->timeout : timeoutSeconds;
+  if (std::isnan(timeoutSeconds))
+    throw Error(ErrorCode::InvalidUsage, rankPrefix(comm_->rank) + "wait on channel " + name_ + ": timeout is NaN",
+                comm_->rank, peer_);
+  const bool own = timeoutSeconds >= 0;  // the caller's limit, not the communicator's
+  const double timeout = own ? std::min(timeoutSeconds, config::kMaxTimeoutSeconds) : comm_->timeout;
   WaitPolicy policy = comm_->waitPolicy(peer_, timeout);
   WaitOutcome outcome = waitUntil([&] { return __atomic_load_n(inbound_, __ATOMIC_ACQUIRE) >= expected_ + 1; }, policy);
   if (outcome == WaitOutcome::Ready) {
     ++expected_;
     return;
   }
-  comm_->raiseWaitFailure(outcome, peer_, "wait on channel " + name_ + " (signal #" +
-                                              std::to_string(expected_ + 1) + ")", timeout);
+  const std::string what = "wait on channel " + name_ + " (signal #" + std::to_string(expected_ + 1) + ")";
+  // A limit the caller chose is its own business: the signal may still come, and the channel and
+  // its communicator stay usable (the next wait waits for the same signal). Not so the
+  // communicator's own timeout, which poisons as every other wait's does.
+  if (own && outcome == WaitOutcome::Timeout) {
+    std::ostringstream msg;
+    msg << rankPrefix(comm_->rank) << what << ": no signal from rank " << peer_ << " within the " << timeoutSeconds
+        << " s given to wait()";
+    throw Error(ErrorCode::Timeout, msg.str(), comm_->rank, peer_);
+  }
+  comm_->raiseWaitFailure(outcome, peer_, what, timeout);
 }
 
 void MemoryChannel::flush() { connection_.flush(); }

@@ -24,6 +24,11 @@ std::string elements(uint64_t n) { return std::to_string(n) + (n == 1 ? " elemen
 }
 
 void checkFits(const Tensor& t, const char* arg, int rank) {
+  if (!valid(t.dtype))
+    throw Error(ErrorCode::InvalidType, std::string(arg) + ": dtype " + std::to_string(static_cast<int>(t.dtype)) +
+                                            " is not a forestcc::DataType", rank);
+  // (A C++ caller's; the bindings and the shim never pass one.)
+  if (!t.data && t.count) invalid(std::string(arg) + ": is NULL with " + elements(t.count), rank);
   if (!fitsInMemory(t.count, elementSize(t.dtype)))
     invalid(std::string(arg) + ": " + elements(t.count) + " of " + name(t.dtype) +
                 " is more memory than a process can address", rank);
@@ -121,6 +126,8 @@ void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {
   if (r.variable && c != Collective::AllToAll) invalid("collective: only all_to_all has a variable form", rank);
   out.root = t.rooted ? checkRank(r.root, "root", nranks) : -1;
   CallBuffers& b = out.buffers;
+  if (t.reduces && !valid(r.op))
+    invalid("op: " + std::to_string(static_cast<int>(r.op)) + " is not a forestcc::ReduceOp", rank);
   b.op = t.reduces ? r.op : ReduceOp::Sum;
   b.preMultiplied = t.reduces && r.options.preMultiplied;
   const bool isRoot = rank == out.root;

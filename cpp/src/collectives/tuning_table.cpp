@@ -1,5 +1,6 @@
 #include "collectives/tuning_table.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,14 @@ TuningRule parseRule(const json::Value& rule, const std::string& where) {
   if (!algo.isString() || !isAlgorithm(algo.asString()))
     refuse(where + ": unknown algorithm " + json::dump(algo) + " (built-in: " + joined(algorithmNames()) + ")");
   r.algorithm = algo.asString();
+  // One that does not serve the collective would fail every call it chose, far from this file.
+  const std::vector<plan::Collective> serves = algorithmCollectives(r.algorithm);
+  if (!allToAllV && std::find(serves.begin(), serves.end(), r.collective) == serves.end()) {
+    std::vector<std::string> names;
+    for (plan::Collective c : serves) names.push_back(plan::traits(c).name);
+    refuse(where + ": algorithm '" + r.algorithm + "' does not implement " + coll.asString() + " (it implements " +
+           joined(names) + ")");
+  }
   r.minRanks = rankCount(*rule.find("min_ranks"), where, "min_ranks");
   r.maxRanks = rankCount(*rule.find("max_ranks"), where, "max_ranks");
   r.minBytes = nonNegative(*rule.find("min_bytes"), where, "min_bytes");

@@ -1,5 +1,7 @@
 #include "forestcc/collectives.hpp"
 
+#include <iterator>
+
 namespace forestcc {
 
 namespace {
@@ -24,9 +26,11 @@ bool parseName(const char* const (&names)[N], const std::string& text, E& out) {
 }
 }  // namespace
 
-const char* name(DataType t) { return kTypeNames[static_cast<int>(t)]; }
-const char* name(ReduceOp op) { return kOpNames[static_cast<int>(op)]; }
-size_t elementSize(DataType t) { return kTypeSizes[static_cast<int>(t)]; }
+bool valid(DataType t) { return static_cast<size_t>(t) < std::size(kTypeNames); }
+bool valid(ReduceOp op) { return static_cast<size_t>(op) < std::size(kOpNames); }
+const char* name(DataType t) { return valid(t) ? kTypeNames[static_cast<int>(t)] : "<invalid dtype>"; }
+const char* name(ReduceOp op) { return valid(op) ? kOpNames[static_cast<int>(op)] : "<invalid op>"; }
+size_t elementSize(DataType t) { return valid(t) ? kTypeSizes[static_cast<int>(t)] : 0; }
 bool parse(const std::string& text, DataType& out) {
   // numpy's (ml_dtypes') and torch's name for e4m3 says "fn" (finite, one NaN); accept it too.
   if (text == "float8_e4m3fn") return out = DataType::Float8E4M3, true;

@@ -9,10 +9,12 @@
 #include <immintrin.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
 
+#include "forestcc/config.hpp"
 #include "forestcc/error.hpp"
 #include "transport/control_block.hpp"
 #include "transport/doorbell.hpp"
@@ -64,7 +66,9 @@ WaitOutcome waitUntil(Ready&& ready, const WaitPolicy& p, Watch&& watch = Watch{
     if (clock::now() >= spinEnd) break;
   }
   const auto yieldEnd = spinEnd + std::chrono::nanoseconds(static_cast<int64_t>(p.yieldMicroseconds * 1e3));
-  const auto deadline = start + std::chrono::nanoseconds(static_cast<int64_t>(p.timeoutSeconds * 1e9));
+  // Clamped: a longer timeout (inf) would overflow the nanoseconds and expire at once.
+  const auto deadline =
+      start + std::chrono::nanoseconds(static_cast<int64_t>(std::min(p.timeoutSeconds, config::kMaxTimeoutSeconds) * 1e9));
   auto nextLivenessCheck = start + std::chrono::milliseconds(50);
   long sleepNs = 10000;
   while (true) {

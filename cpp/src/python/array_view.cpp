@@ -68,6 +68,11 @@ ArrayView fromNumpy(const py::array& a, const char* arg, bool anyType) {
   py::dtype dt = a.dtype();
   const char kind = dt.kind();
   const size_t size = static_cast<size_t>(dt.itemsize());
+  // Not even as bytes (registration): its elements are this process's pointers to Python
+  // objects, meaningless elsewhere, and bytes put into it would be taken for objects (a crash).
+  if (kind == 'O')
+    throw py::type_error(std::string(arg) + ": dtype object holds pointers to Python objects, not data; "
+                         "pass an array of numbers");
   // Collectives reduce and deliver data in this machine's byte order: a swapped array's bytes would be
   // read as other numbers (and an output's written as other numbers), a silent wrong answer.
   // Registration (anyType) moves bytes only.
