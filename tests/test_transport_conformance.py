@@ -26,7 +26,7 @@ def test_range_errors_and_timeouts_name_rank_and_peer(transport, no_new_shm):
     assert all("forestcc rank 0:" in e and "rank 0 -> rank 1" in e for e in ranges)
     assert "destination range [1020, 1020+8)" in ranges[0] and "source range [1020, 1020+8)" in ranges[1]
     (timeout,) = res.lines("TIMEOUT")
-    assert "forestcc rank 0:" in timeout and "rank 1 to signal" in timeout
+    assert "forestcc rank 0:" in timeout and "no signal from rank 1 within the 1 s given to wait()" in timeout
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -160,9 +160,9 @@ std::shared_ptr<const CompiledPlan> Executor::compile(const plan::Plan& p) {
     }
   }
   // Eager plans rely on every rank hearing from every other in each call (schedules/README.md,
-  // "Scratch banks"; the verifier proves it). Cheap to check here, for plans not proven before
-  // they run (plan dicts, files too large to prove): a direct wait on every peer (which the
-  // built-in eager plans have).
+  // "Scratch banks"; the verifier proves it of every plan file and dict before it runs). Cheap to
+  // check here too, for a plan compiled without the proof (through the engine directly, or a
+  // C++ caller's file): a direct wait on every peer (which the built-in eager plans have).
   if (p.scratchBanks == 2)
     for (int r = 0; r < p.nranks; ++r)
       if (r != s.rank && !waitsOn[r])
