@@ -34,6 +34,9 @@ constexpr const char* kShmDir = "/dev/shm";  // where Linux keeps POSIX shared-m
 char gOwned[kMaxOwned][kNameLen];
 pid_t gOwnedBy[kMaxOwned];
 std::atomic<int> gOwnedCount{0};
+// One past the highest entry ever used: entries fill from the bottom, so the scans below stop
+// near the number of live segments, not at the table's size.
+std::atomic<int> gOwnedTop{0};
 std::mutex gOwnedMu;
 std::atomic<uint64_t> gSeq{0};
 
@@ -45,6 +48,7 @@ bool addOwned(const std::string& name) {
       std::snprintf(gOwned[i], kNameLen, "%s", name.c_str());
       gOwnedBy[i] = getpid();
       gOwnedCount.fetch_add(1);
+      if (i >= gOwnedTop.load()) gOwnedTop.store(i + 1);
       return true;
     }
   }
@@ -54,13 +58,15 @@ bool addOwned(const std::string& name) {
 // Async-signal-safe: this process's own segments (getpid() is safe in a handler).
 void unlinkOwnSegments() {
   const pid_t self = getpid();
-  for (int k = 0; k < kMaxOwned; ++k)
+  const int top = gOwnedTop.load();
+  for (int k = 0; k < top; ++k)
     if (gOwned[k][0] != '\0' && gOwnedBy[k] == self) shm_unlink(gOwned[k]);
 }
 
 void removeOwned(const std::string& name) {
   std::lock_guard<std::mutex> g(gOwnedMu);
-  for (int i = 0; i < kMaxOwned; ++i) {
+  const int top = gOwnedTop.load();
+  for (int i = 0; i < top; ++i) {
     if (name == gOwned[i]) {
       gOwned[i][0] = '\0';
       gOwnedCount.fetch_sub(1);
