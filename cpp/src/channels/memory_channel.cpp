@@ -1,10 +1,7 @@
 #include "channels/memory_channel.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <sstream>
-
-#include "forestcc/config.hpp"
 
 namespace forestcc {
 
@@ -51,7 +48,7 @@ void MemoryChannel::wait(double timeoutSeconds) {
     throw Error(ErrorCode::InvalidUsage, rankPrefix(comm_->rank) + "wait on channel " + name_ + ": timeout is NaN",
                 comm_->rank, peer_);
   const bool own = timeoutSeconds >= 0;  // the caller's limit, not the communicator's
-  const double timeout = own ? std::min(timeoutSeconds, config::kMaxTimeoutSeconds) : comm_->timeout;
+  const double timeout = own ? timeoutSeconds : comm_->timeout;  // (inf: waitUntil clamps it)
   WaitPolicy policy = comm_->waitPolicy(peer_, timeout);
   WaitOutcome outcome = waitUntil([&] { return __atomic_load_n(inbound_, __ATOMIC_ACQUIRE) >= expected_ + 1; }, policy);
   if (outcome == WaitOutcome::Ready) {

@@ -23,7 +23,8 @@ std::string elements(uint64_t n) { return std::to_string(n) + (n == 1 ? " elemen
   invalid(std::string(arg) + ": has " + elements(got) + ", expected " + elements(want) + " (" + because + ")", rank);
 }
 
-void checkFits(const Tensor& t, const char* arg, int rank) {
+// A buffer's dtype, pointer and size (a C++ caller's values may be anything).
+void checkTensor(const Tensor& t, const char* arg, int rank) {
   if (!valid(t.dtype))
     throw Error(ErrorCode::InvalidType, std::string(arg) + ": dtype " + std::to_string(static_cast<int>(t.dtype)) +
                                             " is not a forestcc::DataType", rank);
@@ -139,8 +140,8 @@ void checkCall(const CallRequest& r, int rank, int nranks, CheckedCall& out) {
                 : t.output != Blocks::None && !hasOut ? Engine::StandIn::Output
                                                       : Engine::StandIn::None;
   if (!hasX && !hasOut) return;  // a barrier
-  if (hasX) checkFits(r.x, "x", rank);
-  if (hasOut) checkFits(r.out, "out", rank);
+  if (hasX) checkTensor(r.x, "x", rank);
+  if (hasOut) checkTensor(r.out, "out", rank);
 
   if (hasX && hasOut && r.x.dtype != r.out.dtype)
     throw Error(ErrorCode::InvalidType, std::string("out: dtype ") + name(r.out.dtype) + " does not match x's " +

@@ -359,17 +359,15 @@ void Executor::run(const CompiledPlan& p, const CallBuffers& buffers) {
   // Before a worker may write into a peer's buffers (a poisoned peer is leaving the call).
   for (Connection* link : p.bufferLinks) {
     if (!link->holdBuffers(call.sequence)) {
-      try {
-        throw Error(ErrorCode::Aborted,
-                    rankPrefix(s.rank) + callName() + ": rank " + std::to_string(link->peer()) +
-                        " is leaving the call (its side of the communicator was poisoned) before this rank wrote into "
-                        "its buffers",
-                    s.rank, link->peer());
-      } catch (...) {
-        poisonWith(std::current_exception());
-        if (poisonedElsewhere(std::current_exception())) s.raisePoisoned(callName(), -1);
-        throw;
-      }
+      const std::exception_ptr error = std::make_exception_ptr(
+          Error(ErrorCode::Aborted,
+                rankPrefix(s.rank) + callName() + ": rank " + std::to_string(link->peer()) +
+                    " is leaving the call (its side of the communicator was poisoned) before this rank wrote into "
+                    "its buffers",
+                s.rank, link->peer()));
+      poisonWith(error);
+      if (poisonedElsewhere(error)) s.raisePoisoned(callName(), -1);
+      std::rethrow_exception(error);
     }
     ++leave.held;
   }

@@ -14,7 +14,7 @@ namespace {
 // An offset or size as the C++ API takes it: a negative or too large Python int is a ValueError
 // naming the argument (pybind11's own conversion error is a TypeError listing signatures).
 uint64_t byteCount(const py::int_& v, const Channel& c, const char* op, const char* arg) {
-  if (py::int_(0).attr("__gt__")(v).cast<bool>())
+  if (v < py::int_(0))
     throw py::value_error(std::string(op) + " on channel " + c.name() + ": " + arg + " is negative");
   if (v.attr("bit_length")().cast<int>() > 64)
     throw py::value_error(std::string(op) + " on channel " + c.name() + ": " + arg + " is 2**64 or more");
@@ -22,7 +22,7 @@ uint64_t byteCount(const py::int_& v, const Channel& c, const char* op, const ch
 }
 
 template <void (Channel::*Move)(uint64_t, uint64_t, uint64_t)>
-void move(Channel& c, const py::int_& dst, const py::int_& src, const py::int_& n, const char* op) {
+void moveBytes(Channel& c, const py::int_& dst, const py::int_& src, const py::int_& n, const char* op) {
   const uint64_t d = byteCount(dst, c, op, "dst_offset"), s = byteCount(src, c, op, "src_offset"),
                  b = byteCount(n, c, op, "nbytes");
   py::gil_scoped_release released;
@@ -35,10 +35,10 @@ void bindChannel(py::module_& m) {
   using R = py::call_guard<py::gil_scoped_release>;
   py::class_<Channel, std::shared_ptr<Channel>>(m, "Channel", py::dynamic_attr(),
       "A one-sided channel to one peer: put/get/signal/wait/flush (see forestcc.MemoryChannel).")
-      .def("put", [](Channel& c, const py::int_& d, const py::int_& s, const py::int_& n) { move<&Channel::put>(c, d, s, n, "put"); },
+      .def("put", [](Channel& c, const py::int_& d, const py::int_& s, const py::int_& n) { moveBytes<&Channel::put>(c, d, s, n, "put"); },
            py::arg("dst_offset"), py::arg("src_offset"), py::arg("nbytes"),
            "Copy local [src_offset, +nbytes) into the peer's memory at dst_offset.")
-      .def("get", [](Channel& c, const py::int_& d, const py::int_& s, const py::int_& n) { move<&Channel::get>(c, d, s, n, "get"); },
+      .def("get", [](Channel& c, const py::int_& d, const py::int_& s, const py::int_& n) { moveBytes<&Channel::get>(c, d, s, n, "get"); },
            py::arg("dst_offset"), py::arg("src_offset"), py::arg("nbytes"),
            "Copy the peer's [src_offset, +nbytes) into local memory at dst_offset.")
       .def("signal", &Channel::signal, R(), "Make earlier puts visible to the peer's next wait().")
@@ -58,7 +58,7 @@ void bindChannel(py::module_& m) {
       .def("flush", &Channel::flush, R(), "Wait until this channel's puts have completed.")
       .def("put_with_signal",
            [](Channel& c, const py::int_& d, const py::int_& s, const py::int_& n) {
-             move<&Channel::putWithSignal>(c, d, s, n, "put_with_signal");
+             moveBytes<&Channel::putWithSignal>(c, d, s, n, "put_with_signal");
            },
            py::arg("dst_offset"), py::arg("src_offset"), py::arg("nbytes"))
       .def_property_readonly("peer", &Channel::peer)
