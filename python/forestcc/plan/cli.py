@@ -79,7 +79,9 @@ def build_parser(prog: str = "python -m forestcc.plan") -> argparse.ArgumentPars
     parser = argparse.ArgumentParser(prog=prog, description="Work with forestcc plan files.")
     commands = parser.add_subparsers(dest="command", required=True)
     verify_parser = commands.add_parser("verify", help="check plans for deadlocks, races and "
-                                                       "wrong results")
+                                                       "wrong results; records the proof of each "
+                                                       "file that passes, which a plan too large "
+                                                       "to prove when algo= loads it needs to run")
     add_verify_arguments(verify_parser)
     verify_parser.set_defaults(func=verify_main)
     dump_parser = commands.add_parser("dump", help="write a built-in algorithm's plan as JSON")
